@@ -1,0 +1,31 @@
+# Two entry points: `make app` and `make test`. Both create .venv and install what they need.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8501
+
+.PHONY: app test venv deps-app deps-test browser
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+deps-app: $(BIN)/python
+	$(BIN)/pip install -q -r requirements.txt
+
+# CPU torch first, so the requirements' torch>=2.4 is already met and no CUDA build is pulled.
+deps-test: $(BIN)/python
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -r requirements-dev.txt
+
+# Debian's Chromium for the browser tests (Playwright's own browser download is not used).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
+app: deps-app
+	$(BIN)/streamlit run app.py --server.port $(PORT)
+
+test: deps-test browser
+	$(BIN)/python -m pytest -q --timeout 600

@@ -1,0 +1,1 @@
+"""bench_core: the Streamlit-free engine of the staged transformer training benchmark."""

@@ -1,0 +1,191 @@
+"""One stage in one fresh process: ``python -m bench_core.worker`` reads its job (JSON) from stdin
+and streams JSON events, one per line, on stdout. Everything else the process prints goes to stderr.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import sys
+import time
+
+from .config import BenchConfig
+from .kernels import classify, sdpa_backend, verdict
+from .levers import LEVERS, Stage
+
+PROFILE_STEPS = 3
+
+
+class Emitter:
+    def __init__(self):
+        # Keep the real stdout for events; route fd 1 to stderr so stray prints can't corrupt the stream.
+        self._out = os.fdopen(os.dup(1), "w", buffering=1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+
+    def __call__(self, event: str, **data) -> None:
+        self._out.write(json.dumps({"event": event, **data}) + "\n")
+
+
+def apply_test_fault(stage_key: str) -> None:
+    """Test-only hooks: BENCH_TEST_FAULT=abort|segfault|hang|exit3[@stage_key], BENCH_TEST_RLIMIT_AS_MIB=N."""
+    cap = os.environ.get("BENCH_TEST_RLIMIT_AS_MIB")
+    if cap:
+        limit = int(cap) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    spec = os.environ.get("BENCH_TEST_FAULT")
+    if not spec:
+        return
+    kind, _, target = spec.partition("@")
+    if target and target != stage_key:
+        return
+    if kind == "abort":
+        os.abort()
+    if kind == "segfault":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if kind == "hang":
+        time.sleep(3600)
+    if kind == "exit3":
+        sys.exit(3)
+
+
+def is_oom(exc: BaseException) -> bool:
+    text = str(exc)
+    return (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+            or "out of memory" in text.lower() or "can't allocate memory" in text)
+
+
+def run(job: dict, emit: Emitter) -> None:
+    import torch
+
+    from .model import GPT, GPTConfig, synthetic_batch
+
+    cfg = BenchConfig.from_dict(job["config"])
+    stage = Stage(**job["stage"])
+    device = job["device"]
+    cuda = device == "cuda"
+    opt_lever, norm_lever, prec_lever, compile_lever = (LEVERS[getattr(stage, k)] for k in
+                                                       ("optimizer", "norm", "precision", "compile"))
+    plan = prec_lever.build()
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = plan.tf32
+        torch.backends.cudnn.allow_tf32 = plan.tf32
+    try:
+        norm_cls = norm_lever.build()
+    except Exception as exc:
+        return emit("unavailable", reason=f"{norm_lever.title} could not be built: {type(exc).__name__}: {exc}")
+
+    torch.manual_seed(cfg.seed)
+    with torch.device(device):
+        model = GPT(GPTConfig(cfg.depth, cfg.width, cfg.heads, cfg.seq_len, cfg.vocab_size), norm_cls)
+    try:
+        opt = opt_lever.build(model.parameters())
+    except Exception as exc:
+        return emit("unavailable", reason=f"{opt_lever.title} could not be built: {type(exc).__name__}: {exc}")
+    model = compile_lever.build(model)
+    x, y = synthetic_batch(cfg.vocab_size, cfg.batch_size, cfg.seq_len, cfg.seed, device)
+    dtype = getattr(torch, plan.autocast_dtype) if plan.autocast_dtype else None
+    scaler = torch.amp.GradScaler(device) if plan.grad_scaler else None
+    emit("started", pid=os.getpid(), stage=stage.key, device=device, params=sum(p.numel() for p in model.parameters()),
+         optimizer_class=f"{type(opt).__module__}.{type(opt).__qualname__}",
+         norm_class=f"{norm_cls.__module__}.{norm_cls.__qualname__}",
+         tf32_matmul=torch.backends.cuda.matmul.allow_tf32, grad_scaler=scaler is not None)
+
+    last_dtype = [None]
+
+    def step():
+        opt.zero_grad()  # Apex FusedAdam.zero_grad takes no arguments; both default to set_to_none
+        with (torch.autocast(device, dtype=dtype) if dtype else contextlib.nullcontext()):
+            logits, loss = model(x, y)
+        last_dtype[0] = logits.dtype
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        return loss
+
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    t0 = time.perf_counter()
+    for _ in range(cfg.warmup):
+        step()
+    sync()
+    emit("warmup", seconds=time.perf_counter() - t0, iters=cfg.warmup)
+
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+        measure_cuda(step, cfg.iters, emit, torch)
+        emit("memory", peak_allocated_mib=torch.cuda.max_memory_allocated() / 2**20,
+             peak_reserved_mib=torch.cuda.max_memory_reserved() / 2**20)
+    else:
+        for i in range(cfg.iters):
+            start = time.perf_counter()
+            loss = step().item()
+            emit("iter", i=i, ms=(time.perf_counter() - start) * 1e3, loss=loss)
+        emit("memory", peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+    names = profile_names(step, cuda, torch)
+    seen = classify(names)
+    state, warnings = verdict(stage, device, seen)
+    emit("kernels", seen=seen, sdpa_backend=sdpa_backend(names), verdict=state, warnings=warnings,
+         autocast_dtype=str(last_dtype[0]).replace("torch.", ""))
+
+
+def measure_cuda(step, iters: int, emit, torch) -> None:
+    """CUDA events around each step; results are emitted as soon as each iteration's end event
+    completes, without a host sync, so the CPU may queue the next step as in a real training loop."""
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    losses = torch.empty(iters, dtype=torch.float32, pin_memory=True)
+    done = 0
+
+    def flush(recorded: int, block: bool) -> None:
+        nonlocal done
+        while done < recorded and (block or ends[done].query()):
+            ends[done].synchronize()
+            emit("iter", i=done, ms=starts[done].elapsed_time(ends[done]), loss=float(losses[done]))
+            done += 1
+
+    for i in range(iters):
+        starts[i].record()
+        loss = step()
+        losses[i].copy_(loss.detach().float(), non_blocking=True)
+        ends[i].record()
+        flush(i + 1, block=False)
+    flush(iters, block=True)
+
+
+def profile_names(step, cuda: bool, torch) -> list[str]:
+    """Event names of a few extra, untimed steps under torch.profiler: the proof of which kernels ran."""
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(PROFILE_STEPS):
+            step()
+        if cuda:
+            torch.cuda.synchronize()
+    return sorted({evt.name for evt in prof.events()})
+
+
+def main() -> int:
+    emit = Emitter()
+    job = json.loads(sys.stdin.read())
+    stage_key = Stage(**job["stage"]).key
+    apply_test_fault(stage_key)
+    t0 = time.perf_counter()
+    try:
+        run(job, emit)
+    except Exception as exc:  # the parent turns these into stage statuses
+        kind = "oom" if is_oom(exc) else "error"
+        emit("error", kind=kind, message=f"{type(exc).__name__}: {str(exc).strip()[:600]}")
+        return 1
+    emit("finished", wall_s=time.perf_counter() - t0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

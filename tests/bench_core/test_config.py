@@ -1,0 +1,101 @@
+from dataclasses import replace
+
+import pytest
+
+from bench_core.config import GIB, BenchConfig, ConfigError, collect_errors, defaults_for, estimate_memory, validate
+from bench_core.levers import Stage, preset
+from bench_core.settings import Limits, load_limits
+
+LIMITS = Limits()
+FREE = {"cpu": 16 * GIB, "cuda": None}
+OK = BenchConfig(depth=2, width=64, heads=4, seq_len=32, batch_size=2, vocab_size=256, warmup=1, iters=2,
+                 device="cpu")
+
+
+def error_for(cfg, limits=LIMITS, cuda=False, free=FREE) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, limits, cuda, free)
+    return info.value
+
+
+def test_valid_config_passes():
+    assert validate(OK, LIMITS, False, FREE) is OK
+
+
+@pytest.mark.parametrize("field", ["depth", "width", "heads", "seq_len", "batch_size", "vocab_size",
+                                   "warmup", "iters"])
+@pytest.mark.parametrize("value", [0, -3])
+def test_non_positive_values_are_refused(field, value):
+    err = error_for(replace(OK, **{field: value}))
+    assert err.field == field and err.value == value and "positive" in str(err)
+
+
+@pytest.mark.parametrize("value", [2.5, "8", True, None])
+def test_non_integer_values_are_refused(value):
+    err = error_for(replace(OK, batch_size=value))
+    assert err.field == "batch_size" and "integer" in str(err)
+
+
+def test_width_not_divisible_by_heads():
+    err = error_for(replace(OK, width=66, heads=4))
+    assert err.field == "width" and "divisible by heads (4)" in str(err)
+
+
+def test_heads_greater_than_width():
+    err = error_for(replace(OK, width=8, heads=16))
+    assert err.field == "heads" and "must not exceed width (8)" in str(err)
+
+
+@pytest.mark.parametrize("field,cap", [("seq_len", "max_seq_len"), ("batch_size", "max_batch_size"),
+                                       ("vocab_size", "max_vocab_size"), ("iters", "max_iters"),
+                                       ("warmup", "max_warmup"), ("depth", "max_depth")])
+def test_caps_are_enforced_and_configurable(field, cap):
+    limits = replace(LIMITS, **{cap: 3})
+    err = error_for(replace(OK, **{field: 4}), limits=limits)
+    assert err.field == field and "exceeds the limit of 3" in str(err)
+
+
+def test_caps_come_from_environment():
+    assert load_limits({"BENCH_MAX_SEQ_LEN": "128"}).max_seq_len == 128
+    with pytest.raises(ValueError, match="BENCH_MAX_ITERS"):
+        load_limits({"BENCH_MAX_ITERS": "lots"})
+
+
+def test_tokens_per_step_cap():
+    err = error_for(replace(OK, seq_len=64, batch_size=8), limits=replace(LIMITS, max_tokens_per_step=256))
+    assert "seq_len x batch_size = 512 exceeds the limit of 256" in str(err)
+
+
+def test_memory_estimate_above_free_memory():
+    big = replace(OK, depth=48, width=4096, heads=32, seq_len=2048, batch_size=64, vocab_size=50304)
+    err = error_for(big, free={"cpu": 8 * GIB})
+    assert err.field == "batch_size" and "estimated memory need" in str(err) and "8.0 GiB free on cpu" in str(err)
+    assert estimate_memory(big)["total_bytes"] > 8 * GIB
+
+
+def test_cuda_requested_without_cuda():
+    err = error_for(replace(OK, device="cuda"), cuda=False)
+    assert err.field == "device" and "no CUDA device" in str(err)
+
+
+def test_unknown_device():
+    assert error_for(replace(OK, device="tpu")).field == "device"
+
+
+def test_unknown_preset_and_lever():
+    with pytest.raises(ConfigError, match="unknown preset"):
+        preset("turbo")
+    with pytest.raises(ConfigError) as info:
+        Stage(optimizer="sgd")
+    assert info.value.field == "optimizer" and "adam-fused" in str(info.value)
+
+
+def test_collect_errors_lists_every_broken_field():
+    errors = collect_errors(replace(OK, depth=0, iters=-1), LIMITS, False, FREE)
+    assert [e.field for e in errors] == ["depth", "iters"]
+
+
+def test_defaults_suit_the_device():
+    assert defaults_for("cuda").width == 768 and defaults_for("cuda").depth == 12
+    cpu = defaults_for("cpu")
+    assert cpu.width <= 256 and validate(replace(cpu, device="cpu"), LIMITS, False, FREE)
