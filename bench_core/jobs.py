@@ -1,0 +1,269 @@
+"""A thread-safe job manager: one FIFO queue, one worker thread, stages never two at a time.
+
+Streamlit-free. Readers get immutable snapshots; the worker thread replaces them as events arrive.
+"""
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
+
+from .config import BenchConfig, ConfigError, collect_errors
+from .levers import Stage
+from .metrics import timing_stats
+from .probe import cuda_available, free_bytes, run_probe
+from .results import RunResult, StageResult
+from .runner import WorkerSpawner, new_run, run_stage
+from .settings import Limits
+from .store import Store
+
+ACTIVE = ("queued", "running")
+
+
+class LimitExceeded(ValueError):
+    def __init__(self, limit: str, message: str):
+        self.limit = limit
+        super().__init__(message)
+
+
+class NotAllowed(PermissionError):
+    pass
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    job_id: str
+    session_id: str
+    status: str                   # queued | running | done | cancelled | interrupted
+    run: RunResult
+    submitted_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    position: int | None = None   # 0 = next in the queue
+    version: int = 0
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def iters_done(self) -> int:
+        return sum(len(s.times_ms) for s in self.run.stages)
+
+    @property
+    def iters_total(self) -> int:
+        return sum(s.iters_total for s in self.run.stages)
+
+    def eta_s(self, now: float | None = None) -> float | None:
+        """Remaining time from what this job has measured so far: per-stage overhead and step time."""
+        if not self.active or self.started_at is None:
+            return None
+        done = [s for s in self.run.stages if s.finished and s.status != "unavailable" and s.wall_s]
+        timed = [s for s in self.run.stages if s.times_ms]
+        if not timed:
+            return None
+        step_s = timing_stats(timed[-1].times_ms)["median_ms"] / 1e3
+        overhead = (sum(max(s.wall_s - len(s.times_ms) * step_s, 0) for s in done) / len(done)) if done else None
+        remaining = 0.0
+        for s in self.run.stages:
+            if s.finished:
+                continue
+            remaining += (s.iters_total - len(s.times_ms)) * step_s
+            if s.status != "running" and overhead is not None:
+                remaining += overhead
+        return remaining
+
+
+class _Job:
+    def __init__(self, snapshot: JobSnapshot, stages: Sequence[Stage]):
+        self.snapshot = snapshot
+        self.stages = list(stages)
+        self.cancel = threading.Event()
+
+
+class JobManager:
+    def __init__(self, store: Store | None, limits: Limits, probe: dict | None = None, env: dict | None = None,
+                 stage_runner: Callable[..., StageResult] = run_stage, probe_runner: Callable[[], dict] = run_probe):
+        self.store, self.limits, self.env = store, limits, env
+        self._run_stage, self._probe_runner = stage_runner, probe_runner
+        self._lock = threading.RLock()
+        self._wake = threading.Condition(self._lock)
+        self._jobs: dict[str, _Job] = {}
+        self._order: list[str] = []
+        self._queue: deque[str] = deque()
+        self._stop = False
+        self._probe = probe
+        self._reprobe = probe is None  # a given probe (tests, CLI) is kept; a measured one is refreshed
+        self._probe_ready = threading.Event()
+        self.persistence_error: str | None = None
+        self._unsaved: list[tuple[str, tuple]] = []
+        self.recovered = self._persist("mark_interrupted") or []
+        if probe is None:
+            threading.Thread(target=self._refresh_probe, name="bench-probe", daemon=True).start()
+        else:
+            self._probe_ready.set()
+        self._thread = threading.Thread(target=self._loop, name="bench-jobs", daemon=True)
+        self._thread.start()
+
+    # ---------------------------------------------------------------- probe
+    def _refresh_probe(self) -> None:
+        probe = self._probe_runner()
+        with self._lock:
+            self._probe = probe
+        self._probe_ready.set()
+
+    def probe(self, timeout: float | None = 0) -> dict | None:
+        """The latest probe; None while the first one is still running (after waiting `timeout` s)."""
+        self._probe_ready.wait(timeout)
+        with self._lock:
+            return self._probe
+
+    # ---------------------------------------------------------------- persistence that is never silent
+    def _persist(self, method: str, *args):
+        if self.store is None:
+            return None
+        try:
+            for pending_method, pending_args in list(self._unsaved):
+                getattr(self.store, pending_method)(*pending_args)
+                self._unsaved.remove((pending_method, pending_args))
+            result = getattr(self.store, method)(*args)
+            self.persistence_error = None
+            return result
+        except (sqlite3.Error, OSError) as exc:
+            self._unsaved.append((method, args))
+            self.persistence_error = (f"results are kept in memory but NOT saved to {self.store.path}: "
+                                      f"{type(exc).__name__}: {exc}")
+            return None
+
+    # ---------------------------------------------------------------- API
+    def submit(self, cfg: BenchConfig, stages: Sequence[Stage], preset: str, session_id: str,
+               role: str = "operator") -> JobSnapshot:
+        if role != "operator":
+            raise NotAllowed("only an operator may start a run")
+        stages = list(stages)
+        if not stages:
+            raise LimitExceeded("stages", "pick at least one stage")
+        if len(stages) > self.limits.max_stages_per_job:
+            raise LimitExceeded("max_stages_per_job", f"{len(stages)} stages exceed the limit of "
+                                f"{self.limits.max_stages_per_job} stages per job")
+        probe = self.probe(timeout=180) or {}
+        errors = collect_errors(cfg, self.limits, cuda_available(probe), free_bytes(probe))
+        if errors:
+            raise errors[0]
+        with self._lock:
+            if len(self._queue) >= self.limits.max_queue_length:
+                raise LimitExceeded("max_queue_length", f"the queue is full ({self.limits.max_queue_length} "
+                                    "jobs waiting); try again when one has finished")
+            mine = [j for j in self._jobs.values() if j.snapshot.session_id == session_id and j.snapshot.active]
+            if len(mine) >= self.limits.max_jobs_per_session:
+                raise LimitExceeded("max_jobs_per_session", f"you already have {len(mine)} jobs queued or "
+                                    f"running (limit {self.limits.max_jobs_per_session} per session)")
+            run = replace(new_run(cfg, stages, probe, preset), status="queued")
+            job_id = run.run_id
+            job = _Job(JobSnapshot(job_id, session_id, "queued", run, time.time()), stages)
+            self._jobs[job_id] = job
+            self._order.append(job_id)
+            self._queue.append(job_id)
+            self._persist("save_run", run)
+            self._wake.notify_all()
+            return self._snapshot(job_id)
+
+    def cancel(self, job_id: str, role: str = "operator") -> JobSnapshot:
+        if role != "operator":
+            raise NotAllowed("only an operator may cancel a run")
+        with self._lock:
+            job = self._jobs[job_id]
+            job.cancel.set()
+            if job.snapshot.status == "queued":
+                self._queue.remove(job_id)
+                self._finish_cancelled(job)
+            return self._snapshot(job_id)
+
+    def snapshot(self, job_id: str) -> JobSnapshot | None:
+        with self._lock:
+            return self._snapshot(job_id) if job_id in self._jobs else None
+
+    def jobs(self) -> list[JobSnapshot]:
+        """Every job of this server process, newest first."""
+        with self._lock:
+            return [self._snapshot(j) for j in reversed(self._order)]
+
+    def active(self) -> JobSnapshot | None:
+        with self._lock:
+            return next((self._snapshot(j) for j in self._order if self._jobs[j].snapshot.status == "running"), None)
+
+    def queued(self) -> list[JobSnapshot]:
+        with self._lock:
+            return [self._snapshot(j) for j in self._queue]
+
+    def shutdown(self, timeout: float = 10) -> None:
+        with self._lock:
+            self._stop = True
+            for job in self._jobs.values():
+                job.cancel.set()
+            self._wake.notify_all()
+        self._thread.join(timeout)
+
+    # ---------------------------------------------------------------- worker thread
+    def _snapshot(self, job_id: str) -> JobSnapshot:
+        snap = self._jobs[job_id].snapshot
+        position = self._queue.index(job_id) if job_id in self._queue else None
+        return snap if snap.position == position else replace(snap, position=position)
+
+    def _set(self, job: _Job, **changes) -> None:
+        with self._lock:
+            job.snapshot = replace(job.snapshot, version=job.snapshot.version + 1, **changes)
+
+    def _finish_cancelled(self, job: _Job) -> None:
+        run = job.snapshot.run
+        for stage in run.stages:
+            if not stage.finished:
+                run = run.with_stage(replace(stage, status="cancelled", reason="job cancelled"))
+        run = replace(run, status="cancelled")
+        self._set(job, status="cancelled", run=run, finished_at=time.time())
+        self._persist("save_run", run)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._stop:
+                    self._wake.wait()
+                if self._stop:
+                    return
+                job = self._jobs[self._queue.popleft()]
+                self._set(job, status="running", started_at=time.time(), run=replace(job.snapshot.run,
+                                                                                      status="running"))
+            self._persist("save_run", job.snapshot.run)
+            self._run_job(job)
+
+    def _run_job(self, job: _Job) -> None:
+        probe = self.probe(timeout=180) or {}
+        spawner = WorkerSpawner(self.env, job.snapshot.run.device)
+        spawner.prepare()
+        try:
+            for index, stage in enumerate(job.stages):
+                if job.cancel.is_set():
+                    break
+
+                def on_update(result: StageResult, job=job) -> None:
+                    self._set(job, run=job.snapshot.run.with_stage(result))
+
+                result = self._run_stage(job.snapshot.run.config, stage, index, job.snapshot.run.device, probe,
+                                         on_update=on_update, cancel=job.cancel,
+                                         timeout_s=self.limits.stage_timeout_s, spawner=spawner)
+                on_update(result)
+                self._persist("save_stage", job.snapshot.run, result)
+        finally:
+            spawner.close()
+        if job.cancel.is_set():
+            self._finish_cancelled(job)
+        else:
+            run = replace(job.snapshot.run, status="done")
+            self._set(job, status="done", run=run, finished_at=time.time())
+            self._persist("set_run_status", run.run_id, "done")
+        if self._reprobe:
+            self._refresh_probe()  # free GPU memory changes between jobs

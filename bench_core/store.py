@@ -1,0 +1,127 @@
+"""Run history in an embedded SQLite database (WAL): runs, environments, stages and per-iteration series."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+from .config import BenchConfig
+from .results import RunResult, StageResult, stage_metrics
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, preset TEXT, device TEXT, gpu TEXT,
+    status TEXT NOT NULL, config_json TEXT NOT NULL, imported INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS environments (run_id TEXT PRIMARY KEY REFERENCES runs(run_id), env_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS stages (
+    run_id TEXT NOT NULL REFERENCES runs(run_id), idx INTEGER NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL,
+    reason TEXT, verdict TEXT, median_ms REAL, p10_ms REAL, p90_ms REAL, tokens_per_s REAL, speedup REAL,
+    peak_mem_mib REAL, mfu REAL, result_json TEXT NOT NULL, PRIMARY KEY (run_id, idx));
+CREATE TABLE IF NOT EXISTS iterations (
+    run_id TEXT NOT NULL, idx INTEGER NOT NULL, i INTEGER NOT NULL, ms REAL NOT NULL, loss REAL,
+    PRIMARY KEY (run_id, idx, i));
+"""
+
+
+def default_db_path() -> str:
+    """BENCH_DB overrides; otherwise a per-user data directory."""
+    if os.environ.get("BENCH_DB"):
+        return os.environ["BENCH_DB"]
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "bench_core", "runs.sqlite3")
+
+
+class Store:
+    def __init__(self, path: str | None = None, timeout_s: float = 2.0):
+        self.path = path or default_db_path()
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(SCHEMA)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            db = sqlite3.connect(self.path, timeout=self.timeout_s)
+            try:
+                with db:
+                    yield db
+            finally:
+                db.close()
+
+    # ---------------------------------------------------------------- writes
+    def save_run(self, run: RunResult, imported: bool = False) -> None:
+        with self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?)",
+                       (run.run_id, run.created_at, run.preset, run.device, run.gpu, run.status,
+                        json.dumps(run.config.to_dict()), int(imported)))
+            db.execute("INSERT OR REPLACE INTO environments VALUES (?,?)", (run.run_id, json.dumps(run.env, default=str)))
+            for stage in run.stages:
+                self._write_stage(db, run, stage)
+
+    def save_stage(self, run: RunResult, stage: StageResult) -> None:
+        with self._connect() as db:
+            self._write_stage(db, run, stage)
+
+    @staticmethod
+    def _write_stage(db: sqlite3.Connection, run: RunResult, stage: StageResult) -> None:
+        m = stage_metrics(run, stage)
+        db.execute("INSERT OR REPLACE INTO stages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                   (run.run_id, stage.index, stage.key, stage.status, stage.reason, stage.verdict, m["median_ms"],
+                    m["p10_ms"], m["p90_ms"], m["tokens_per_s"], m["speedup"], stage.peak_mem_mib, m["mfu"],
+                    json.dumps(stage.to_dict())))
+        db.execute("DELETE FROM iterations WHERE run_id=? AND idx=?", (run.run_id, stage.index))
+        db.executemany("INSERT INTO iterations VALUES (?,?,?,?,?)",
+                       [(run.run_id, stage.index, i, ms, loss)
+                        for i, (ms, loss) in enumerate(zip(stage.times_ms, stage.losses))])
+
+    def set_run_status(self, run_id: str, status: str) -> None:
+        with self._connect() as db:
+            db.execute("UPDATE runs SET status=? WHERE run_id=?", (status, run_id))
+
+    def mark_interrupted(self) -> list[str]:
+        """After a crash or restart: unfinished runs and their unfinished stages become 'interrupted'."""
+        with self._connect() as db:
+            ids = [r[0] for r in db.execute("SELECT run_id FROM runs WHERE status IN ('queued','running')")]
+            for run_id in ids:
+                db.execute("UPDATE runs SET status='interrupted' WHERE run_id=?", (run_id,))
+                for idx, blob in db.execute("SELECT idx, result_json FROM stages WHERE run_id=? AND status IN "
+                                            "('pending','running')", (run_id,)).fetchall():
+                    data = {**json.loads(blob), "status": "interrupted",
+                            "reason": "the server stopped before this stage finished"}
+                    db.execute("UPDATE stages SET status='interrupted', reason=?, result_json=? WHERE run_id=? "
+                               "AND idx=?", (data["reason"], json.dumps(data), run_id, idx))
+            return ids
+
+    # ---------------------------------------------------------------- reads
+    def list_runs(self) -> list[dict]:
+        with self._connect() as db:
+            db.row_factory = sqlite3.Row
+            rows = db.execute(
+                "SELECT r.run_id, r.created_at, r.preset, r.device, r.gpu, r.status, r.imported, r.config_json, "
+                "COUNT(s.idx) AS stages, SUM(s.status='ok') AS ok, MAX(s.speedup) AS best_speedup "
+                "FROM runs r LEFT JOIN stages s ON s.run_id = r.run_id GROUP BY r.run_id "
+                "ORDER BY r.created_at DESC").fetchall()
+        return [dict(r) for r in rows]
+
+    def load_run(self, run_id: str) -> RunResult | None:
+        with self._connect() as db:
+            row = db.execute("SELECT created_at, preset, device, status, config_json FROM runs WHERE run_id=?",
+                             (run_id,)).fetchone()
+            if row is None:
+                return None
+            env = db.execute("SELECT env_json FROM environments WHERE run_id=?", (run_id,)).fetchone()
+            stages = [StageResult.from_dict(json.loads(blob)) for (blob,) in
+                      db.execute("SELECT result_json FROM stages WHERE run_id=? ORDER BY idx", (run_id,))]
+        return RunResult(config=BenchConfig.from_dict(json.loads(row[4])), env=json.loads(env[0]) if env else {},
+                         device=row[2], preset=row[1], stages=tuple(stages), run_id=run_id, created_at=row[0],
+                         status=row[3])
+
+    def count_stage_rows(self, run_id: str) -> int:
+        with self._connect() as db:
+            return db.execute("SELECT COUNT(*) FROM stages WHERE run_id=?", (run_id,)).fetchone()[0]
