@@ -41,6 +41,8 @@ def _rows(runs):
 def _empty(fig: go.Figure, text: str) -> go.Figure:
     fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
                        font=dict(color="#757575"))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
     return fig
 
 
@@ -115,7 +117,7 @@ def loss_curves(runs) -> go.Figure:
         if stage.losses:
             fig.add_trace(go.Scatter(y=list(stage.losses), x=list(range(1, len(stage.losses) + 1)), name=name,
                                      mode="lines", line=dict(color=PALETTE[i % len(PALETTE)], width=2)))
-    fig.update_layout(title="Training loss per measured iteration (same data and init: curves should overlay)",
+    fig.update_layout(title="Loss per timed iteration (same data and init: curves should overlay)",
                       xaxis_title="iteration", yaxis_title="loss", **LAYOUT)
     return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
 

@@ -116,6 +116,10 @@ class JobManager:
             self._probe = probe
         self._probe_ready.set()
 
+    def reprobe(self) -> None:
+        """Measure again in the background (after installing Apex, say); the old probe serves meanwhile."""
+        threading.Thread(target=self._refresh_probe, name="bench-probe", daemon=True).start()
+
     def probe(self, timeout: float | None = 0) -> dict | None:
         """The latest probe; None while the first one is still running (after waiting `timeout` s)."""
         self._probe_ready.wait(timeout)

@@ -1,0 +1,35 @@
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+import pages.common
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def app_env(tmp_path, monkeypatch, cpu_probe):
+    """A fresh manager per test, on a temp DB, with the real CPU probe already measured."""
+    monkeypatch.setenv("BENCH_DB", str(tmp_path / "runs.sqlite3"))
+    monkeypatch.delenv("BENCH_OPERATOR_TOKEN", raising=False)
+    monkeypatch.setattr(pages.common, "PROBE_OVERRIDE", cpu_probe)
+    st.cache_resource.clear()
+    yield tmp_path
+    st.cache_resource.clear()
+
+
+@pytest.fixture
+def app(app_env):
+    def make(page: str | None = None) -> AppTest:
+        at = AppTest.from_file(f"{ROOT}/app.py", default_timeout=30)
+        at.run()
+        if page:
+            at.switch_page(page)
+            at.run()
+        assert not at.exception, at.exception
+        return at
+    return make
+
+
+@pytest.fixture
+def manager(app_env):
+    return pages.common.get_manager()
