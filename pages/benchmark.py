@@ -30,6 +30,13 @@ persistence_banner(manager)
 if probe is None:
     st.info("Probing this machine (torch, GPU, Apex)… lever availability appears in a few seconds.", icon="🔎")
     device_kind = "cuda" if has_nvidia_gpu() else "cpu"
+
+    @st.fragment(run_every=1.0)
+    def wait_for_probe() -> None:
+        if manager.probe(timeout=0) is not None:
+            st.rerun()  # redraw the page with lever availability
+
+    wait_for_probe()
 else:
     device_kind = "cuda" if cuda_available(probe) else "cpu"
     cuda = probe.get("cuda") or {}
