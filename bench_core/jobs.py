@@ -101,6 +101,7 @@ class JobManager:
         self._probe_ready = threading.Event()
         self.persistence_error: str | None = None
         self._unsaved: list[tuple[str, tuple]] = []
+        self._persist_lock = threading.Lock()
         self.recovered = self._persist("mark_interrupted") or []
         if probe is None:
             threading.Thread(target=self._refresh_probe, name="bench-probe", daemon=True).start()
@@ -128,20 +129,23 @@ class JobManager:
 
     # ---------------------------------------------------------------- persistence that is never silent
     def _persist(self, method: str, *args):
+        """Write through the store; on failure keep the write, say so, and replay it before the next one."""
         if self.store is None:
             return None
-        try:
-            for pending_method, pending_args in list(self._unsaved):
-                getattr(self.store, pending_method)(*pending_args)
-                self._unsaved.remove((pending_method, pending_args))
-            result = getattr(self.store, method)(*args)
-            self.persistence_error = None
-            return result
-        except (sqlite3.Error, OSError) as exc:
+        with self._persist_lock:
             self._unsaved.append((method, args))
-            self.persistence_error = (f"results are kept in memory but NOT saved to {self.store.path}: "
-                                      f"{type(exc).__name__}: {exc}")
-            return None
+            try:
+                result = None
+                while self._unsaved:
+                    pending_method, pending_args = self._unsaved[0]
+                    result = getattr(self.store, pending_method)(*pending_args)
+                    self._unsaved.pop(0)
+                self.persistence_error = None
+                return result
+            except (sqlite3.Error, OSError) as exc:
+                self.persistence_error = (f"{len(self._unsaved)} write(s) kept in memory, NOT saved to "
+                                          f"{self.store.path}: {type(exc).__name__}: {exc}")
+                return None
 
     # ---------------------------------------------------------------- API
     def submit(self, cfg: BenchConfig, stages: Sequence[Stage], preset: str, session_id: str,

@@ -31,18 +31,20 @@ class Emitter:
         self._out.write(json.dumps({"event": event, "t": t, **data}) + "\n")
 
 
+def _targets(spec: str, stage_key: str) -> str | None:
+    """'value@stage_key' applies to that stage only; a bare 'value' to every stage."""
+    value, _, target = spec.partition("@")
+    return value if not target or target == stage_key else None
+
+
 def apply_test_fault(stage_key: str) -> None:
-    """Test-only hooks: BENCH_TEST_FAULT=abort|segfault|hang|exit3[@stage_key], BENCH_TEST_RLIMIT_AS_MIB=N."""
-    cap = os.environ.get("BENCH_TEST_RLIMIT_AS_MIB")
+    """Test-only hooks, read from the environment:
+    BENCH_TEST_FAULT=abort|segfault|hang|exit3|oom[@stage_key] and BENCH_TEST_RLIMIT_AS_MIB=N[@stage_key]."""
+    cap = _targets(os.environ.get("BENCH_TEST_RLIMIT_AS_MIB", ""), stage_key)
     if cap:
         limit = int(cap) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    spec = os.environ.get("BENCH_TEST_FAULT")
-    if not spec:
-        return
-    kind, _, target = spec.partition("@")
-    if target and target != stage_key:
-        return
+    kind = _targets(os.environ.get("BENCH_TEST_FAULT", ""), stage_key)
     if kind == "abort":
         os.abort()
     if kind == "segfault":
@@ -51,6 +53,22 @@ def apply_test_fault(stage_key: str) -> None:
         time.sleep(3600)
     if kind == "exit3":
         sys.exit(3)
+    if kind == "oom":
+        # A real allocator failure: cap the address space just above what is mapped now, then ask for 4 GiB.
+        with open("/proc/self/statm") as fh:
+            mapped = int(fh.read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + 256 * 2**20, resource.RLIM_INFINITY))
+        import torch
+        torch.empty(2**30, dtype=torch.float32)
+
+
+def die_with_parent() -> None:
+    """If the server is killed (even kill -9), its stage worker must not live on holding the GPU."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -178,6 +196,10 @@ def profile_names(step, cuda: bool, torch) -> list[str]:
 
 
 def main() -> int:
+    parent = os.getppid()
+    die_with_parent()
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        return 1
     emit = Emitter()
     # Import torch before reading the job: a worker spawned ahead of its stage pays this while the
     # previous stage is still profiling and tearing down. CUDA is not touched until the job arrives.
@@ -191,9 +213,9 @@ def main() -> int:
     emit("ready")
     job = json.loads(sys.stdin.read())
     stage_key = Stage(**job["stage"]).key
-    apply_test_fault(stage_key)
     t0 = time.perf_counter()
     try:
+        apply_test_fault(stage_key)
         run(job, emit)
     except Exception as exc:  # the parent turns these into stage statuses
         kind = "oom" if is_oom(exc) else "error"

@@ -100,7 +100,7 @@ with settings:
     cols = st.columns(3)
     for i, (name, label) in enumerate(FIELDS):
         with cols[i % 3]:
-            st.number_input(label, min_value=0 if name == "warmup" else 1, step=1, key=f"cfg_{name}")
+            st.number_input(label, min_value=1, step=1, key=f"cfg_{name}")
             if name in errors:
                 st.error(errors[name], icon="🚫")
     with cols[len(FIELDS) % 3]:

@@ -121,3 +121,20 @@ def test_a_viewer_cannot_run(app_env, monkeypatch):
     at.text_input(key="operator_token_input").set_value("s3cret").run()
     run_button = next(b for b in at.button if "Run" in b.label)
     assert not run_button.disabled
+
+
+def test_viewer_cannot_import(app_env, monkeypatch):
+    monkeypatch.setenv("BENCH_OPERATOR_TOKEN", "s3cret")
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+    at = AppTest.from_file(f"{ROOT}/app.py", default_timeout=30).run()
+    at.switch_page("pages/history.py").run()
+    assert any("Only operators may import runs." in c for c in texts(at, "caption"))
+    assert not [b for b in at.button if b.label.startswith("Import")]
+
+
+def test_a_failing_database_is_never_silent(app, manager):
+    manager.persistence_error = "1 write(s) kept in memory, NOT saved to /x.sqlite3: OperationalError: disk full"
+    at = app()
+    assert any("NOT saved" in e for e in texts(at, "error"))
