@@ -19,7 +19,12 @@ STATUS_COLORS = {"ok": "#2e7d32", "running": "#1565c0", "pending": "#9e9e9e", "u
 FALLBACK_COLOR = "#d84315"
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf"]
-LAYOUT = dict(template="plotly_white", height=340, margin=dict(l=50, r=20, t=50, b=40),
+# Plain colours instead of a named template: templates are re-validated on every figure, which
+# dominated the server's CPU when many viewers watched a run.
+LAYOUT = dict(template=None, height=340, margin=dict(l=50, r=20, t=50, b=40), plot_bgcolor="white",
+              paper_bgcolor="white", font=dict(color="#2a3f5f"),
+              xaxis=dict(gridcolor="#ebf0f8", zerolinecolor="#ebf0f8"),
+              yaxis=dict(gridcolor="#ebf0f8", zerolinecolor="#ebf0f8"),
               legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0))
 
 

@@ -4,6 +4,7 @@ Streamlit-free. Readers get immutable snapshots; the worker thread replaces them
 """
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -22,6 +23,10 @@ from .settings import Limits
 from .store import Store
 
 ACTIVE = ("queued", "running")
+
+
+def cpu_threads_for_server() -> int:
+    return max(1, (os.cpu_count() or 2) - 1)
 
 
 class LimitExceeded(ValueError):
@@ -171,6 +176,8 @@ class JobManager:
                 raise LimitExceeded("max_jobs_per_session", f"you already have {len(mine)} jobs queued or "
                                     f"running (limit {self.limits.max_jobs_per_session} per session)")
             run = replace(new_run(cfg, stages, probe, preset), status="queued")
+            if run.device == "cpu":  # leave the server a core, or every viewer waits on the benchmark
+                run = replace(run, env={**run.env, "worker_cpu_threads": cpu_threads_for_server()})
             job_id = run.run_id
             job = _Job(JobSnapshot(job_id, session_id, "queued", run, time.time()), stages)
             self._jobs[job_id] = job
@@ -250,7 +257,11 @@ class JobManager:
 
     def _run_job(self, job: _Job) -> None:
         probe = self.probe(timeout=180) or {}
-        spawner = WorkerSpawner(self.env, job.snapshot.run.device)
+        env = self.env
+        threads = job.snapshot.run.env.get("worker_cpu_threads")
+        if threads:
+            env = {**(self.env or os.environ), "BENCH_WORKER_THREADS": str(threads)}
+        spawner = WorkerSpawner(env, job.snapshot.run.device)
         spawner.prepare()
         try:
             for index, stage in enumerate(job.stages):

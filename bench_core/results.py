@@ -42,6 +42,8 @@ class StageResult:
     verdict: str | None = None          # verified | fallback | unconfirmed
     warnings: tuple[str, ...] = ()
     params: int | None = None
+    started_at: float | None = None     # wall clock (epoch s) when the stage's worker got its job
+    finished_at: float | None = None    # wall clock when the stage ended, whatever its status
     timeline: dict[str, float] = field(default_factory=dict)  # worker event -> seconds since its process start
     imported_metrics: dict | None = None  # summary figures of a run imported from CSV (no raw series)
 

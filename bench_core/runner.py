@@ -154,6 +154,7 @@ def run_stage(cfg: BenchConfig, stage: Stage, index: int, device: str, probe: di
 
     worker = spawner.take() if spawner is not None else Worker(env)
     started = time.monotonic()
+    state.update(started_at=time.time())
     events: queue.Queue = queue.Queue()
 
     def read() -> None:
@@ -194,13 +195,13 @@ def run_stage(cfg: BenchConfig, stage: Stage, index: int, device: str, probe: di
     reader.join(timeout=5)
     tail = worker.stderr_tail()
     worker.close()
-    wall = time.monotonic() - started
+    end = {"wall_s": time.monotonic() - started, "finished_at": time.time()}
     if stopped:
-        state.update(status=stopped[0], reason=stopped[1], wall_s=wall)
+        state.update(status=stopped[0], reason=stopped[1], **end)
     elif not state.result.finished:
-        state.update(status="failed", reason=describe_exit(code) + (f": {tail}" if tail else ""), wall_s=wall)
+        state.update(status="failed", reason=describe_exit(code) + (f": {tail}" if tail else ""), **end)
     else:
-        state.update(wall_s=wall)
+        state.update(**end)
     return state.result
 
 

@@ -82,6 +82,8 @@ def run(job: dict, emit: Emitter) -> None:
 
     from .model import GPT, GPTConfig, synthetic_batch
 
+    if os.environ.get("BENCH_WORKER_THREADS"):
+        torch.set_num_threads(int(os.environ["BENCH_WORKER_THREADS"]))
     cfg = BenchConfig.from_dict(job["config"])
     stage = Stage(**job["stage"])
     device = job["device"]
@@ -111,7 +113,8 @@ def run(job: dict, emit: Emitter) -> None:
     emit("started", pid=os.getpid(), stage=stage.key, device=device, params=sum(p.numel() for p in model.parameters()),
          optimizer_class=f"{type(opt).__module__}.{type(opt).__qualname__}",
          norm_class=f"{norm_cls.__module__}.{norm_cls.__qualname__}",
-         tf32_matmul=torch.backends.cuda.matmul.allow_tf32, grad_scaler=scaler is not None)
+         tf32_matmul=torch.backends.cuda.matmul.allow_tf32, grad_scaler=scaler is not None,
+         cpu_threads=torch.get_num_threads())
 
     last_dtype = [None]
 

@@ -1,7 +1,7 @@
 """Benchmark: choose a model and a ladder of stages, run it, watch it live."""
 from __future__ import annotations
 
-from dataclasses import replace
+import time
 
 import streamlit as st
 
@@ -176,7 +176,8 @@ def live() -> None:
         st.caption(f"Queued #{q.position + 1}: job `{q.job_id}` · {q.run.preset} · {len(q.run.stages)} stages")
     job_view.stage_progress(snap)
     job_view.fallback_warnings(snap.run)
-    job_view.charts(snap.run, key="live")
+    # Snapshots change with every iteration; charts are rebuilt at most once a second and shared by all viewers.
+    job_view.charts(snap.run, key="live", version=(snap.job_id, int(time.time())))
 
 
 live()

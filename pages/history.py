@@ -65,7 +65,7 @@ else:
         st.download_button(f"⬇ CSV of run {run.run_id} ({run.preset}, {run.gpu or run.device})", data=to_csv(run),
                            file_name=f"bench_{run.run_id}.csv", mime="text/csv", key=f"dl_{run.run_id}")
     if loaded:
-        job_view.charts(loaded, key="history")
+        job_view.charts(loaded, key="history", version=tuple((r.run_id, r.status) for r in loaded))
         if len(loaded) == 1:
             job_view.results_table(loaded[0], key="history")
 

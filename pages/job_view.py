@@ -1,7 +1,9 @@
 """Drawing one job: progress, the six charts, results table, downloads, snippets. Pure drawing."""
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 
 import pandas as pd
 import streamlit as st
@@ -40,16 +42,38 @@ def stage_progress(snap: JobSnapshot) -> None:
         st.progress(min(done / total, 1.0) if stage.status != "unavailable" else 0.0, text=text)
 
 
-def charts(runs: RunResult | list[RunResult], key: str) -> None:
+_FIGURES: OrderedDict = OrderedDict()
+_FIGURES_LOCK = threading.Lock()
+
+
+def figure(name: str, runs, version: tuple):
+    """Every viewer of the same snapshot shares one built figure: builders are pure, snapshots immutable."""
+    with _FIGURES_LOCK:
+        fig = _FIGURES.get((name, version))
+        if fig is not None:
+            _FIGURES.move_to_end((name, version))
+            return fig
+    fig = figures.ALL_FIGURES[name](runs)
+    with _FIGURES_LOCK:
+        _FIGURES[(name, version)] = fig
+        while len(_FIGURES) > 96:
+            _FIGURES.popitem(last=False)
+    return fig
+
+
+def charts(runs: RunResult | list[RunResult], key: str, version: tuple) -> None:
+    """`version` identifies the data (job id and snapshot version, or the run ids shown)."""
+    def draw(name: str) -> None:
+        st.plotly_chart(figure(name, runs, version), width="stretch", key=f"{key}_{name}")
+
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(figures.speedup_bars(runs), width="stretch", key=f"{key}_speedup")
-        st.plotly_chart(figures.peak_memory(runs), width="stretch", key=f"{key}_memory")
-        st.plotly_chart(figures.loss_curves(runs), width="stretch", key=f"{key}_loss")
+        for name in ("speedup", "memory", "loss"):
+            draw(name)
     with right:
-        st.plotly_chart(figures.iteration_times(runs), width="stretch", key=f"{key}_times")
-        st.plotly_chart(figures.throughput_mfu(runs), width="stretch", key=f"{key}_throughput")
-    st.plotly_chart(figures.kernel_grid(runs), width="stretch", key=f"{key}_kernels")
+        for name in ("iteration_time", "throughput"):
+            draw(name)
+    draw("kernels")
 
 
 def fallback_warnings(run: RunResult) -> None:
@@ -102,5 +126,5 @@ def finished_job(snap: JobSnapshot, key: str) -> None:
     stage_progress(snap)
     fallback_warnings(snap.run)
     results_table(snap.run, key)
-    charts(snap.run, key)
+    charts(snap.run, key, (snap.job_id, snap.version))
     snippets(snap.run)
