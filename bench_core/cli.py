@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 
 from .config import BenchConfig, ConfigError, defaults_for, model_size, resolve_device, validate
-from .levers import PRESETS, preset
+from .levers import PRESETS, across_gpus, preset
 from .probe import collect, cuda_available, free_bytes, run_probe
 from .results import RunResult, stage_metrics, to_csv, to_json
 from .runner import WorkerSpawner, new_run, run_all
@@ -25,6 +25,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="auto", help="auto, cuda or cpu")
     for name in MODEL_ARGS:
         run.add_argument("--" + name.replace("_", "-"), dest=name, type=str, default=None)
+    run.add_argument("--gpus", default="1", help="GPU counts, comma separated (e.g. 1,2,4): each stage runs at "
+                     "each count, through torchrun + DDP when > 1 (gloo processes on CPU)")
     run.add_argument("--out", help="write the results CSV here")
     run.add_argument("--json", dest="json_path", help="write the full results JSON here")
     run.add_argument("--html", help="write a static HTML report with the dashboard's charts")
@@ -53,8 +55,10 @@ def build_config(args, probe: dict) -> BenchConfig:
 def print_table(run: RunResult, console) -> None:
     from rich.table import Table
     table = Table(title=f"{run.preset} on {run.gpu} · run {run.run_id}")
-    for col in ("stage", "status", "median ms", "p10–p90", "speedup", "tok/s", "peak MiB", "MFU", "kernels"):
-        table.add_column(col, justify="left" if col in ("stage", "status", "kernels") else "right")
+    for col in ("stage", "status", "median ms", "p10–p90", "speedup", "tok/s", "peak MiB", "MFU", "scaling",
+                "kernels"):
+        table.add_column(col, justify="left" if col in ("stage", "status", "kernels") else "right",
+                         no_wrap=col == "stage")
     for stage in run.stages:
         m = stage_metrics(run, stage)
         fmt = lambda v, f: "—" if v is None else format(v, f)  # noqa: E731
@@ -62,7 +66,8 @@ def print_table(run: RunResult, console) -> None:
         table.add_row(stage.key, stage.status, fmt(m["median_ms"], ".2f"),
                       "—" if m["p10_ms"] is None else f"{m['p10_ms']:.2f}–{m['p90_ms']:.2f}",
                       "—" if m["speedup"] is None else f"×{m['speedup']:.2f}", fmt(m["tokens_per_s"], ",.0f"),
-                      fmt(stage.peak_mem_mib, ",.0f"), "—" if m["mfu"] is None else f"{m['mfu']:.1%}", kernels)
+                      fmt(stage.peak_mem_mib, ",.0f"), "—" if m["mfu"] is None else f"{m['mfu']:.1%}",
+                      "—" if m["scaling_efficiency"] is None else f"{m['scaling_efficiency']:.0%}", kernels)
     console.print(table)
     for stage in run.stages:
         for note in ([stage.reason] if stage.reason else []) + list(stage.warnings):
@@ -74,7 +79,7 @@ def cmd_run(args) -> int:
     console = Console(stderr=True)
     if args.device not in ("auto", "cuda", "cpu"):
         raise ConfigError("device", args.device, "must be one of auto, cuda, cpu")
-    stages = preset(args.preset)
+    stages = across_gpus(preset(args.preset), [g.strip() for g in args.gpus.split(",") if g.strip()])
     spawner = WorkerSpawner(device=args.device)
     spawner.prepare()  # the first stage's process imports torch while the probe runs
     try:

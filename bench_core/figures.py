@@ -136,9 +136,8 @@ def _kernel_cell(stage: StageResult, device: str, key: str) -> tuple[str, str]:
         return "unavailable", stage.reason
     if not stage.kernels:
         return "pending", f"{stage.status}: the profiler runs after the timed iterations"
-    levers = Stage(stage.optimizer, stage.norm, stage.precision, stage.compile).levers
-    expected = any(key in lv.expects(device, Stage(stage.optimizer, stage.norm, stage.precision, stage.compile))
-                   for lv in levers)
+    levers = Stage.of(stage).levers
+    expected = any(key in lv.expects(device, Stage.of(stage)) for lv in levers)
     betrays = [lv.title for lv in levers if key in lv.betrayed_by]
     names = stage.kernels.get(key) or []
     if names and betrays:
@@ -186,5 +185,21 @@ def kernel_grid(runs) -> go.Figure:
     return fig
 
 
+def scaling(runs) -> go.Figure:
+    """Scaling efficiency = throughput(N) / (N x throughput(1)) of the same levers, per multi-GPU stage."""
+    names, eff, text = [], [], []
+    for run, stage, name in _rows(runs):
+        value = stage_metrics(run, stage)["scaling_efficiency"]
+        if value is not None:
+            names.append(name)
+            eff.append(value * 100)
+            text.append(f"{value:.0%} of {stage.gpus}× one GPU")
+    fig = go.Figure(go.Bar(x=names, y=eff, text=text, textposition="outside", marker_color="#00838f",
+                           cliponaxis=False))
+    fig.add_hline(y=100, line_dash="dot", line_color="#616161")
+    fig.update_layout(title="Scaling efficiency (weak scaling, same per-GPU batch)", yaxis_title="%", **LAYOUT)
+    return fig if names else _empty(fig, "no multi-GPU stage with its one-GPU twin in this run")
+
+
 ALL_FIGURES = {"speedup": speedup_bars, "iteration_time": iteration_times, "memory": peak_memory,
-               "throughput": throughput_mfu, "loss": loss_curves, "kernels": kernel_grid}
+               "throughput": throughput_mfu, "loss": loss_curves, "kernels": kernel_grid, "scaling": scaling}

@@ -16,7 +16,7 @@ REQUIRED_COLUMNS = ["stage", "optimizer", "norm", "precision", "compile", "statu
                     "p10_ms", "p90_ms", "tokens_per_s", "speedup", "peak_mem_mib", "tflops", "mfu",
                     "loss_first", "loss_last", "kernels_seen", "device", "gpu", "torch", "apex", "depth",
                     "width", "heads", "seq_len", "batch_size", "vocab_size", "warmup", "iters"]
-NUMERIC = {"median_ms", "p10_ms", "p90_ms", "mean_ms", "std_ms", "tokens_per_s", "speedup", "peak_mem_mib",
+NUMERIC = {"scaling_efficiency", "median_ms", "p10_ms", "p90_ms", "mean_ms", "std_ms", "tokens_per_s", "speedup", "peak_mem_mib",
            "peak_reserved_mib", "tflops", "mfu", "loss_first", "loss_last", "warmup_s"}
 INTEGER = {"depth", "width", "heads", "seq_len", "batch_size", "vocab_size", "warmup", "iters", "seed"}
 
@@ -74,6 +74,8 @@ def parse_csv(data: bytes, max_bytes: int = 5 * 2**20) -> list[RunResult]:
                 raise ImportRejected(f"row {n}: wrong number of cells")
             value = _unescape(value, column, n)
             row[column] = _number(value, column, n, column in INTEGER) if column in NUMERIC | INTEGER else value
+        row.setdefault("gpus", "1")
+        row["gpus"] = str(row["gpus"] or "1")
         for kind in KINDS:
             if row[kind] not in LEVERS or LEVERS[row[kind]].kind != kind:
                 raise ImportRejected(f"row {n}, column {kind}: unknown lever {row[kind]!r}")
@@ -99,7 +101,8 @@ def _run_from_rows(run_id: str, first: dict, rows: list[dict]) -> RunResult:
         kernels = {k: [k] for k in filter(None, row["kernels_seen"].split(";")) if k in KEY_KERNELS}
         stages.append(StageResult(
             index=i, key=row["stage"], label=row.get("label") or row["stage"], optimizer=row["optimizer"],
-            norm=row["norm"], precision=row["precision"], compile=row["compile"], status=row["status"],
+            norm=row["norm"], precision=row["precision"], compile=row["compile"],
+            gpus=str(row.get("gpus") or "1"), status=row["status"],
             reason=row["reason"], iters_total=cfg.iters, kernels=kernels, verdict=row.get("verdict") or None,
             warnings=tuple(w for w in (row.get("warnings") or "").split(" | ") if w),
             peak_allocated_mib=row["peak_mem_mib"] if first["device"] == "cuda" else None,

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 LR = 3e-4
-KINDS = ("optimizer", "norm", "precision", "compile")
+KINDS = ("optimizer", "norm", "precision", "compile", "gpus")
+MAX_CPU_PROCESSES = 2  # gloo ranks on CPU: a functional check of the DDP path, not a speed figure
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,27 @@ def _requires_dtype(dtype: str):
     return check
 
 
+def _requires_gpus(n: int):
+    def check(probe: dict, device: str, stage: "Stage") -> str | None:
+        if device == "cuda":
+            have = (probe.get("cuda") or {}).get("device_count", 0)
+            return None if n <= have else f"needs {n} GPUs; this machine has {have}"
+        return None if n <= MAX_CPU_PROCESSES else f"on CPU at most {MAX_CPU_PROCESSES} gloo processes"
+    return check
+
+
+def _requires_zero(probe: dict, device: str, stage: "Stage") -> str | None:
+    return None if stage.world_size > 1 else "ZeroRedundancyOptimizer shards Adam state across ranks: needs gpus > 1"
+
+
+def _requires_apex_dist_adam(probe: dict, device: str, stage: "Stage") -> str | None:
+    if stage.world_size < 2 or device != "cuda":
+        return "Apex DistributedFusedAdam needs gpus > 1 on CUDA"
+    if not (probe.get("apex") or {}).get("distributed_adam"):
+        return "Apex built without DistributedFusedAdam (rebuild with APEX_DISTRIBUTED_ADAM=1)"
+    return _apex_reason(probe, "amp_C", "DistributedFusedAdam")
+
+
 def _requires_compile(probe: dict, device: str, stage: "Stage") -> str | None:
     info = (probe.get("compile") or {}).get(device) or {}
     return None if info.get("usable") else f"torch.compile not usable on {device}: {info.get('reason', 'unknown')}"
@@ -104,6 +126,21 @@ def _adam(**kw):
 def _apex_fused_adam(params):
     from apex.optimizers import FusedAdam
     return FusedAdam(params, lr=LR, adam_w_mode=False)
+
+
+def _zero_adam(params):
+    import torch
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.Adam, lr=LR)
+
+
+def _apex_dist_adam(params):
+    from apex.contrib.optimizers.distributed_fused_adam import DistributedFusedAdam
+    return DistributedFusedAdam(params, lr=LR, adam_w_mode=False)
+
+
+def _world(n: int):
+    return lambda: n
 
 
 def _layernorm():
@@ -145,6 +182,15 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
           "opt = FusedAdam(model.parameters(), lr=3e-4, adam_w_mode=False)  # Adam, not AdamW\n",
           _apex_fused_adam, requires=_requires_apex_adam, expects=lambda device, stage: ("apex_adam",),
           betrayed_by=("aten_fused_adam", "aten_foreach"), is_apex=True),
+    Lever("optimizer", "zero-adam", "ZeRO Adam",
+          "from torch.distributed.optim import ZeroRedundancyOptimizer\n"
+          "opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=3e-4)\n",
+          _zero_adam, requires=_requires_zero),
+    Lever("optimizer", "apex-distadam", "Apex DistributedFusedAdam",
+          "from apex.contrib.optimizers.distributed_fused_adam import DistributedFusedAdam\n"
+          "opt = DistributedFusedAdam(model.parameters(), lr=3e-4, adam_w_mode=False)  # no DDP wrapper\n",
+          _apex_dist_adam, requires=_requires_apex_dist_adam, expects=lambda device, stage: ("apex_adam",),
+          is_apex=True),
     Lever("norm", "layernorm", "LayerNorm", "norm = torch.nn.LayerNorm(width)\n", _layernorm,
           expects=lambda device, stage: () if stage.compile == "compile" else ("aten_native_layer_norm",)),
     Lever("norm", "apex-fusedln", "Apex FusedLN",
@@ -167,9 +213,17 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
     Lever("compile", "eager", "eager", "", _eager),
     Lever("compile", "compile", "compile", "model = torch.compile(model)\n", _compile,
           requires=_requires_compile),
+    Lever("gpus", "1", "1 GPU", "", _world(1)),
+] + [
+    Lever("gpus", str(n), f"{n} GPUs",
+          f"# torchrun --nproc-per-node {n} train.py  (NCCL; gloo on CPU)\n"
+          "torch.distributed.init_process_group(\"nccl\")\n"
+          "model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank])\n",
+          _world(n), requires=_requires_gpus(n))
+    for n in (2, 4, 8)
 ]}
 
-BASELINE = {"optimizer": "adam", "norm": "layernorm", "precision": "fp32", "compile": "eager"}
+BASELINE = {"optimizer": "adam", "norm": "layernorm", "precision": "fp32", "compile": "eager", "gpus": "1"}
 
 
 def names_of(kind: str) -> list[str]:
@@ -182,10 +236,12 @@ class Stage:
     norm: str = "layernorm"
     precision: str = "fp32"
     compile: str = "eager"
+    gpus: str = "1"
     levers: tuple[Lever, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         from .config import ConfigError
+        object.__setattr__(self, "gpus", str(self.gpus))
         chosen = []
         for kind in KINDS:
             name = getattr(self, kind)
@@ -195,14 +251,24 @@ class Stage:
             chosen.append(lever)
         object.__setattr__(self, "levers", tuple(chosen))
 
+    @classmethod
+    def of(cls, result) -> "Stage":
+        """The stage a StageResult (or any object with the lever fields) was run as."""
+        return cls(**{kind: getattr(result, kind, BASELINE[kind]) for kind in KINDS})
+
+    @property
+    def world_size(self) -> int:
+        return int(self.gpus)
+
     @property
     def key(self) -> str:
         parts = [self.optimizer, self.norm, self.precision]
-        return "+".join(parts + ([self.compile] if self.compile != "eager" else []))
+        parts += [self.compile] if self.compile != "eager" else []
+        return "+".join(parts + ([f"gpus{self.gpus}"] if self.gpus != "1" else []))
 
     @property
     def label(self) -> str:
-        return " · ".join(lever.title for lever in self.levers if lever.name != "eager")
+        return " · ".join(lever.title for lever in self.levers if lever.name not in ("eager", "1"))
 
     def as_dict(self) -> dict[str, str]:
         return {kind: getattr(self, kind) for kind in KINDS}
@@ -247,3 +313,15 @@ def preset(name: str) -> tuple[Stage, ...]:
     if name not in PRESETS:
         raise ConfigError("preset", name, f"unknown preset; choose one of {', '.join(PRESETS)}")
     return PRESETS[name]
+
+
+def across_gpus(stages, counts) -> list[Stage]:
+    """Each stage at each GPU count, so every multi-GPU stage has its one-GPU twin for scaling efficiency."""
+    from dataclasses import replace
+
+    from .config import ConfigError
+    counts = [str(c) for c in counts]
+    for c in counts:
+        if c not in names_of("gpus"):
+            raise ConfigError("gpus", c, f"choose from {', '.join(names_of('gpus'))}")
+    return [replace(stage, gpus=c) for stage in stages for c in counts]

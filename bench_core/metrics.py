@@ -63,11 +63,12 @@ def peak_tflops(gpu_name: str | None, precision: str) -> float | None:
 
 
 def throughput(cfg: BenchConfig, median_ms: float | None, gpu_name: str | None,
-               precision: str) -> dict[str, float | None]:
+               precision: str, world: int = 1) -> dict[str, float | None]:
+    """Global figures: with `world` ranks each taking the same per-GPU batch (weak scaling)."""
     if not median_ms or not math.isfinite(median_ms):
         return {"tokens_per_s": None, "tflops": None, "mfu": None}
     seconds = median_ms / 1e3
-    tflops = flops_per_step(cfg) / seconds / 1e12
+    tflops = world * flops_per_step(cfg) / seconds / 1e12
     peak = peak_tflops(gpu_name, precision)
-    return {"tokens_per_s": cfg.tokens_per_step / seconds, "tflops": tflops,
-            "mfu": tflops / peak if peak else None}
+    return {"tokens_per_s": world * cfg.tokens_per_step / seconds, "tflops": tflops,
+            "mfu": tflops / (world * peak) if peak else None}

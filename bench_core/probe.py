@@ -37,6 +37,15 @@ def nvcc_version() -> dict:
     return {"path": path, "version": match.group(1) if match else None}
 
 
+def gpu_topology() -> str | None:
+    """`nvidia-smi topo -m`: how the GPUs are linked (NVLink, PCIe), for multi-GPU results."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    out = subprocess.run([smi, "topo", "-m"], capture_output=True, text=True, timeout=30)
+    return out.stdout.strip() or None
+
+
 def driver_version() -> str | None:
     try:
         import pynvml
@@ -211,6 +220,7 @@ def collect() -> dict:
         "adam_fused": {d: _fused_adam_works(torch, d) for d in devices},
         "apex": _guard(probe_apex, torch, cuda_ok),
         "nccl": _guard(lambda: ".".join(map(str, torch.cuda.nccl.version())) if cuda_ok else None),
+        "topology": _guard(gpu_topology) if cuda_ok else None,
     }
 
 

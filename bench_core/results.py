@@ -26,6 +26,7 @@ class StageResult:
     norm: str
     precision: str
     compile: str
+    gpus: str = "1"
     status: str = "pending"
     reason: str = ""
     iters_total: int = 0
@@ -36,6 +37,7 @@ class StageResult:
     peak_allocated_mib: float | None = None
     peak_reserved_mib: float | None = None
     peak_rss_mib: float | None = None
+    rank_peak_mib: tuple[float, ...] = ()   # per rank, for multi-process (DDP) stages
     kernels: dict[str, list[str]] = field(default_factory=dict)
     sdpa_backend: str | None = None
     autocast_dtype: str | None = None
@@ -57,14 +59,15 @@ class StageResult:
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        data["times_ms"], data["losses"], data["warnings"] = list(self.times_ms), list(self.losses), list(self.warnings)
+        for name in ("times_ms", "losses", "warnings", "rank_peak_mib"):
+            data[name] = list(getattr(self, name))
         return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "StageResult":
         known = {f.name for f in fields(cls)}
         clean = {k: v for k, v in data.items() if k in known}
-        for name in ("times_ms", "losses", "warnings"):
+        for name in ("times_ms", "losses", "warnings", "rank_peak_mib"):
             clean[name] = tuple(clean.get(name) or ())
         return cls(**clean)
 
@@ -112,17 +115,32 @@ def stage_metrics(run: RunResult, stage: StageResult) -> dict[str, Any]:
                                  "mfu", "speedup", "loss_first", "loss_last")),
                 "noisy": None, "n": 0, **stage.imported_metrics}
     stats = timing_stats(stage.times_ms)
-    perf = throughput(run.config, stats["median_ms"], run.gpu if run.device == "cuda" else None, stage.precision)
+    world = int(stage.gpus)
+    perf = throughput(run.config, stats["median_ms"], run.gpu if run.device == "cuda" else None, stage.precision,
+                      world)
     base = baseline(run)
     base_median = timing_stats(base.times_ms)["median_ms"] if base else None
     speedup = base_median / stats["median_ms"] if base_median and stats["median_ms"] else None
-    return {**stats, **perf, "speedup": speedup,
+    return {**stats, **perf, "speedup": speedup, "scaling_efficiency": scaling_efficiency(run, stage, perf),
             "loss_first": stage.losses[0] if stage.losses else None,
             "loss_last": stage.losses[-1] if stage.losses else None}
 
 
+def scaling_efficiency(run: RunResult, stage: StageResult, perf: dict) -> float | None:
+    """throughput(N) / (N x throughput(1)) against the same levers on one GPU in this run."""
+    if stage.gpus == "1" or not perf["tokens_per_s"]:
+        return None
+    single = next((s for s in run.stages if s.gpus == "1" and s.status == "ok" and s.times_ms and
+                   (s.optimizer, s.norm, s.precision, s.compile) ==
+                   (stage.optimizer, stage.norm, stage.precision, stage.compile)), None)
+    if single is None:
+        return None
+    one = throughput(run.config, timing_stats(single.times_ms)["median_ms"], None, single.precision)["tokens_per_s"]
+    return perf["tokens_per_s"] / (int(stage.gpus) * one) if one else None
+
+
 CSV_COLUMNS = [
-    "stage", "label", "optimizer", "norm", "precision", "compile", "status", "reason", "verdict", "warnings",
+    "stage", "label", "optimizer", "norm", "precision", "compile", "gpus", "scaling_efficiency", "status", "reason", "verdict", "warnings",
     "median_ms", "p10_ms", "p90_ms", "mean_ms", "std_ms", "noisy", "tokens_per_s", "speedup",
     "peak_mem_mib", "peak_reserved_mib", "tflops", "mfu", "loss_first", "loss_last", "kernels_seen",
     "sdpa_backend", "autocast_dtype", "warmup_s",
@@ -146,7 +164,8 @@ def summary_rows(run: RunResult) -> list[dict[str, Any]]:
         seen = sorted(k for k, names in stage.kernels.items() if names and k in KEY_KERNELS)
         rows.append({
             "stage": stage.key, "label": stage.label, "optimizer": stage.optimizer, "norm": stage.norm,
-            "precision": stage.precision, "compile": stage.compile, "status": stage.status,
+            "precision": stage.precision, "compile": stage.compile, "gpus": int(stage.gpus),
+            "scaling_efficiency": m["scaling_efficiency"], "status": stage.status,
             "reason": stage.reason, "verdict": stage.verdict or "", "warnings": " | ".join(stage.warnings),
             "median_ms": m["median_ms"], "p10_ms": m["p10_ms"], "p90_ms": m["p90_ms"], "mean_ms": m["mean_ms"],
             "std_ms": m["std_ms"], "noisy": m["noisy"], "tokens_per_s": m["tokens_per_s"],

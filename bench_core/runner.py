@@ -20,6 +20,8 @@ from .results import RunResult, StageResult
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OnUpdate = Callable[[StageResult], None]
+# NVLink multicast stays off on shared hosts: a program using it can take the host's GPUs down for others.
+DISTRIBUTED_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 def initial_stage(index: int, stage: Stage, iters: int) -> StageResult:
@@ -70,7 +72,8 @@ class StageRun:
             self.update()
         elif kind == "memory":
             self.update(peak_allocated_mib=event.get("peak_allocated_mib"),
-                        peak_reserved_mib=event.get("peak_reserved_mib"), peak_rss_mib=event.get("peak_rss_mib"))
+                        peak_reserved_mib=event.get("peak_reserved_mib"), peak_rss_mib=event.get("peak_rss_mib"),
+                        rank_peak_mib=tuple(event.get("rank_peak_mib") or ()))
         elif kind == "kernels":
             self.update(kernels=event["seen"], sdpa_backend=event.get("sdpa_backend"), verdict=event["verdict"],
                         warnings=tuple(event.get("warnings") or ()), autocast_dtype=event.get("autocast_dtype"))
@@ -85,10 +88,13 @@ class StageRun:
 class Worker:
     """One stage's process. It imports torch at once, then waits for its job on stdin."""
 
-    def __init__(self, env: dict | None, warm_cuda: bool = False):
+    def __init__(self, env: dict | None, warm_cuda: bool = False, world: int = 1):
         self.stderr = tempfile.TemporaryFile(mode="w+")
-        args = ["--warm-cuda"] if warm_cuda else []
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench_core.worker", *args], cwd=ROOT, env=env,
+        if world > 1:  # torchrun (through a launcher that dies with us), one worker per rank
+            cmd = ["-m", "bench_core.launch", "--standalone", f"--nproc-per-node={world}", "-m", "bench_core.worker"]
+        else:
+            cmd = ["-m", "bench_core.worker"] + (["--warm-cuda"] if warm_cuda else [])
+        self.proc = subprocess.Popen([sys.executable, *cmd], cwd=ROOT, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
                                      start_new_session=True)
 
@@ -152,7 +158,17 @@ def run_stage(cfg: BenchConfig, stage: Stage, index: int, device: str, probe: di
         state.update(status="cancelled", reason="cancelled before it started")
         return state.result
 
-    worker = spawner.take() if spawner is not None else Worker(env)
+    job = json.dumps({"config": cfg.to_dict(), "stage": stage.as_dict(), "device": device})
+    job_file = None
+    if stage.world_size > 1:
+        job_file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        job_file.write(job)
+        job_file.close()
+        base = dict(spawner.env if spawner is not None and spawner.env else env or os.environ)
+        worker = Worker({**base, **DISTRIBUTED_ENV, "BENCH_JOB_FILE": job_file.name,
+                         **({"OMP_NUM_THREADS": "1"} if device == "cpu" else {})}, world=stage.world_size)
+    else:
+        worker = spawner.take() if spawner is not None else Worker(env)
     started = time.monotonic()
     state.update(started_at=time.time())
     events: queue.Queue = queue.Queue()
@@ -168,7 +184,8 @@ def run_stage(cfg: BenchConfig, stage: Stage, index: int, device: str, probe: di
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        worker.proc.stdin.write(json.dumps({"config": cfg.to_dict(), "stage": stage.as_dict(), "device": device}))
+        if job_file is None:
+            worker.proc.stdin.write(job)
         worker.proc.stdin.close()
     except BrokenPipeError:
         pass  # the worker died before reading its job; its exit code says why
@@ -195,6 +212,8 @@ def run_stage(cfg: BenchConfig, stage: Stage, index: int, device: str, probe: di
     reader.join(timeout=5)
     tail = worker.stderr_tail()
     worker.close()
+    if job_file is not None:
+        os.unlink(job_file.name)
     end = {"wall_s": time.monotonic() - started, "finished_at": time.time()}
     if stopped:
         state.update(status=stopped[0], reason=stopped[1], **end)
@@ -209,7 +228,7 @@ def run_all(run: RunResult, probe: dict, *, on_update: Callable[[RunResult], Non
             cancel: threading.Event | None = None, timeout_s: float = 900.0, env: dict | None = None,
             spawner: WorkerSpawner | None = None) -> RunResult:
     """Every stage of a run, one after another; one stage's failure never stops the next."""
-    stages = [Stage(s.optimizer, s.norm, s.precision, s.compile) for s in run.stages]
+    stages = [Stage.of(s) for s in run.stages]
     holder = {"run": run}
 
     def stage_update(result: StageResult) -> None:

@@ -21,12 +21,15 @@ SPAWNED_AT = time.perf_counter()
 
 class Emitter:
     def __init__(self):
+        self.enabled = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 reports
         # Keep the real stdout for events; route fd 1 to stderr so stray prints can't corrupt the stream.
         self._out = os.fdopen(os.dup(1), "w", buffering=1)
         os.dup2(2, 1)
         sys.stdout = sys.stderr
 
     def __call__(self, event: str, **data) -> None:
+        if not self.enabled:
+            return
         t = round(time.perf_counter() - SPAWNED_AT, 3)  # seconds since the process started: overhead breakdown
         self._out.write(json.dumps({"event": event, "t": t, **data}) + "\n")
 
@@ -84,10 +87,14 @@ def run(job: dict, emit: Emitter) -> None:
 
     if os.environ.get("BENCH_WORKER_THREADS"):
         torch.set_num_threads(int(os.environ["BENCH_WORKER_THREADS"]))
+    from .distributed import Distributed, nccl_version
+
     cfg = BenchConfig.from_dict(job["config"])
     stage = Stage(**job["stage"])
-    device = job["device"]
+    device = job["device"]        # the autocast device type
     cuda = device == "cuda"
+    ddp = Distributed(device)
+    target = ddp.device           # cuda:<local rank> under torchrun
     opt_lever, norm_lever, prec_lever, compile_lever = (LEVERS[getattr(stage, k)] for k in
                                                        ("optimizer", "norm", "precision", "compile"))
     plan = prec_lever.build()
@@ -100,27 +107,30 @@ def run(job: dict, emit: Emitter) -> None:
         return emit("unavailable", reason=f"{norm_lever.title} could not be built: {type(exc).__name__}: {exc}")
 
     torch.manual_seed(cfg.seed)
-    with torch.device(device):
+    with torch.device(target):
         model = GPT(GPTConfig(cfg.depth, cfg.width, cfg.heads, cfg.seq_len, cfg.vocab_size), norm_cls)
+    model = ddp.wrap(model, own_sync=stage.optimizer == "apex-distadam")
     try:
         opt = opt_lever.build(model.parameters())
     except Exception as exc:
         return emit("unavailable", reason=f"{opt_lever.title} could not be built: {type(exc).__name__}: {exc}")
     model = compile_lever.build(model)
-    x, y = synthetic_batch(cfg.vocab_size, cfg.batch_size, cfg.seq_len, cfg.seed, device)
+    # weak scaling: every rank takes the same per-GPU batch, of its own tokens
+    x, y = synthetic_batch(cfg.vocab_size, cfg.batch_size, cfg.seq_len, cfg.seed + ddp.rank, target)
     dtype = getattr(torch, plan.autocast_dtype) if plan.autocast_dtype else None
     scaler = torch.amp.GradScaler(device) if plan.grad_scaler else None
     emit("started", pid=os.getpid(), stage=stage.key, device=device, params=sum(p.numel() for p in model.parameters()),
          optimizer_class=f"{type(opt).__module__}.{type(opt).__qualname__}",
          norm_class=f"{norm_cls.__module__}.{norm_cls.__qualname__}",
          tf32_matmul=torch.backends.cuda.matmul.allow_tf32, grad_scaler=scaler is not None,
-         cpu_threads=torch.get_num_threads())
+         cpu_threads=torch.get_num_threads(), world_size=ddp.world,
+         nccl=nccl_version() if ddp.enabled and cuda else None)
 
     last_dtype = [None]
 
     def step():
         opt.zero_grad()  # Apex FusedAdam.zero_grad takes no arguments; both default to set_to_none
-        with (torch.autocast(device, dtype=dtype) if dtype else contextlib.nullcontext()):
+        with (torch.autocast(device, dtype=dtype) if dtype else contextlib.nullcontext()):  # device type
             logits, loss = model(x, y)
         last_dtype[0] = logits.dtype
         if scaler:
@@ -139,23 +149,32 @@ def run(job: dict, emit: Emitter) -> None:
     sync()
     emit("warmup", seconds=time.perf_counter() - t0, iters=cfg.warmup)
 
+    ddp.barrier()  # every rank starts the timed steps together; rank 0's clock speaks for the job
     if cuda:
         torch.cuda.reset_peak_memory_stats()
         measure_cuda(step, cfg.iters, emit, torch)
-        emit("memory", peak_allocated_mib=torch.cuda.max_memory_allocated() / 2**20,
-             peak_reserved_mib=torch.cuda.max_memory_reserved() / 2**20)
+        peaks = ddp.gather((torch.cuda.max_memory_allocated() / 2**20, torch.cuda.max_memory_reserved() / 2**20))
+        emit("memory", peak_allocated_mib=max(p[0] for p in peaks), peak_reserved_mib=max(p[1] for p in peaks),
+             rank_peak_mib=[p[0] for p in peaks])
     else:
         for i in range(cfg.iters):
             start = time.perf_counter()
             loss = step().item()
             emit("iter", i=i, ms=(time.perf_counter() - start) * 1e3, loss=loss)
-        emit("memory", peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        peaks = ddp.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        emit("memory", peak_rss_mib=max(peaks), rank_peak_mib=peaks)
 
-    names = profile_names(step, cuda, torch)
+    if ddp.leader:
+        names = profile_names(step, cuda, torch)
+    else:  # the other ranks take the same steps, or rank 0's all-reduces would wait for ever
+        for _ in range(PROFILE_STEPS):
+            step()
+        names = []
     seen = classify(names)
     state, warnings = verdict(stage, device, seen)
     emit("kernels", seen=seen, sdpa_backend=sdpa_backend(names), verdict=state, warnings=warnings,
          autocast_dtype=str(last_dtype[0]).replace("torch.", ""))
+    ddp.close()
 
 
 def measure_cuda(step, iters: int, emit, torch) -> None:
@@ -214,7 +233,8 @@ def main() -> int:
         a = torch.ones(64, 64, device="cuda")
         (a @ a).sum().item()
     emit("ready")
-    job = json.loads(sys.stdin.read())
+    job_file = os.environ.get("BENCH_JOB_FILE")  # torchrun ranks get their job from a file, not stdin
+    job = json.loads(open(job_file).read() if job_file else sys.stdin.read())
     stage_key = Stage(**job["stage"]).key
     t0 = time.perf_counter()
     try:

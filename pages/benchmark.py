@@ -7,7 +7,7 @@ import streamlit as st
 
 from bench_core.config import DEVICES, MODEL_SIZES, BenchConfig, ConfigError, collect_errors, defaults_for, resolve_device
 from bench_core.jobs import LimitExceeded, NotAllowed
-from bench_core.levers import KINDS, LEVERS, PRESETS, Stage, names_of
+from bench_core.levers import KINDS, PRESETS, Stage, across_gpus, names_of
 from bench_core.probe import cuda_available, free_bytes
 from bench_core.telemetry import has_nvidia_gpu
 from pages import job_view
@@ -71,7 +71,7 @@ def chosen_stages() -> tuple[str, list[Stage]]:
     choice = st.session_state.get("stage_choice", "seed")
     if choice == "custom":
         return "custom", [Stage(**s) for s in st.session_state.get("custom_ladder", [])]
-    return choice, list(PRESETS[choice])
+    return choice, across_gpus(PRESETS[choice], st.session_state.get("gpu_counts") or ["1"])
 
 
 def submit() -> None:
@@ -137,6 +137,11 @@ with picker:
                 ladder.pop(i)
                 st.rerun()
     else:
+        counts = [n for n in names_of("gpus") if not lever_reason("gpus", n, device)]
+        if len(counts) > 1:
+            st.multiselect("GPU counts (each stage runs at each; > 1 through torchrun + DDP)", counts,
+                           default=["1"], key="gpu_counts",
+                           help="limited to torch.cuda.device_count(); on CPU, gloo processes")
         for i, stage in enumerate(PRESETS[st.session_state["stage_choice"]]):
             reason = stage.unavailable_reason(probe, device) if probe else None
             mark = f"⛔ *unavailable: {reason}*" if reason else "✅"

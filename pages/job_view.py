@@ -74,6 +74,9 @@ def charts(runs: RunResult | list[RunResult], key: str, version: tuple) -> None:
         for name in ("iteration_time", "throughput"):
             draw(name)
     draw("kernels")
+    runs_list = [runs] if isinstance(runs, RunResult) else runs
+    if any(s.gpus != "1" for r in runs_list for s in r.stages):
+        draw("scaling")
 
 
 def fallback_warnings(run: RunResult) -> None:
@@ -118,7 +121,7 @@ def snippets(run: RunResult) -> None:
     st.subheader("What each stage changes")
     for stage in run.stages:
         with st.expander(f"{stage.index + 1}. {stage.label}  ({stage.key})"):
-            st.code(Stage(stage.optimizer, stage.norm, stage.precision, stage.compile).snippet(), language="python")
+            st.code(Stage.of(stage).snippet(), language="python")
 
 
 def finished_job(snap: JobSnapshot, key: str) -> None:

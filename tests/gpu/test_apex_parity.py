@@ -130,3 +130,16 @@ def test_real_cuda_oom_is_reported_and_memory_freed():
     assert free > 0.8 * (probe["cuda"]["free_bytes"]), (free, probe["cuda"]["free_bytes"])
     ok = run_stage(SMALL, Stage(), 1, "cuda", probe)
     assert ok.status == "ok"
+
+
+def test_ddp_stage_over_nccl():
+    import torch
+
+    from bench_core.probe import run_probe
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    probe = run_probe()
+    one = run_stage(SMALL, Stage("adam-fused", "layernorm", "bf16"), 0, "cuda", probe)
+    two = run_stage(SMALL, Stage("adam-fused", "layernorm", "bf16", gpus="2"), 1, "cuda", probe)
+    assert one.status == two.status == "ok", two.reason
+    assert len(two.rank_peak_mib) == 2 and two.verdict == "verified"
