@@ -42,6 +42,14 @@ must show the kernels the stage claims — Apex's `multi_tensor_apply_kernel<…
 A stage whose levers say Apex but whose trace shows the aten fallback (or no Apex kernel) is marked
 **fallback** with a visible warning, and is never counted as Apex.
 
+### Several GPUs
+A stage with `gpus = N > 1` is one isolated job launched through `torchrun --nproc-per-node N` (NCCL; gloo
+processes on CPU, which checks the path but is no speed figure). The model is wrapped in
+`DistributedDataParallel`; every rank takes the same per-GPU batch of its own tokens (weak scaling). All ranks
+meet at a barrier before the timed steps and rank 0 times them with CUDA events; peak memory is gathered from
+every rank; throughput counts all ranks' tokens. **Scaling efficiency** = throughput(N) ÷ (N × throughput(1))
+for the same levers on one GPU in the same run. NVLink multicast stays off (`NCCL_NVLS_ENABLE=0`).
+
 ### Caveats worth knowing
 * **Apex FusedLayerNorm falls back to `F.layer_norm` under `torch.compile`, and on CPU** — Apex checks
   `torch.compiler.is_compiling()` and `input.is_cuda`. Such stages are shown as unavailable rather than run.
