@@ -122,8 +122,10 @@ def loss_curves(runs) -> go.Figure:
         if stage.losses:
             fig.add_trace(go.Scatter(y=list(stage.losses), x=list(range(1, len(stage.losses) + 1)), name=name,
                                      mode="lines", line=dict(color=PALETTE[i % len(PALETTE)], width=2)))
+    layout = {**LAYOUT, "legend": dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
+              "height": 380, "margin": dict(l=50, r=20, t=50, b=90)}
     fig.update_layout(title="Loss per timed iteration (same data and init: curves should overlay)",
-                      xaxis_title="iteration", yaxis_title="loss", **LAYOUT)
+                      xaxis_title="iteration", yaxis_title="loss", **layout)
     return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
 
 

@@ -81,7 +81,7 @@ def browsers_submit(base: str, db: str, submitted: list[float]) -> None:
         for _, page in pages:
             page.get_by_role("button", name="▶ Run").click()
             submitted.append(time.time())
-            page.get_by_text("Queued job").wait_for(timeout=30_000)
+            page.get_by_text("Submitted job").wait_for(timeout=30_000)
         deadline = time.time() + 300
         while time.time() < deadline and jobs_done(db) < 2:
             time.sleep(1)  # the browsers stay open and keep their live fragments refreshing

@@ -85,7 +85,7 @@ def submit() -> None:
     preset, stages = chosen_stages()
     try:
         snap = manager.submit(cfg, stages, preset, session_id=sid, role=role())
-        st.session_state["submit_message"] = ("success", f"Queued job {snap.job_id} ({len(stages)} stages).")
+        st.session_state["submit_message"] = ("success", f"Submitted job {snap.job_id} ({len(stages)} stages).")
     except ConfigError as exc:
         st.session_state["field_errors"] = {exc.field: str(exc)}
     except (LimitExceeded, NotAllowed) as exc:
@@ -118,21 +118,12 @@ with picker:
     device = resolve_device(st.session_state["cfg_device"], device_kind == "cuda")
     if st.session_state["stage_choice"] == "custom":
         ladder = st.session_state.setdefault("custom_ladder", [])
-        lever_cols = st.columns(4)
-        for col, kind in zip(lever_cols, KINDS):
-            with col:
-                available = [n for n in names_of(kind) if not lever_reason(kind, n, device)]
-                st.radio(kind, available or names_of(kind)[:1], key=f"lever_{kind}")
-                for name in names_of(kind):
-                    reason = lever_reason(kind, name, device)
-                    if reason:
-                        st.checkbox(name, value=False, disabled=True, key=f"na_{kind}_{name}", help=reason)
-                        st.caption(f"↳ {reason}")
-        if st.button("➕ Add stage", disabled=len(ladder) >= manager.limits.max_stages_per_job):
-            ladder.append({kind: st.session_state[f"lever_{kind}"] for kind in KINDS})
+        if not ladder:
+            st.caption("No stage yet: build one below, lever by lever, and add it to the ladder.")
         for i, spec in enumerate(list(ladder)):
             a, b = st.columns([5, 1])
-            a.markdown(f"{i + 1}. `{Stage(**spec).key}`")
+            reason = Stage(**spec).unavailable_reason(probe, device) if probe else None
+            a.markdown(f"{i + 1}. `{Stage(**spec).key}`" + (f" — ⛔ *{reason}*" if reason else ""))
             if b.button("✖", key=f"remove_{i}", help="remove this stage"):
                 ladder.pop(i)
                 st.rerun()
@@ -146,6 +137,22 @@ with picker:
             reason = stage.unavailable_reason(probe, device) if probe else None
             mark = f"⛔ *unavailable: {reason}*" if reason else "✅"
             st.markdown(f"{i + 1}. `{stage.key}` — {mark}")
+
+if st.session_state["stage_choice"] == "custom":
+    st.subheader("Build a stage")
+    ladder = st.session_state.setdefault("custom_ladder", [])
+    for col, kind in zip(st.columns(len(KINDS)), KINDS):
+        with col:
+            available = [n for n in names_of(kind) if not lever_reason(kind, n, device)]
+            st.radio(kind, available or names_of(kind)[:1], key=f"lever_{kind}")
+            for name in names_of(kind):
+                reason = lever_reason(kind, name, device)
+                if reason:
+                    st.checkbox(name, value=False, disabled=True, key=f"na_{kind}_{name}", help=reason)
+                    st.caption(f"↳ {reason}")
+    if st.button("➕ Add stage to the ladder", disabled=len(ladder) >= manager.limits.max_stages_per_job):
+        ladder.append({kind: st.session_state[f"lever_{kind}"] for kind in KINDS})
+        st.rerun()
 
 operator = is_operator()
 run_col, msg_col = st.columns([1, 4])
