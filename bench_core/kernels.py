@@ -18,6 +18,8 @@ KEY_KERNELS: dict[str, tuple[str, Callable[[str], bool]]] = {
     "aten_fused_adam": ("aten::_fused_adam_", lambda n: n.startswith("aten::_fused_adam")),
     "aten_foreach": ("aten::_foreach_*", lambda n: n.startswith("aten::_foreach_")),
     "aten_native_layer_norm": ("aten::native_layer_norm", lambda n: n.startswith("aten::native_layer_norm")),
+    "grad_scaler": ("GradScaler unscale/update", lambda n: n.startswith(("aten::_amp_foreach_non_finite",
+                                                                         "aten::_amp_update_scale"))),
 }
 
 SDPA_BACKENDS = {

@@ -209,7 +209,8 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
     Lever("precision", "fp16", "FP16+GradScaler",
           "scaler = torch.amp.GradScaler(\"cuda\")\n" + _AUTOCAST.format(dtype="float16")
           + "scaler.scale(loss).backward(); scaler.step(opt); scaler.update()\n",
-          _precision("float16", False, True), requires=_requires_dtype("fp16")),
+          _precision("float16", False, True), requires=_requires_dtype("fp16"),
+          expects=lambda device, stage: ("grad_scaler",)),
     Lever("compile", "eager", "eager", "", _eager),
     Lever("compile", "compile", "compile", "model = torch.compile(model)\n", _compile,
           requires=_requires_compile),

@@ -45,8 +45,10 @@ def test_native_preset_on_cpu(tiny_cfg, cpu_probe):
 
 def test_fp16_stage_uses_grad_scaler(tiny_cfg, cpu_probe):
     result = run_stage(tiny_cfg, Stage("adam", "layernorm", "fp16"), 0, "cpu", cpu_probe)
-    assert result.status == "ok" and result.autocast_dtype == "float16"
-    assert result.kernels["aten_foreach"] == [] or True  # scaler's unscale runs _amp_foreach, not _foreach_
+    assert result.status == "ok" and result.autocast_dtype == "float16" and result.verdict == "verified"
+    assert any("_amp_foreach_non_finite_check_and_unscale" in n for n in result.kernels["grad_scaler"])
+    bf16 = run_stage(tiny_cfg, Stage("adam", "layernorm", "bf16"), 0, "cpu", cpu_probe)
+    assert bf16.status == "ok" and bf16.kernels["grad_scaler"] == []
 
 
 @pytest.mark.parametrize("fault,expected", [("abort", "signal SIGABRT"), ("segfault", "signal SIGSEGV"),
