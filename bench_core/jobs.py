@@ -63,7 +63,7 @@ class JobSnapshot:
     def iters_total(self) -> int:
         return sum(s.iters_total for s in self.run.stages)
 
-    def eta_s(self, now: float | None = None) -> float | None:
+    def eta_s(self) -> float | None:
         """Remaining time from what this job has measured so far: per-stage overhead and step time."""
         if not self.active or self.started_at is None:
             return None

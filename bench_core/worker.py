@@ -223,8 +223,8 @@ def main() -> int:
     if os.getppid() != parent:  # the parent died before prctl took effect
         return 1
     emit = Emitter()
-    # Import torch before reading the job: a worker spawned ahead of its stage pays this while the
-    # previous stage is still profiling and tearing down. CUDA is not touched until the job arrives.
+    # Import torch (and, asked to, create the CUDA context) before reading the job: a worker spawned
+    # ahead of its stage pays this while the previous stage is still profiling and tearing down.
     import torch
 
     from . import model  # noqa: F401

@@ -162,3 +162,16 @@ def test_limits_and_roles_are_enforced_at_the_api(store):
     with pytest.raises(NotAllowed):
         manager.cancel(job.job_id, role="viewer")
     manager.shutdown()
+
+
+def test_eta_comes_from_what_the_job_has_measured():
+    from bench_core.jobs import JobSnapshot
+    from bench_core.runner import new_run
+    run = new_run(CFG, [Stage(), Stage("adam-fused"), Stage("adam-loop")], PROBE, "custom")
+    first = dataclasses.replace(run.stages[0], status="ok", times_ms=(10.0,) * 3, wall_s=2.03)
+    second = dataclasses.replace(run.stages[1], status="running", times_ms=(10.0,))
+    run = run.with_stage(first).with_stage(second)
+    snap = JobSnapshot("j", "s", "running", run, submitted_at=0.0, started_at=1.0)
+    # 2 iterations left in stage 2 + 3 in stage 3 at 10 ms, plus stage 3's start-up overhead (2.03 - 0.03 s)
+    assert snap.eta_s() == pytest.approx(0.05 + 2.0)
+    assert dataclasses.replace(snap, status="done").eta_s() is None
