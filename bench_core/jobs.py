@@ -8,12 +8,11 @@ import os
 import sqlite3
 import threading
 import time
-import uuid
 from collections import deque
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
-from .config import BenchConfig, ConfigError, collect_errors
+from .config import BenchConfig, collect_errors
 from .levers import Stage
 from .metrics import timing_stats
 from .probe import cuda_available, free_bytes, run_probe

@@ -4,11 +4,8 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 
-import pytest
 
-from bench_core.config import BenchConfig
 from bench_core.jobs import JobManager
 from bench_core.levers import Stage
 from bench_core.probe import run_probe
