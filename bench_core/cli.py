@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import replace
 
@@ -79,6 +80,10 @@ def cmd_run(args) -> int:
     console = Console(stderr=True)
     if args.device not in ("auto", "cuda", "cpu"):
         raise ConfigError("device", args.device, "must be one of auto, cuda, cpu")
+    for flag, path in (("out", args.out), ("json", args.json_path), ("html", args.html)):
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+            raise ConfigError(flag, path, f"folder {folder} does not exist or is not writable")
     stages = across_gpus(preset(args.preset), [g.strip() for g in args.gpus.split(",") if g.strip()])
     spawner = WorkerSpawner(device=args.device)
     spawner.prepare()  # the first stage's process imports torch while the probe runs
@@ -135,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # e.g. an --out path that cannot be written: a message, not a traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 def _probe_text(data: dict) -> str:

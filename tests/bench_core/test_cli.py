@@ -36,6 +36,12 @@ def test_run_writes_csv_json_and_html(tmp_path):
     assert html.read_text().count("plotly") > 3
 
 
+def test_unwritable_output_is_refused_before_anything_runs(tmp_path):
+    proc = cli("run", "--device", "cpu", "--quiet", "--out", str(tmp_path / "missing-dir" / "r.csv"))
+    assert proc.returncode == 2 and "out=" in proc.stderr and "does not exist" in proc.stderr
+    assert "Traceback" not in proc.stderr and "adam+layernorm" not in proc.stdout
+
+
 def test_probe_json():
     proc = cli("probe", "--json")
     assert proc.returncode == 0 and '"apex"' in proc.stdout
