@@ -106,7 +106,7 @@ class JobManager:
         self.persistence_error: str | None = None
         self._unsaved: list[tuple[str, tuple]] = []
         self._persist_lock = threading.Lock()
-        self.recovered = self._persist("mark_interrupted") or []
+        self._persist("mark_interrupted")  # a run left unfinished by a crash or restart is 'interrupted'
         if probe is None:
             threading.Thread(target=self._refresh_probe, name="bench-probe", daemon=True).start()
         else:

@@ -140,7 +140,8 @@ def scaling_efficiency(run: RunResult, stage: StageResult, perf: dict) -> float 
 
 
 CSV_COLUMNS = [
-    "stage", "label", "optimizer", "norm", "precision", "compile", "gpus", "scaling_efficiency", "status", "reason", "verdict", "warnings",
+    "stage", "label", "optimizer", "norm", "precision", "compile", "gpus", "scaling_efficiency", "status", "reason",
+    "verdict", "warnings",
     "median_ms", "p10_ms", "p90_ms", "mean_ms", "std_ms", "noisy", "tokens_per_s", "speedup",
     "peak_mem_mib", "peak_reserved_mib", "tflops", "mfu", "loss_first", "loss_last", "kernels_seen",
     "sdpa_backend", "autocast_dtype", "warmup_s",

@@ -121,13 +121,13 @@ class WorkerSpawner:
     """Keeps at most one idle worker importing torch ahead of its stage, so process start-up
     overlaps the previous stage's untimed profiling and teardown instead of adding to the wall time."""
 
-    def __init__(self, env: dict | None = None, device: str = "auto", enabled: bool = True):
-        self.env, self.enabled = env, enabled
+    def __init__(self, env: dict | None = None, device: str = "auto"):
+        self.env = env
         self.warm_cuda = device in ("auto", "cuda")  # a CPU run must not carry a CUDA context in its RSS
         self._idle: Worker | None = None
 
     def prepare(self) -> None:
-        if self.enabled and self._idle is None:
+        if self._idle is None:
             self._idle = Worker(self.env, self.warm_cuda)
 
     def take(self) -> Worker:
@@ -158,14 +158,14 @@ def run_stage(cfg: BenchConfig, stage: Stage, index: int, device: str, probe: di
         state.update(status="cancelled", reason="cancelled before it started")
         return state.result
 
+    env = spawner.env if spawner is not None else env
     job = json.dumps({"config": cfg.to_dict(), "stage": stage.as_dict(), "device": device})
     job_file = None
     if stage.world_size > 1:
         job_file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
         job_file.write(job)
         job_file.close()
-        base = dict(spawner.env if spawner is not None and spawner.env else env or os.environ)
-        worker = Worker({**base, **DISTRIBUTED_ENV, "BENCH_JOB_FILE": job_file.name,
+        worker = Worker({**(env or os.environ), **DISTRIBUTED_ENV, "BENCH_JOB_FILE": job_file.name,
                          **({"OMP_NUM_THREADS": "1"} if device == "cpu" else {})}, world=stage.world_size)
     else:
         worker = spawner.take() if spawner is not None else Worker(env)
