@@ -4,19 +4,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8501
 
-.PHONY: app test venv deps-app deps-test browser
+.PHONY: app test lint venv deps-app deps-test browser
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# The project itself is installed editable with --no-deps: its runtime deps are requirements.txt (see pyproject.toml).
 deps-app: $(BIN)/python
 	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q --no-deps -e .
 
 # CPU torch first, so the requirements' torch>=2.4 is already met and no CUDA build is pulled.
 deps-test: $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/pip install -q --no-deps -e .
 
 # Debian's Chromium for the browser tests (Playwright's own browser download is not used).
 browser:
@@ -27,5 +30,10 @@ browser:
 app: deps-app
 	$(BIN)/streamlit run app.py --server.port $(PORT)
 
-test: deps-test browser
+# ruff (config in pyproject.toml) over the whole repo, mypy over the engine.
+lint: deps-test
+	$(BIN)/ruff check .
+	$(BIN)/mypy bench_core
+
+test: deps-test browser lint
 	$(BIN)/python -m pytest -q --timeout 600

@@ -1,12 +1,12 @@
 """Entry point: `streamlit run app.py`. It only routes; pages draw; bench_core does the work."""
 import streamlit as st
 
-st.set_page_config(page_title="Fused-kernel training benchmark", page_icon="⚡", layout="wide")
+st.set_page_config(page_title="Fused-kernel training benchmark", layout="wide")
 
 pages = [
-    st.Page("pages/benchmark.py", title="Benchmark", icon="⚡", default=True),
-    st.Page("pages/kernels.py", title="Kernels", icon="🧩"),
-    st.Page("pages/history.py", title="History", icon="🗂️"),
-    st.Page("pages/method.py", title="Method", icon="📐"),
+    st.Page("pages/benchmark.py", title="Benchmark", default=True),
+    st.Page("pages/kernels.py", title="Kernels"),
+    st.Page("pages/history.py", title="History"),
+    st.Page("pages/method.py", title="Method"),
 ]
 st.navigation(pages).run()

@@ -4,7 +4,8 @@ Torch-free on purpose: the dashboard validates input without importing torch.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+import os
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from .settings import Limits
@@ -22,26 +23,32 @@ class ConfigError(ValueError):
         super().__init__(f"{field}={value!r}: {limit}")
 
 
+def _int(default: int, label: str, group: str, help: str = "", minimum: int = 1) -> Any:
+    """A config field with what every form, table and parser needs to know about it."""
+    return field(default=default, metadata={"label": label, "group": group, "help": help, "minimum": minimum})
+
+
 @dataclass(frozen=True)
 class BenchConfig:
-    # model
-    depth: int = 12
-    width: int = 768
-    heads: int = 12
-    seq_len: int = 1024
-    batch_size: int = 8
-    vocab_size: int = 50304
-    # run
-    warmup: int = 10
-    iters: int = 30
-    seed: int = 1234
-    device: str = "auto"
+    depth: int = _int(12, "Depth (layers)", "model")
+    width: int = _int(768, "Width", "model", "hidden size; must be divisible by heads")
+    heads: int = _int(12, "Heads", "model")
+    seq_len: int = _int(1024, "Sequence length", "model")
+    batch_size: int = _int(8, "Batch size", "model", "sequences per step (per GPU)")
+    vocab_size: int = _int(50304, "Vocab size", "model")
+    warmup: int = _int(10, "Warm-up iterations", "run",
+                       "at least this many untimed steps, and at least WARMUP_MIN_S seconds of them")
+    iters: int = _int(30, "Timed iterations", "run")
+    repeats: int = _int(1, "Repeats", "run", "rounds of the whole ladder, in alternating order, so drift hits "
+                        "every stage alike")
+    seed: int = _int(1234, "Seed", "run", minimum=0)
+    device: str = field(default="auto", metadata={"label": "Device", "group": "run", "help": "auto, cuda or cpu"})
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "BenchConfig":
+    def from_dict(cls, data: dict) -> BenchConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -50,27 +57,42 @@ class BenchConfig:
         return self.seq_len * self.batch_size
 
 
-MODEL_SIZES = {
+# Every list of config fields is derived from the dataclass, never written out again.
+INT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(BenchConfig) if f.type in ("int", int))
+MODEL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(BenchConfig) if f.metadata.get("group") == "model")
+FIELD_LABELS: dict[str, str] = {f.name: f.metadata["label"] for f in fields(BenchConfig)}
+FIELD_HELP: dict[str, str] = {f.name: f.metadata.get("help", "") for f in fields(BenchConfig)}
+FIELD_MINIMUM: dict[str, int] = {f.name: f.metadata.get("minimum", 1) for f in fields(BenchConfig)
+                                 if f.name in INT_FIELDS}
+# Clocks and allocators settle: warm-up runs at least this long, whatever the count (BENCH_WARMUP_MIN_S overrides,
+# e.g. for the CPU test suite, where a tiny model has nothing to settle).
+WARMUP_MIN_S = float(os.environ.get("BENCH_WARMUP_MIN_S", "2.0"))
+
+# A workload: the model's shape and the batch it trains on (batch and sequence included).
+WORKLOADS: dict[str, dict[str, int]] = {
     "tiny": dict(depth=2, width=128, heads=4, seq_len=64, batch_size=4, vocab_size=512),
     "gpt2-small": dict(depth=12, width=768, heads=12, seq_len=1024, batch_size=8, vocab_size=50304),
     "gpt2-medium": dict(depth=24, width=1024, heads=16, seq_len=1024, batch_size=8, vocab_size=50304),
 }
 
-MODEL_FIELDS = ("depth", "width", "heads", "seq_len", "batch_size", "vocab_size")
-INT_FIELDS = MODEL_FIELDS + ("warmup", "iters", "seed")
+
+def describe_shape(cfg: BenchConfig) -> str:
+    """One line naming every model and run field, for headers, reports and the CLI."""
+    return " · ".join(f"{FIELD_LABELS[n].split(' (')[0].lower()} {getattr(cfg, n)}" for n in INT_FIELDS
+                      if n != "seed")
 
 
 def defaults_for(device_kind: str) -> BenchConfig:
     """GPT-2-small on a GPU; a tiny model on CPU so the seed ladder ends in seconds on 2 cores."""
     if device_kind == "cuda":
-        return BenchConfig(**MODEL_SIZES["gpt2-small"], warmup=10, iters=30, device="auto")
-    return BenchConfig(**MODEL_SIZES["tiny"], warmup=3, iters=10, device="auto")
+        return BenchConfig(**WORKLOADS["gpt2-small"], warmup=10, iters=30, device="auto")
+    return BenchConfig(**WORKLOADS["tiny"], warmup=3, iters=10, device="auto")
 
 
-def model_size(name: str, base: BenchConfig) -> BenchConfig:
-    if name not in MODEL_SIZES:
-        raise ConfigError("model", name, f"unknown model size; choose one of {', '.join(MODEL_SIZES)}")
-    return replace(base, **MODEL_SIZES[name])
+def workload(name: str, base: BenchConfig) -> BenchConfig:
+    if name not in WORKLOADS:
+        raise ConfigError("model", name, f"unknown model size; choose one of {', '.join(WORKLOADS)}")
+    return replace(base, **WORKLOADS[name])  # type: ignore[arg-type]
 
 
 def param_count(cfg: BenchConfig) -> int:
@@ -103,10 +125,9 @@ def collect_errors(cfg: BenchConfig, limits: Limits, cuda_available: bool,
         value = getattr(cfg, name)
         if isinstance(value, bool) or not isinstance(value, int):
             errors.append(ConfigError(name, value, "must be an integer"))
-        elif name == "seed" and value < 0:
-            errors.append(ConfigError(name, value, "must be >= 0"))
-        elif name != "seed" and value <= 0:
-            errors.append(ConfigError(name, value, "must be a positive integer"))
+        elif value < FIELD_MINIMUM[name]:
+            errors.append(ConfigError(name, value, "must be >= 0" if FIELD_MINIMUM[name] == 0
+                                      else "must be a positive integer"))
     if cfg.device not in DEVICES:
         errors.append(ConfigError("device", cfg.device, f"must be one of {', '.join(DEVICES)}"))
     if errors:
@@ -114,7 +135,8 @@ def collect_errors(cfg: BenchConfig, limits: Limits, cuda_available: bool,
 
     caps = {"depth": limits.max_depth, "width": limits.max_width, "heads": limits.max_heads,
             "seq_len": limits.max_seq_len, "batch_size": limits.max_batch_size,
-            "vocab_size": limits.max_vocab_size, "warmup": limits.max_warmup, "iters": limits.max_iters}
+            "vocab_size": limits.max_vocab_size, "warmup": limits.max_warmup, "iters": limits.max_iters,
+            "repeats": limits.max_repeats}
     for name, cap in caps.items():
         value = getattr(cfg, name)
         if value > cap:

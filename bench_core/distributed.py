@@ -26,9 +26,9 @@ class Distributed:
     def leader(self) -> bool:
         return self.rank == 0
 
-    def wrap(self, model, own_sync: bool):
-        """DDP, unless the optimizer reduces gradients itself (Apex DistributedFusedAdam)."""
-        if not self.enabled or own_sync:
+    def wrap(self, model):
+        """DDP around the model (the worker skips this for optimizers that reduce gradients themselves)."""
+        if not self.enabled:
             return model
         from torch.nn.parallel import DistributedDataParallel
         return DistributedDataParallel(model, device_ids=[self.local_rank] if self.device.startswith("cuda") else None)
@@ -45,6 +45,10 @@ class Distributed:
         out = [None] * self.world
         dist.all_gather_object(out, value)
         return out
+
+    def all_agree(self, flag: bool) -> bool:
+        """True only when every rank's flag is true (e.g. 'my warm-up is long enough')."""
+        return all(self.gather(bool(flag)))
 
     def close(self) -> None:
         if self.enabled:

@@ -1,46 +1,55 @@
 """Pure Plotly figure builders, shared by the dashboard pages and the CLI's HTML report.
 
-Each takes run results (one or several runs, for comparisons) and returns a new go.Figure.
+Each takes one RunSummary or several (a History comparison) and returns a new go.Figure. Every figure reads the
+summaries: nothing here computes a statistic. Stages are rows (horizontal bars, full names); several runs are
+colours, lined up by stage key. `not_applicable` says in one line why a chart has nothing to show.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Callable, Sequence
 
 import plotly.graph_objects as go
 
-from .kernels import KEY_KERNELS
-from .levers import LEVERS, Stage
-from .metrics import timing_stats
-from .results import RunResult, StageResult, stage_metrics
+from .breakdown import CATEGORIES
+from .proof import CELL_STATES, KEY_KERNELS
+from .summary import RunSummary, StageSummary
 
-STATUS_COLORS = {"ok": "#2e7d32", "running": "#1565c0", "pending": "#9e9e9e", "unavailable": "#bdbdbd",
-                 "oom": "#c62828", "failed": "#c62828", "timeout": "#ef6c00", "cancelled": "#757575",
-                 "interrupted": "#757575"}
-FALLBACK_COLOR = "#d84315"
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf"]
-# Plain colours instead of a named template: merging a template cost about a quarter of each
-# figure's build time (84 -> 64 ms for the six charts on this 2-core machine).
-LAYOUT = dict(template=None, height=340, margin=dict(l=50, r=20, t=50, b=40), plot_bgcolor="white",
-              paper_bgcolor="white", font=dict(color="#2a3f5f"),
-              xaxis=dict(gridcolor="#ebf0f8", zerolinecolor="#ebf0f8"),
-              yaxis=dict(gridcolor="#ebf0f8", zerolinecolor="#ebf0f8"),
-              legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0))
-
-
-def _runs(runs: RunResult | Sequence[RunResult]) -> list[RunResult]:
-    return [runs] if isinstance(runs, RunResult) else list(runs)
+FASTER, SLOWER, FAILED, UNAVAILABLE, NEUTRAL = "#2e7d32", "#e65100", "#c62828", "#bdbdbd", "#1565c0"
+RUN_COLORS = ["#1565c0", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457", "#558b2f", "#4e342e", "#283593"]
+CATEGORY_COLORS = dict(zip(CATEGORIES, ["#1565c0", "#6a1b9a", "#00838f", "#ef6c00", "#c62828", "#9e9e9e",
+                                        "#558b2f"], strict=False))
+CELL_COLORS = dict(zip(CELL_STATES, ["#e0e0e0", "#fff8e1", "#ffffff", "#66bb6a", "#ffb74d", "#e53935",
+                                     "#90caf9"], strict=False))
+CELL_MARKS = {"used": "✓", "fallback": "✗ fallback", "expected, not seen": "?", "unavailable": "n/a",
+              "pending": "…", "imported": "✓ (imported)"}
+# Plain colours instead of a named template: merging a template cost about a quarter of each figure's build time.
+LAYOUT = dict(template=None, margin=dict(l=10, r=20, t=60, b=40), plot_bgcolor="white", paper_bgcolor="white",
+              font=dict(color="#2a3f5f", size=12), xaxis=dict(gridcolor="#ebf0f8", zerolinecolor="#ebf0f8"),
+              yaxis=dict(gridcolor="#ebf0f8", automargin=True, autorange="reversed"),
+              legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0))
 
 
-def stage_name(run: RunResult, stage: StageResult, several: bool) -> str:
-    name = f"{stage.index + 1}. {stage.key}"
-    return f"{run.gpu or run.device} · {run.run_id[:6]} · {name}" if several else name
+def _title(text: str) -> dict:
+    """Left-aligned and wrapped by the caller with <br>: long titles must not run off a narrow screen."""
+    return dict(text=text, x=0, xanchor="left", font=dict(size=14))
 
 
-def _rows(runs):
-    runs = _runs(runs)
-    several = len(runs) > 1
-    return [(run, stage, stage_name(run, stage, several)) for run in runs for stage in run.stages]
+def _summaries(runs: RunSummary | Sequence[RunSummary]) -> list[RunSummary]:
+    return [runs] if isinstance(runs, RunSummary) else list(runs)
+
+
+def _height(rows: int, several: int = 1) -> int:
+    return 130 + max(rows, 1) * 28 * max(1, min(several, 3))
+
+
+def run_name(summary: RunSummary) -> str:
+    run = summary.run
+    return f"{run.preset} · {run.gpu or run.device} · {run.created_at[:16].replace('T', ' ')} · {run.run_id[:6]}"
+
+
+def _keys(runs: list[RunSummary]) -> list[str]:
+    """Stage keys in first-seen order across runs: the shared axis of a comparison."""
+    return list(dict.fromkeys(s.key for r in runs for s in r.stages))
 
 
 def _empty(fig: go.Figure, text: str) -> go.Figure:
@@ -51,158 +60,215 @@ def _empty(fig: go.Figure, text: str) -> go.Figure:
     return fig
 
 
-def speedup_bars(runs) -> go.Figure:
-    x, y, text, colors, hover = [], [], [], [], []
-    for run, stage, name in _rows(runs):
-        m = stage_metrics(run, stage)
-        x.append(name)
-        y.append(m["speedup"] or 0)
-        fallback = stage.verdict == "fallback"
-        text.append(f"×{m['speedup']:.2f}" + (" ⚠" if fallback else "") if m["speedup"] else stage.status)
-        colors.append(FALLBACK_COLOR if fallback else STATUS_COLORS.get(stage.status, "#9e9e9e"))
-        hover.append(stage.reason or "; ".join(stage.warnings) or stage.label)
-    fig = go.Figure(go.Bar(x=x, y=y, text=text, textposition="outside", marker_color=colors, hovertext=hover,
-                           cliponaxis=False))
-    fig.add_hline(y=1.0, line_dash="dot", line_color="#616161")
-    fig.update_layout(title="Speedup vs the run's first ok stage (median step time)", yaxis_title="×", **LAYOUT)
-    return fig if x else _empty(fig, "no stages yet")
+def _status_text(s: StageSummary) -> str:
+    if s.partial:
+        return f"{s.status.value}: partial timings, not a result"
+    return s.status.value + (f": {s.reason[:80]}" if s.reason else "")
 
 
-def iteration_times(runs) -> go.Figure:
+def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    summaries = _summaries(runs)
+    several = len(summaries) > 1
     fig = go.Figure()
-    for i, (run, stage, name) in enumerate(_rows(runs)):
-        if stage.times_ms:
-            fig.add_trace(go.Box(y=list(stage.times_ms), name=name, boxpoints="all", jitter=0.4, pointpos=0,
-                                 marker=dict(size=4, color=PALETTE[i % len(PALETTE)]), line=dict(width=1.5),
-                                 showlegend=False))
-            median = timing_stats(stage.times_ms)["median_ms"]
-            fig.add_annotation(x=name, y=median, showarrow=False, xshift=34, text=f"{median:.2f}",
-                               font=dict(size=10))
-    fig.update_layout(title="Iteration time per stage (box: p25–p75, line: median)", yaxis_title="ms", **LAYOUT)
-    return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
+    for n, summary in enumerate(summaries):
+        y, x, colors, text, lo, hi, hover = [], [], [], [], [], [], []
+        for s in summary.stages:
+            y.append(s.key)
+            if s.ranked:
+                x.append(s.speedup)
+                colors.append(RUN_COLORS[n % len(RUN_COLORS)] if several else FASTER if (s.speedup or 0) >= 1
+                              else SLOWER)
+                ci = s.speedup_ci
+                text.append(f"×{s.speedup:.2f}" + (f" ({ci[0]:.2f}–{ci[1]:.2f})" if ci else ""))
+                lo.append((s.speedup or 0) - ci[0] if ci else 0)
+                hi.append(ci[1] - (s.speedup or 0) if ci else 0)
+            else:
+                x.append(0)
+                colors.append(UNAVAILABLE if s.status.value == "unavailable" else FAILED)
+                text.append("fallback: not counted" if s.verdict == "fallback" and s.ok else _status_text(s))
+                lo.append(0)
+                hi.append(0)
+            hover.append(s.reason or "; ".join(s.warnings) or s.label)
+        fig.add_trace(go.Bar(y=y, x=x, orientation="h", marker_color=colors, text=text, textposition="outside",
+                             cliponaxis=False, hovertext=hover, name=run_name(summary) if several else "speedup",
+                             error_x=dict(type="data", array=hi, arrayminus=lo, visible=True, color="#424242"),
+                             showlegend=several))
+    fig.add_vline(x=1.0, line_dash="dot", line_color="#616161")
+    base = summaries[0].baseline_key if summaries else None
+    title = f"Speedup vs {base} (median step time, 95% bootstrap interval)" if base else "Speedup"
+    note = next((s.baseline_note for s in summaries if s.baseline_note), None)
+    fig.update_layout(title=_title(title + (f"<br><sup>{note}</sup>" if note else "")), xaxis_title="× faster",
+                      height=_height(len(_keys(summaries)), len(summaries)), barmode="group", **LAYOUT)
+    fig.update_yaxes(categoryorder="array", categoryarray=_keys(summaries))
+    return fig if summaries and summaries[0].stages else _empty(fig, "no stages yet")
 
 
-def peak_memory(runs) -> go.Figure:
-    rows = [(run, stage, name) for run, stage, name in _rows(runs) if stage.peak_mem_mib is not None]
-    cuda = any(run.device == "cuda" for run, _, _ in rows)
+def iteration_times(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    summaries = _summaries(runs)
+    several = len(summaries) > 1
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=[n for _, _, n in rows], y=[s.peak_mem_mib for _, s, _ in rows],
-                         name="allocated" if cuda else "process peak RSS", marker_color="#1565c0",
-                         text=[f"{s.peak_mem_mib:,.0f}" for _, s, _ in rows], textposition="outside"))
-    if cuda:
-        fig.add_trace(go.Bar(x=[n for _, _, n in rows], y=[s.peak_reserved_mib for _, s, _ in rows],
-                             name="reserved", marker_color="#90caf9"))
-    fig.update_layout(title="Peak memory per stage" + (" (CUDA allocator)" if cuda else " (CPU: process RSS)"),
-                      yaxis_title="MiB", barmode="group", **LAYOUT)
-    return fig if rows else _empty(fig, "memory is reported when a stage finishes")
-
-
-def throughput_mfu(runs) -> go.Figure:
-    names, tps, mfu = [], [], []
-    for run, stage, name in _rows(runs):
-        m = stage_metrics(run, stage)
-        if m["tokens_per_s"]:
-            names.append(name)
-            tps.append(m["tokens_per_s"])
-            mfu.append(m["mfu"] * 100 if m["mfu"] is not None else None)
-    fig = go.Figure(go.Bar(x=names, y=tps, name="tokens/s", marker_color="#2e7d32",
-                           text=[f"{t:,.0f}" for t in tps], textposition="inside"))
-    if any(v is not None for v in mfu):
-        fig.add_trace(go.Scatter(x=names, y=mfu, name="MFU %", yaxis="y2", mode="markers+text",
-                                 text=[f"{v:.1f}%" if v is not None else "" for v in mfu], textposition="top center",
-                                 marker=dict(size=11, color="#6a1b9a", symbol="diamond")))
-    fig.update_layout(title="Throughput and model FLOPs utilisation", yaxis_title="tokens/s",
-                      yaxis2=dict(title="MFU %", overlaying="y", side="right", rangemode="tozero", showgrid=False),
+    for n, summary in enumerate(summaries):
+        for s in summary.stages:
+            times = s.result.times_ms
+            if not times:
+                continue
+            color = FAILED if s.partial else RUN_COLORS[n % len(RUN_COLORS)]
+            fig.add_trace(go.Box(x=list(times), y=[s.key] * len(times), orientation="h", boxpoints="all",
+                                 jitter=0.4, pointpos=0, name=run_name(summary) if several else s.key,
+                                 legendgroup=str(n), showlegend=several and s is summary.stages[0],
+                                 marker=dict(size=4, color=color), line=dict(width=1.5),
+                                 hovertext=f"median {s.timing.median_ms:.2f} ms" + (" · PARTIAL" if s.partial else "")))
+    fig.update_layout(title=_title("Step time per stage (box p25–p75, line median; red: partial, not a result)"),
+                      xaxis_title="ms", height=_height(len(_keys(summaries)), len(summaries)), boxmode="group",
                       **LAYOUT)
-    return fig if names else _empty(fig, "waiting for timed iterations")
-
-
-def loss_curves(runs) -> go.Figure:
-    fig = go.Figure()
-    for i, (run, stage, name) in enumerate(_rows(runs)):
-        if stage.losses:
-            fig.add_trace(go.Scatter(y=list(stage.losses), x=list(range(1, len(stage.losses) + 1)), name=name,
-                                     mode="lines", line=dict(color=PALETTE[i % len(PALETTE)], width=2)))
-    layout = {**LAYOUT, "legend": dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
-              "height": 380, "margin": dict(l=50, r=20, t=50, b=90)}
-    fig.update_layout(title="Loss per timed iteration (same data and init: curves should overlay)",
-                      xaxis_title="iteration", yaxis_title="loss", **layout)
     return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
 
 
-GRID_STATES = ["unavailable", "pending", "not used", "used", "expected, not seen", "fallback"]
-GRID_COLORS = ["#e0e0e0", "#f5f5f5", "#ffffff", "#66bb6a", "#ffb74d", "#e53935"]
+def _bars(runs: list[RunSummary], value: Callable[[StageSummary], float | None], fmt: str, title: str,
+          axis: str) -> go.Figure:
+    several = len(runs) > 1
+    fig = go.Figure()
+    for n, summary in enumerate(runs):
+        rows = [(s, value(s)) for s in summary.stages if value(s) is not None and s.ok]
+        fig.add_trace(go.Bar(y=[s.key for s, _ in rows], x=[v for _, v in rows], orientation="h",
+                             marker_color=RUN_COLORS[n % len(RUN_COLORS)], name=run_name(summary),
+                             text=[format(v, fmt) for _, v in rows], textposition="outside", cliponaxis=False,
+                             showlegend=several))
+    fig.update_layout(title=_title(title), xaxis_title=axis, height=_height(len(_keys(runs)), len(runs)),
+                      barmode="group",
+                      **LAYOUT)
+    return fig if any(len(t.x) for t in fig.data) else _empty(fig, "reported when a stage finishes ok")
 
 
-def _kernel_cell(stage: StageResult, device: str, key: str) -> tuple[str, str]:
-    if stage.status == "unavailable":
-        return "unavailable", stage.reason
-    if not stage.kernels:
-        return "pending", f"{stage.status}: the profiler runs after the timed iterations"
-    levers = Stage.of(stage).levers
-    expected = any(key in lv.expects(device, Stage.of(stage)) for lv in levers)
-    betrays = [lv.title for lv in levers if key in lv.betrayed_by]
-    names = stage.kernels.get(key) or []
-    if names and betrays:
-        return "fallback", f"{', '.join(betrays)} asked, but the trace shows {names[0]}"
-    if names:
-        return "used", "seen: " + "<br>".join(names)
-    if expected:
-        apex = any(LEVERS[getattr(stage, k)].is_apex for k in ("optimizer", "norm"))
-        return ("fallback" if apex and key.startswith("apex") else "expected, not seen"), "not in the trace"
-    return "not used", "not in the trace"
+def peak_memory(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    return _bars(_summaries(runs), lambda s: s.peak_mem_mib, ",.0f",
+                 "Peak GPU memory per stage (CUDA allocator, after warm-up)", "MiB")
 
 
-def kernel_grid(runs) -> go.Figure:
-    rows = _rows(runs)
-    columns = [label for label, _ in KEY_KERNELS.values()] + ["autocast dtype"]
+def throughput(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    return _bars(_summaries(runs), lambda s: s.rates.tokens_per_s, ",.0f", "Throughput (ok stages)", "tokens/s")
+
+
+def mfu(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    return _bars(_summaries(runs), lambda s: None if s.rates.mfu is None else 100 * s.rates.mfu, ".1f",
+                 "Model FLOPs utilisation (of the dense datasheet peak)", "% of peak")
+
+
+def loss_curves(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    summaries = _summaries(runs)
+    fig = go.Figure()
+    i = 0
+    for summary in summaries:
+        for s in summary.stages:
+            losses = s.result.losses
+            if losses:
+                name = s.key if len(summaries) == 1 else f"{s.key} · {summary.run.run_id[:6]}"
+                fig.add_trace(go.Scatter(y=list(losses), x=list(range(1, len(losses) + 1)), name=name, mode="lines",
+                                         line=dict(color=RUN_COLORS[i % len(RUN_COLORS)], width=2)))
+                i += 1
+    layout = {**LAYOUT, "yaxis": dict(gridcolor="#ebf0f8")}
+    fig.update_layout(title=_title("Loss per timed iteration (same data and init: curves should overlay)"),
+                      xaxis_title="iteration", yaxis_title="loss", height=420, **layout)
+    return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
+
+
+def time_breakdown(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    """Where a step's time goes, by category (GPU kernel ms per step on CUDA, CPU op self time on CPU)."""
+    summaries = _summaries(runs)
+    several = len(summaries) > 1
+    rows = [(summary, s) for summary in summaries for s in summary.stages if s.profile]
+    labels = [f"{s.key} · {summary.run.run_id[:6]}" if several else s.key for summary, s in rows]
+    fig = go.Figure()
+    for category in CATEGORIES:
+        values = [s.profile.breakdown_ms.get(category, 0.0) if s.profile else 0.0 for _, s in rows]
+        if any(values):
+            fig.add_trace(go.Bar(y=labels, x=values, orientation="h", name=category,
+                                 marker_color=CATEGORY_COLORS[category],
+                                 hovertemplate="%{y}<br>" + category + ": %{x:.2f} ms per step<extra></extra>"))
+    for label, (_, s) in zip(labels, rows, strict=False):
+        if s.timing.median_ms and s.profile and s.profile.source == "cuda":
+            fig.add_trace(go.Scatter(y=[label], x=[s.timing.median_ms], mode="markers", showlegend=False,
+                                     marker=dict(symbol="line-ns-open", size=18, color="#212121", line_width=2),
+                                     hovertext=f"step median {s.timing.median_ms:.2f} ms"))
+    cpu = rows and rows[0][1].profile and rows[0][1].profile.source == "cpu"
+    title = ("Where the time goes: CPU op self time per step, by category" if cpu else
+             "Where the time goes: GPU kernel time per step by category (| = measured step time)")
+    fig.update_layout(title=_title(title), xaxis_title="ms per step", barmode="stack", height=_height(len(rows)) + 40,
+                      **LAYOUT)
+    return fig if rows else _empty(fig, "the breakdown comes from the profiled steps, after the timed ones")
+
+
+def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    """GPU busy share of each step, against the launch-bound threshold."""
+    from .breakdown import BUSY_THRESHOLD
+    summaries = _summaries(runs)
+    several = len(summaries) > 1
+    rows = [(summary, s) for summary in summaries for s in summary.stages if s.bottleneck.busy is not None]
+    labels = [f"{s.key} · {summary.run.run_id[:6]}" if several else s.key for summary, s in rows]
+    colors = [FASTER if s.bottleneck.verdict == "gpu-bound" else SLOWER for _, s in rows]
+    fig = go.Figure(go.Bar(y=labels, x=[100 * (s.bottleneck.busy or 0) for _, s in rows], orientation="h",
+                           marker_color=colors, text=[f"{100 * (s.bottleneck.busy or 0):.0f}% · {s.bottleneck.verdict}"
+                                                      for _, s in rows], textposition="outside", cliponaxis=False,
+                           hovertext=[s.bottleneck.sentence for _, s in rows]))
+    fig.add_vline(x=100 * BUSY_THRESHOLD, line_dash="dot", line_color="#616161",
+                  annotation_text=f"{BUSY_THRESHOLD:.0%}: below is launch-bound", annotation_position="top")
+    fig.update_layout(title=_title("GPU busy share of the step (kernel time ÷ step time)"), xaxis_title="% busy",
+                      xaxis_range=[0, 115], height=_height(len(rows)) + 20, **LAYOUT)
+    return fig if rows else _empty(fig, "busy share needs a CUDA profile")
+
+
+def kernel_grid(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    summaries = _summaries(runs)
+    several = len(summaries) > 1
+    rows = [(summary, s) for summary in summaries for s in summary.stages]
+    keys = [k for k in KEY_KERNELS if any(s.cells.get(k) and s.cells[k].state not in ("not used", "pending",
+                                                                                         "unavailable")
+                                          for _, s in rows)] or list(KEY_KERNELS)[:6]
     z, text, hover = [], [], []
-    for run, stage, name in rows:
-        zr, tr, hr = [], [], []
-        for key in KEY_KERNELS:
-            state, why = _kernel_cell(stage, run.device, key)
-            zr.append(GRID_STATES.index(state))
-            tr.append({"used": "✓", "fallback": "✗ fallback", "expected, not seen": "?", "unavailable": "—"}
-                      .get(state, ""))
-            hr.append(f"{state}: {why}")
-        dtype = stage.autocast_dtype or ""
-        zr.append(GRID_STATES.index("used") if dtype else GRID_STATES.index(
-            "unavailable" if stage.status == "unavailable" else "pending"))
-        tr.append(dtype)
-        hr.append(f"matmul output dtype under the stage's precision: {dtype or 'not yet known'}")
-        z.append(zr)
-        text.append(tr)
-        hover.append(hr)
-    n = len(GRID_STATES) - 1
-    scale = [[i / n, c] for i, c in enumerate(GRID_COLORS)]
-    fig = go.Figure(go.Heatmap(z=z, x=columns, y=[name for _, _, name in rows], text=text, hovertext=hover,
+    for _, s in rows:
+        cells = [s.cells.get(k) for k in keys]
+        z.append([CELL_STATES.index(c.state) if c else 0 for c in cells])
+        text.append([CELL_MARKS.get(c.state, "") if c else "" for c in cells])
+        hover.append([f"{c.state}: {c.why}" if c else "" for c in cells])
+    n = len(CELL_STATES) - 1
+    scale = [[i / n, CELL_COLORS[state]] for i, state in enumerate(CELL_STATES)]
+    labels = [f"{s.index + 1}. {s.key}" + (f" · {summary.run.run_id[:6]}" if several else "") for summary, s in rows]
+    fig = go.Figure(go.Heatmap(z=z, x=[KEY_KERNELS[k].label for k in keys], y=labels, text=text, hovertext=hover,
                                texttemplate="%{text}", hovertemplate="%{y}<br>%{x}<br>%{hovertext}<extra></extra>",
                                colorscale=scale, zmin=0, zmax=n, showscale=False, xgap=2, ygap=2))
-    for state, color in zip(GRID_STATES, GRID_COLORS):  # a legend for the discrete colours
+    for state in CELL_STATES:  # a legend for the discrete colours
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=state,
-                                 marker=dict(size=12, color=color, symbol="square", line=dict(color="#9e9e9e", width=1))))
-    layout = {**LAYOUT, "height": 120 + 34 * max(len(rows), 1)}
-    fig.update_layout(title="Kernel proof (torch.profiler, untimed steps after measurement)", **layout)
-    fig.update_yaxes(autorange="reversed", showgrid=False)
-    fig.update_xaxes(side="bottom", showgrid=False)
+                                 marker=dict(size=12, color=CELL_COLORS[state], symbol="square",
+                                             line=dict(color="#9e9e9e", width=1))))
+    layout = {**LAYOUT, "height": 170 + 30 * max(len(rows), 1)}
+    fig.update_layout(title=_title("Kernel proof (torch.profiler, untimed steps after the timed ones)"), **layout)
+    fig.update_yaxes(showgrid=False)
+    fig.update_xaxes(side="top", showgrid=False, tickangle=0, automargin=True)
     return fig
 
 
-def scaling(runs) -> go.Figure:
+def scaling(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     """Scaling efficiency = throughput(N) / (N x throughput(1)) of the same levers, per multi-GPU stage."""
-    names, eff, text = [], [], []
-    for run, stage, name in _rows(runs):
-        value = stage_metrics(run, stage)["scaling_efficiency"]
-        if value is not None:
-            names.append(name)
-            eff.append(value * 100)
-            text.append(f"{value:.0%} of {stage.gpus}× one GPU")
-    fig = go.Figure(go.Bar(x=names, y=eff, text=text, textposition="outside", marker_color="#00838f",
-                           cliponaxis=False))
-    fig.add_hline(y=100, line_dash="dot", line_color="#616161")
-    fig.update_layout(title="Scaling efficiency (weak scaling, same per-GPU batch)", yaxis_title="%", **LAYOUT)
-    return fig if names else _empty(fig, "no multi-GPU stage with its one-GPU twin in this run")
+    return _bars(_summaries(runs), lambda s: None if s.scaling_efficiency is None else 100 * s.scaling_efficiency,
+                 ".0f", "Scaling efficiency (weak scaling, same per-GPU batch)", "% of N × one GPU")
 
 
-ALL_FIGURES = {"speedup": speedup_bars, "iteration_time": iteration_times, "memory": peak_memory,
-               "throughput": throughput_mfu, "loss": loss_curves, "kernels": kernel_grid, "scaling": scaling}
+ALL_FIGURES = {"speedup": speedup_bars, "breakdown": time_breakdown, "bottleneck": bottleneck,
+               "iteration_time": iteration_times, "throughput": throughput, "mfu": mfu, "memory": peak_memory,
+               "loss": loss_curves, "kernels": kernel_grid, "scaling": scaling}
+
+
+def not_applicable(name: str, runs: RunSummary | Sequence[RunSummary]) -> str | None:
+    """Why a chart has nothing to show for these runs (one line), or None when it applies."""
+    summaries = _summaries(runs)
+    cuda = any(s.run.device == "cuda" for s in summaries)
+    if name == "scaling" and not any(st.gpus > 1 for s in summaries for st in s.stages):
+        return "Scaling efficiency needs stages at more than one GPU count (--gpus 1,2)."
+    if name == "mfu" and not cuda:
+        return "MFU is a GPU figure: there is no datasheet peak for a CPU."
+    if name == "memory" and not cuda:
+        return "Peak memory is the CUDA allocator's figure; on CPU it would be the whole process's RSS, alike " \
+               "for every stage."
+    if name == "bottleneck" and not cuda:
+        return "No GPU: the step runs on the CPU, so there is no launch/GPU split."
+    return None

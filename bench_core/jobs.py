@@ -9,19 +9,20 @@ import sqlite3
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
 
 from .config import BenchConfig, collect_errors
+from .formats import ImportRejected, parse_upload
 from .levers import Stage
-from .metrics import timing_stats
-from .probe import cuda_available, free_bytes, run_probe
-from .results import RunResult, StageResult
-from .runner import WorkerSpawner, new_run, run_stage
+from .probe import Probe, run_probe
+from .records import RUN_ACTIVE, RunResult, Status
+from .runner import RunHooks, new_run, run_all
 from .settings import Limits
+from .stats import timing_stats
 from .store import Store
 
-ACTIVE = ("queued", "running")
+RunAll = Callable[[RunResult, Probe, RunHooks], RunResult]
 
 
 def cpu_threads_for_server() -> int:
@@ -42,7 +43,7 @@ class NotAllowed(PermissionError):
 class JobSnapshot:
     job_id: str
     session_id: str
-    status: str                   # queued | running | done | cancelled | interrupted
+    status: Status                # queued | running | done | cancelled | interrupted
     run: RunResult
     submitted_at: float
     started_at: float | None = None
@@ -52,7 +53,7 @@ class JobSnapshot:
 
     @property
     def active(self) -> bool:
-        return self.status in ACTIVE
+        return self.status in RUN_ACTIVE
 
     @property
     def iters_done(self) -> int:
@@ -66,34 +67,36 @@ class JobSnapshot:
         """Remaining time from what this job has measured so far: per-stage overhead and step time."""
         if not self.active or self.started_at is None:
             return None
-        done = [s for s in self.run.stages if s.finished and s.status != "unavailable" and s.wall_s]
+        done = [s for s in self.run.stages if s.finished and s.status != Status.UNAVAILABLE and s.wall_s]
         timed = [s for s in self.run.stages if s.times_ms]
         if not timed:
             return None
-        step_s = timing_stats(timed[-1].times_ms)["median_ms"] / 1e3
-        overhead = (sum(max(s.wall_s - len(s.times_ms) * step_s, 0) for s in done) / len(done)) if done else None
+        step_s = (timing_stats(timed[-1].times_ms).median_ms or 0) / 1e3
+        overhead = (sum(max((s.wall_s or 0.0) - len(s.times_ms) * step_s, 0.0) for s in done) / len(done)
+                    if done else None)
         remaining = 0.0
+        rounds = self.run.config.repeats
         for s in self.run.stages:
             if s.finished:
                 continue
-            remaining += (s.iters_total - len(s.times_ms)) * step_s
-            if s.status != "running" and overhead is not None:
-                remaining += overhead
+            remaining += (s.iters_total * rounds - len(s.times_ms)) * step_s
+            if s.status != Status.RUNNING and overhead is not None:
+                remaining += overhead * rounds
         return remaining
 
 
 class _Job:
-    def __init__(self, snapshot: JobSnapshot, stages: Sequence[Stage]):
+    def __init__(self, snapshot: JobSnapshot, threads: int | None):
         self.snapshot = snapshot
-        self.stages = list(stages)
+        self.threads = threads
         self.cancel = threading.Event()
 
 
 class JobManager:
-    def __init__(self, store: Store | None, limits: Limits, probe: dict | None = None, env: dict | None = None,
-                 stage_runner: Callable[..., StageResult] = run_stage, probe_runner: Callable[[], dict] = run_probe):
+    def __init__(self, store: Store | None, limits: Limits, probe: Probe | None = None, env: dict | None = None,
+                 runner: RunAll = run_all, probe_runner: Callable[[], Probe] = run_probe):
         self.store, self.limits, self.env = store, limits, env
-        self._run_stage, self._probe_runner = stage_runner, probe_runner
+        self._run_all, self._probe_runner = runner, probe_runner
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
         self._jobs: dict[str, _Job] = {}
@@ -121,11 +124,29 @@ class JobManager:
             self._probe = probe
         self._probe_ready.set()
 
-    def reprobe(self) -> None:
+    def reprobe(self, role: str = "operator") -> None:
         """Measure again in the background (after installing Apex, say); the old probe serves meanwhile."""
+        if role != "operator":
+            raise NotAllowed("only an operator may probe the machine again")
         threading.Thread(target=self._refresh_probe, name="bench-probe", daemon=True).start()
 
-    def probe(self, timeout: float | None = 0) -> dict | None:
+    def import_file(self, name: str, data: bytes, role: str = "operator") -> str:
+        """Import runs from a CSV/JSON file into the history; a message saying what happened.
+
+        Raises NotAllowed for viewers, ImportRejected for a bad file (nothing is imported then)."""
+        if role != "operator":
+            raise NotAllowed("only an operator may import runs")
+        if self.store is None:
+            raise ImportRejected("this server keeps no history")
+        runs = parse_upload(name, data, max_bytes=self.limits.max_upload_mib * 2**20)
+        notes = []
+        for run in runs:
+            new_id, renamed = self.store.import_run(run)
+            notes.append(f"run {run.run_id} already exists here, so it was imported as a new run {new_id}"
+                         if renamed else f"run {new_id}")
+        return f"Imported {len(runs)} run(s) from {name}: " + "; ".join(notes) + "."
+
+    def probe(self, timeout: float | None = 0) -> Probe | None:
         """The latest probe; None while the first one is still running (after waiting `timeout` s)."""
         self._probe_ready.wait(timeout)
         with self._lock:
@@ -162,8 +183,8 @@ class JobManager:
         if len(stages) > self.limits.max_stages_per_job:
             raise LimitExceeded("max_stages_per_job", f"{len(stages)} stages exceed the limit of "
                                 f"{self.limits.max_stages_per_job} stages per job")
-        probe = self.probe(timeout=180) or {}
-        errors = collect_errors(cfg, self.limits, cuda_available(probe), free_bytes(probe))
+        probe = self.probe(timeout=180) or Probe.from_dict({})
+        errors = collect_errors(cfg, self.limits, probe.cuda_available, probe.free_bytes)
         if errors:
             raise errors[0]
         with self._lock:
@@ -174,11 +195,11 @@ class JobManager:
             if len(mine) >= self.limits.max_jobs_per_session:
                 raise LimitExceeded("max_jobs_per_session", f"you already have {len(mine)} jobs queued or "
                                     f"running (limit {self.limits.max_jobs_per_session} per session)")
-            run = replace(new_run(cfg, stages, probe, preset), status="queued")
-            if run.device == "cpu":  # leave the server a core, or every viewer waits on the benchmark
-                run = replace(run, env={**run.env, "worker_cpu_threads": cpu_threads_for_server()})
+            run = replace(new_run(cfg, stages, probe, preset), status=Status.QUEUED)
+            # leave the server a core, or every viewer waits on the benchmark
+            threads = cpu_threads_for_server() if run.device == "cpu" else None
             job_id = run.run_id
-            job = _Job(JobSnapshot(job_id, session_id, "queued", run, time.time()), stages)
+            job = _Job(JobSnapshot(job_id, session_id, Status.QUEUED, run, time.time()), threads)
             self._jobs[job_id] = job
             self._order.append(job_id)
             self._queue.append(job_id)
@@ -192,7 +213,7 @@ class JobManager:
         with self._lock:
             job = self._jobs[job_id]
             job.cancel.set()
-            if job.snapshot.status == "queued":
+            if job.snapshot.status == Status.QUEUED:
                 self._queue.remove(job_id)
                 self._finish_cancelled(job)
             return self._snapshot(job_id)
@@ -208,7 +229,8 @@ class JobManager:
 
     def active(self) -> JobSnapshot | None:
         with self._lock:
-            return next((self._snapshot(j) for j in self._order if self._jobs[j].snapshot.status == "running"), None)
+            return next((self._snapshot(j) for j in self._order
+                         if self._jobs[j].snapshot.status == Status.RUNNING), None)
 
     def queued(self) -> list[JobSnapshot]:
         with self._lock:
@@ -233,12 +255,16 @@ class JobManager:
             job.snapshot = replace(job.snapshot, version=job.snapshot.version + 1, **changes)
 
     def _finish_cancelled(self, job: _Job) -> None:
+        """A job cancelled before it started: stages that could never run here keep `unavailable`."""
         run = job.snapshot.run
+        probe = self.probe(timeout=0) or run.machine
         for stage in run.stages:
             if not stage.finished:
-                run = run.with_stage(replace(stage, status="cancelled", reason="job cancelled"))
-        run = replace(run, status="cancelled")
-        self._set(job, status="cancelled", run=run, finished_at=time.time())
+                reason = Stage.of(stage).unavailable_reason(probe, run.device)
+                run = run.with_stage(replace(stage, status=Status.UNAVAILABLE, reason=reason) if reason else
+                                     replace(stage, status=Status.CANCELLED, reason="job cancelled"))
+        run = replace(run, status=Status.CANCELLED)
+        self._set(job, status=Status.CANCELLED, run=run, finished_at=time.time())
         self._persist("save_run", run)
 
     def _loop(self) -> None:
@@ -249,39 +275,24 @@ class JobManager:
                 if self._stop:
                     return
                 job = self._jobs[self._queue.popleft()]
-                self._set(job, status="running", started_at=time.time(), run=replace(job.snapshot.run,
-                                                                                      status="running"))
+                self._set(job, status=Status.RUNNING, started_at=time.time(),
+                          run=replace(job.snapshot.run, status=Status.RUNNING))
             self._persist("save_run", job.snapshot.run)
             self._run_job(job)
 
     def _run_job(self, job: _Job) -> None:
-        probe = self.probe(timeout=180) or {}
-        env = self.env
-        threads = job.snapshot.run.env.get("worker_cpu_threads")
-        if threads:
-            env = {**(self.env or os.environ), "BENCH_WORKER_THREADS": str(threads)}
-        spawner = WorkerSpawner(env, job.snapshot.run.device)
-        spawner.prepare()
-        try:
-            for index, stage in enumerate(job.stages):
-                if job.cancel.is_set():
-                    break
+        probe = self.probe(timeout=180) or Probe.from_dict({})
+        env = dict(self.env or os.environ)
+        if job.threads:
+            env["BENCH_WORKER_THREADS"] = str(job.threads)
 
-                def on_update(result: StageResult, job=job) -> None:
-                    self._set(job, run=job.snapshot.run.with_stage(result))
+        def on_update(run: RunResult) -> None:
+            self._set(job, run=run)
 
-                result = self._run_stage(job.snapshot.run.config, stage, index, job.snapshot.run.device, probe,
-                                         on_update=on_update, cancel=job.cancel,
-                                         timeout_s=self.limits.stage_timeout_s, spawner=spawner)
-                on_update(result)
-                self._persist("save_stage", job.snapshot.run, result)
-        finally:
-            spawner.close()
-        if job.cancel.is_set():
-            self._finish_cancelled(job)
-        else:
-            run = replace(job.snapshot.run, status="done")
-            self._set(job, status="done", run=run, finished_at=time.time())
-            self._persist("set_run_status", run.run_id, "done")
+        hooks = RunHooks(on_update=on_update, on_stage_done=lambda run, stage: self._persist("save_stage", run, stage),
+                         cancel=job.cancel, worker_env=env, timeout_s=self.limits.stage_timeout_s)
+        final = self._run_all(job.snapshot.run, probe, hooks)
+        self._set(job, status=final.status, run=final, finished_at=time.time())
+        self._persist("save_run", final)
         if self._reprobe:
             self._refresh_probe()  # free GPU memory changes between jobs

@@ -1,7 +1,7 @@
 """torchrun for a multi-GPU stage, tied to its parent: if the server dies, the launcher and its ranks die too."""
 import sys
 
-from .worker import die_with_parent
+from .processes import die_with_parent
 
 die_with_parent()
 from torch.distributed.run import main  # noqa: E402

@@ -1,253 +1,187 @@
-"""What this machine can run, as plain data: versions, GPU, dtypes, SDPA, compile, fused Adam and Apex.
+"""What this machine can run, as a typed, frozen record of the probe, and the one judge of Apex health.
 
-Run it in its own process (``python -m bench_core probe --json``): it imports torch and may create
-a CUDA context, which a long-lived server process must not hold.
+Torch-free: the probe itself is collected in a fresh process (``bench_core.probe_collect``), so a long-lived
+server never holds a CUDA context. A CLI run reuses a probe cached for this machine and environment.
 """
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
-import importlib.util
-import os
-import platform
-import re
-import shutil
+import json
 import subprocess
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-APEX_EXTENSIONS = {"amp_C": ("multi_tensor_adam",), "fused_layer_norm_cuda": ("forward_affine", "backward_affine")}
-GENUINE_SUMMARY = "NVIDIA"
+from . import machine_cache
+from .processes import child_env
+
+APEX_EXTENSIONS = ("amp_C", "fused_layer_norm_cuda")
+APEX_NEEDS = {"amp_C": "FusedAdam", "fused_layer_norm_cuda": "FusedLayerNorm"}
 
 
-def _guard(fn, *args) -> Any:
-    try:
-        return fn(*args)
-    except Exception as exc:  # a probe reports, it never crashes
-        return {"error": f"{type(exc).__name__}: {exc}"}
+@dataclass(frozen=True)
+class ExtensionState:
+    found: bool = False
+    loadable: bool = False
+    origin: str | None = None
+    error: str | None = None
+    smoke_ok: bool | None = None      # None: no GPU here to try it on
+    smoke_error: str | None = None
 
 
-def nvcc_version() -> dict:
-    path = shutil.which("nvcc") or (os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc")
-                                    if os.environ.get("CUDA_HOME") else None)
-    if not path or not os.path.exists(path):
-        return {"path": None, "version": None}
-    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
-    match = re.search(r"release (\d+\.\d+)", out)
-    return {"path": path, "version": match.group(1) if match else None}
+@dataclass(frozen=True)
+class ApexState:
+    status: str = "missing"           # missing | impostor | genuine
+    distribution: Mapping[str, Any] | None = None
+    extensions: Mapping[str, ExtensionState] = field(default_factory=dict)
+    multi_tensor_apply_available: bool | None = None
+    multi_tensor_apply_error: str | None = None
+    distributed_adam: bool = False
+
+    @property
+    def label(self) -> str:
+        version = (self.distribution or {}).get("version") or ""
+        return self.status if self.status == "missing" else f"{self.status} {version}".strip()
 
 
-def gpu_topology() -> str | None:
-    """`nvidia-smi topo -m`: how the GPUs are linked (NVLink, PCIe), for multi-GPU results."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return None
-    out = subprocess.run([smi, "topo", "-m"], capture_output=True, text=True, timeout=30)
-    return out.stdout.strip() or None
+@dataclass(frozen=True)
+class CudaState:
+    available: bool = False
+    device_count: int = 0
+    name: str | None = None
+    capability: tuple[int, int] | None = None
+    total_bytes: int | None = None
+    free_bytes: int | None = None
+    multiprocessors: int | None = None
 
 
-def driver_version() -> str | None:
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-        try:
-            return pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return None
+@dataclass(frozen=True)
+class Probe:
+    """The probe's findings. `raw` is the collected JSON as is: it is what a run stores as its environment."""
+    raw: Mapping[str, Any]
+    torch: str | None
+    cuda_runtime: str | None
+    driver: str | None
+    cuda: CudaState
+    apex: ApexState
+    cpu_available_bytes: int | None
+    bf16: Mapping[str, bool]
+    fp16: Mapping[str, bool]
+    adam_fused: Mapping[str, bool]
+    compile: Mapping[str, tuple[bool, str]]   # device -> (usable, reason)
+    error: str | None = None
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Probe:
+        data = dict(data or {})
+        cuda = data.get("cuda") or {}
+        apex = data.get("apex") or {}
+        cap = cuda.get("capability")
+        extensions = {}
+        for name, info in (apex.get("extensions") or {}).items():
+            smoke = info.get("smoke") or {}
+            extensions[name] = ExtensionState(
+                found=bool(info.get("found")), loadable=bool(info.get("loadable")), origin=info.get("origin"),
+                error=info.get("error"), smoke_ok=smoke.get("ok"), smoke_error=smoke.get("error"))
+        return cls(
+            raw=data, torch=data.get("torch"), cuda_runtime=data.get("cuda_runtime"), driver=data.get("driver"),
+            cuda=CudaState(available=bool(cuda.get("available")), device_count=int(cuda.get("device_count") or 0),
+                           name=cuda.get("name"), capability=(int(cap[0]), int(cap[1])) if cap else None,
+                           total_bytes=cuda.get("total_bytes"), free_bytes=cuda.get("free_bytes"),
+                           multiprocessors=cuda.get("multiprocessors")),
+            apex=ApexState(status=apex.get("status", "missing"), distribution=apex.get("distribution"),
+                           extensions=extensions,
+                           multi_tensor_apply_available=apex.get("multi_tensor_apply_available"),
+                           multi_tensor_apply_error=apex.get("multi_tensor_apply_error"),
+                           distributed_adam=bool(apex.get("distributed_adam"))),
+            cpu_available_bytes=(data.get("cpu") or {}).get("available_bytes"),
+            bf16=dict(data.get("bf16") or {}), fp16=dict(data.get("fp16") or {}),
+            adam_fused=dict(data.get("adam_fused") or {}),
+            compile={d: (bool(v.get("usable")), str(v.get("reason", "unknown")))
+                     for d, v in (data.get("compile") or {}).items() if isinstance(v, dict)},
+            error=data.get("error"))
 
-def _mem_available_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.raw)
 
+    # ------------------------------------------------------------ accessors
+    @property
+    def cuda_available(self) -> bool:
+        return self.cuda.available
 
-def _cuda(torch) -> dict:
-    if not torch.cuda.is_available():
-        return {"available": False, "device_count": 0}
-    props = torch.cuda.get_device_properties(0)
-    free, total = torch.cuda.mem_get_info(0)
-    return {"available": True, "device_count": torch.cuda.device_count(), "name": props.name,
-            "capability": list(torch.cuda.get_device_capability(0)), "total_bytes": total,
-            "free_bytes": free, "multiprocessors": props.multi_processor_count}
+    @property
+    def gpu_name(self) -> str | None:
+        return self.cuda.name if self.cuda.available else None
 
+    @property
+    def free_bytes(self) -> dict[str, int | None]:
+        """Free memory per device kind, for the memory check of a config."""
+        return {"cuda": self.cuda.free_bytes, "cpu": self.cpu_available_bytes}
 
-def _autocast_works(torch, device: str, dtype) -> bool:
-    try:
-        a = torch.randn(8, 8, device=device)
-        with torch.autocast(device, dtype=dtype):
-            return (a @ a).dtype == dtype
-    except Exception:
-        return False
+    @property
+    def imported(self) -> bool:
+        return bool(self.raw.get("imported"))
 
+    def apex_reason(self, extension: str) -> str | None:
+        """None when Apex's `extension` is genuine, built, loadable and (on a GPU) smoke-tested; else why not.
 
-def _fused_adam_works(torch, device: str) -> bool:
-    try:
-        p = torch.nn.Parameter(torch.randn(4, device=device))
-        p.grad = torch.randn(4, device=device)
-        torch.optim.Adam([p], fused=True).step()
-        return True
-    except Exception:
-        return False
-
-
-def _compile_usable(torch, device: str, cuda: dict) -> dict:
-    if not hasattr(torch, "compile"):
-        return {"usable": False, "reason": "torch.compile missing"}
-    if device == "cuda":
-        if not cuda.get("available"):
-            return {"usable": False, "reason": "no CUDA device"}
-        if importlib.util.find_spec("triton") is None:
-            return {"usable": False, "reason": "triton is not installed"}
-        return {"usable": True, "reason": "triton found"}
-    compiler = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
-    return ({"usable": True, "reason": f"C++ compiler {compiler}"} if compiler
-            else {"usable": False, "reason": "no C++ compiler for inductor's CPU backend"})
-
-
-def _sdpa(torch) -> dict:
-    b = torch.backends.cuda
-    info = {"flash": b.flash_sdp_enabled(), "mem_efficient": b.mem_efficient_sdp_enabled(),
-            "math": b.math_sdp_enabled()}
-    if hasattr(b, "cudnn_sdp_enabled"):
-        info["cudnn"] = b.cudnn_sdp_enabled()
-    if hasattr(b, "is_flash_attention_available"):
-        info["flash_built"] = b.is_flash_attention_available()
-    return info
-
-
-def apex_distribution() -> dict | None:
-    try:
-        meta = importlib.metadata.distribution("apex").metadata
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    return {"name": meta.get("Name"), "version": meta.get("Version"), "summary": meta.get("Summary") or ""}
-
-
-def _smoke(torch, ext: str) -> dict:
-    """One real launch on this GPU: a build without its architecture imports fine and fails here."""
-    try:
-        if ext == "amp_C":
-            from apex.optimizers import FusedAdam
-            p = torch.nn.Parameter(torch.randn(1024, device="cuda"))
-            ref = torch.nn.Parameter(p.detach().clone())
-            p.grad = torch.randn_like(p)
-            ref.grad = p.grad.clone()
-            FusedAdam([p], lr=1e-2, adam_w_mode=False).step()
-            torch.optim.Adam([ref], lr=1e-2).step()
-            err = (p - ref).abs().max().item()
-        else:
-            from apex.normalization import FusedLayerNorm
-            x = torch.randn(64, 256, device="cuda", requires_grad=True)
-            ln = FusedLayerNorm(256).cuda()
-            y = ln(x)
-            y.sum().backward()
-            err = (y - torch.nn.functional.layer_norm(x, (256,), ln.weight, ln.bias)).abs().max().item()
-        torch.cuda.synchronize()
-        return {"ok": err < 1e-3, "error": None if err < 1e-3 else f"max abs error {err:.2e} vs torch"}
-    except Exception as exc:
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-
-
-def probe_apex(torch, cuda_available: bool) -> dict:
-    dist = apex_distribution()
-    spec = importlib.util.find_spec("apex")
-    if dist is None and spec is None:
-        return {"status": "missing", "distribution": None, "extensions": {}}
-    if dist is not None and GENUINE_SUMMARY not in dist["summary"]:
-        return {"status": "impostor", "distribution": dist, "origin": spec.origin if spec else None,
-                "extensions": {}}
-    info: dict[str, Any] = {"status": "genuine", "distribution": dist, "origin": spec.origin if spec else None,
-                            "extensions": {}}
-    for ext, functions in APEX_EXTENSIONS.items():
-        ext_spec = importlib.util.find_spec(ext)
-        entry: dict[str, Any] = {"found": ext_spec is not None,
-                                 "origin": ext_spec.origin if ext_spec else None, "loadable": False}
-        if ext_spec is not None:
-            try:
-                module = importlib.import_module(ext)
-                entry["functions"] = {f: hasattr(module, f) for f in functions}
-                entry["loadable"] = all(entry["functions"].values())
-                if not entry["loadable"]:
-                    entry["error"] = "missing functions: " + ", ".join(
-                        f for f, ok in entry["functions"].items() if not ok)
-            except Exception as exc:  # e.g. "undefined symbol": built against another torch
-                entry["error"] = f"{type(exc).__name__}: {exc}"
-        if entry["loadable"] and cuda_available:
-            entry["smoke"] = _smoke(torch, ext)
-        info["extensions"][ext] = entry
-    try:
-        from apex.multi_tensor_apply import multi_tensor_applier  # noqa: F401
-        from apex.multi_tensor_apply.multi_tensor_apply import MultiTensorApply
-        info["multi_tensor_apply_available"] = bool(MultiTensorApply.available)
-    except Exception as exc:
-        info["multi_tensor_apply_available"] = False
-        info["multi_tensor_apply_error"] = f"{type(exc).__name__}: {exc}"
-    info["distributed_adam"] = importlib.util.find_spec("distributed_adam_cuda") is not None
-    return info
-
-
-def collect() -> dict:
-    import torch
-    cuda = _guard(_cuda, torch)
-    cuda_ok = bool(cuda.get("available"))
-    devices = ["cpu"] + (["cuda"] if cuda_ok else [])
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "torch": torch.__version__,
-        "cuda_runtime": torch.version.cuda,
-        "driver": driver_version(),
-        "nvcc": _guard(nvcc_version),
-        "cuda": cuda,
-        "cpu": {"cores": os.cpu_count(), "available_bytes": _mem_available_bytes(),
-                "processor": platform.processor()},
-        "bf16": {d: (torch.cuda.is_bf16_supported() if d == "cuda" else _autocast_works(torch, d, torch.bfloat16))
-                 for d in devices},
-        "fp16": {d: _autocast_works(torch, d, torch.float16) for d in devices},
-        "tf32": {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn": torch.backends.cudnn.allow_tf32},
-        "sdpa": _guard(_sdpa, torch),
-        "triton": _guard(lambda: {"available": importlib.util.find_spec("triton") is not None,
-                                  "version": _dist_version("triton")}),
-        "compile": {d: _compile_usable(torch, d, cuda) for d in ("cpu", "cuda")},
-        "adam_fused": {d: _fused_adam_works(torch, d) for d in devices},
-        "apex": _guard(probe_apex, torch, cuda_ok),
-        "nccl": _guard(lambda: ".".join(map(str, torch.cuda.nccl.version())) if cuda_ok else None),
-        "topology": _guard(gpu_topology) if cuda_ok else None,
-    }
-
-
-def _dist_version(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
+        The one place that judges Apex health: levers, the status board and the Kernels page all ask here.
+        """
+        apex = self.apex
+        if apex.status == "missing":
+            return "NVIDIA apex is not installed"
+        if apex.status == "impostor":
+            dist = apex.distribution or {}
+            return f"not NVIDIA apex (found '{dist.get('name', 'apex')}' {dist.get('version', '?')})"
+        info = apex.extensions.get(extension) or ExtensionState()
+        if not info.found:
+            return f"apex {extension} extension not built ({APEX_NEEDS.get(extension, 'it')} needs --cuda_ext)"
+        if not info.loadable:
+            return f"apex {extension} extension fails to load: {info.error or 'unknown error'}"
+        if info.smoke_ok is False:
+            return f"apex {extension} failed its smoke test on this GPU: {info.smoke_error}"
         return None
 
+    @property
+    def apex_healthy(self) -> bool:
+        return all(self.apex_reason(ext) is None for ext in APEX_EXTENSIONS)
 
-def run_probe(timeout: float = 120.0, env: dict | None = None) -> dict:
-    """The probe in a fresh interpreter; on failure a dict with 'error' and no CUDA."""
-    cmd = [sys.executable, "-m", "bench_core", "probe", "--json"]
+
+FAILED_PROBE = {"cuda": {"available": False}, "apex": {"status": "missing", "extensions": {}}}
+
+
+def run_probe(timeout: float = 180.0, env: dict | None = None) -> Probe:
+    """The probe in a fresh interpreter; on failure a Probe with `error` set and no CUDA."""
+    cmd = [sys.executable, "-m", "bench_core.probe_collect"]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        import json
-        return json.loads(proc.stdout)
-    except Exception as exc:
-        return {"error": f"probe failed: {type(exc).__name__}: {exc}", "cuda": {"available": False},
-                "apex": {"status": "missing", "extensions": {}}}
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,  # noqa: S603 (our own argv)
+                              env=child_env(env))
+        return Probe.from_dict(json.loads(proc.stdout))
+    except Exception as exc:  # a probe reports, it never crashes its caller
+        return Probe.from_dict({**FAILED_PROBE, "error": f"probe failed: {type(exc).__name__}: {exc}"})
 
 
-def free_bytes(probe: dict) -> dict[str, int | None]:
-    return {"cuda": (probe.get("cuda") or {}).get("free_bytes"),
-            "cpu": (probe.get("cpu") or {}).get("available_bytes")}
+def cached_probe(refresh: bool = False, env: dict | None = None) -> tuple[Probe, bool]:
+    """(probe, was_cached): the probe of this machine and environment, measured once and reused.
+
+    Free memory changes between runs, so a cached probe has it refreshed through NVML/meminfo (no torch).
+    """
+    key = machine_cache.environment_fingerprint()
+    data = None if refresh else machine_cache.load("probe", key)
+    if data is not None and not data.get("error"):
+        return Probe.from_dict(_fresh_free_memory(data)), True
+    probe = run_probe(env=env)
+    if not probe.error:
+        machine_cache.save("probe", key, probe.to_dict())
+    return probe, False
 
 
-def cuda_available(probe: dict) -> bool:
-    return bool((probe.get("cuda") or {}).get("available"))
+def _fresh_free_memory(data: dict) -> dict:
+    from .telemetry import free_memory_now
+    cuda_free, cpu_free = free_memory_now()
+    data = dict(data)
+    if cuda_free is not None and data.get("cuda"):
+        data["cuda"] = {**data["cuda"], "free_bytes": cuda_free}
+    if cpu_free is not None:
+        data["cpu"] = {**(data.get("cpu") or {}), "available_bytes": cpu_free}
+    return data

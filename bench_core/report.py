@@ -3,33 +3,60 @@ from __future__ import annotations
 
 import html
 
-from .figures import ALL_FIGURES
-from .results import RunResult, summary_rows
+from .config import describe_shape
+from .figures import ALL_FIGURES, not_applicable
+from .records import RunResult
+from .summary import StageSummary
+
+
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.2f} ms"
+
+
+TABLE: list[tuple[str, object]] = [
+    ("Stage", lambda s: s.key), ("Status", lambda s: s.status.value + (" (partial)" if s.partial else "")),
+    ("Median", lambda s: _ms(s.timing.median_ms)),
+    ("p10–p90", lambda s: "—" if s.timing.p10_ms is None else f"{s.timing.p10_ms:,.2f}–{s.timing.p90_ms:,.2f} ms"),
+    ("Speedup (95% CI)", lambda s: "—" if s.speedup is None else f"×{s.speedup:.2f}" + (
+        f" ({s.speedup_ci[0]:.2f}–{s.speedup_ci[1]:.2f})" if s.speedup_ci else "")),
+    ("Tokens/s", lambda s: "—" if s.rates.tokens_per_s is None else f"{s.rates.tokens_per_s:,.0f}"),
+    ("MFU", lambda s: "—" if s.rates.mfu is None else f"{s.rates.mfu:.1%}"),
+    ("Peak memory", lambda s: "—" if s.peak_mem_mib is None else f"{s.peak_mem_mib:,.0f} MiB"),
+    ("Bottleneck", lambda s: s.bottleneck.verdict + ("" if s.bottleneck.busy is None else
+                                                     f" ({s.bottleneck.busy:.0%} busy)")),
+    ("Noise", lambda s: s.noise_reason or ("steady" if s.timing.n else "—")),
+    ("Kernel proof", lambda s: s.verdict or "—"),
+    ("Notes", lambda s: "; ".join(([s.reason] if s.reason else []) + list(s.warnings))),
+]
+
+
+def _cell(fn: object, stage: StageSummary) -> str:
+    return html.escape(str(fn(stage)))  # type: ignore[operator]
 
 
 def render_html(run: RunResult) -> str:
-    cfg = run.config
+    summary = run.summary
     parts = [f"<h1>{html.escape(run.preset)} on {html.escape(run.gpu or run.device)}</h1>",
-             f"<p>run {run.run_id} · {run.created_at} · torch {html.escape(str(run.env.get('torch')))} · "
-             f"depth {cfg.depth}, width {cfg.width}, heads {cfg.heads}, seq {cfg.seq_len}, batch {cfg.batch_size}, "
-             f"vocab {cfg.vocab_size}, warm-up {cfg.warmup}, iterations {cfg.iters}</p>"]
-    for i, build in enumerate(ALL_FIGURES.values()):
-        parts.append(build(run).to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False))
-    cols = ["stage", "status", "reason", "verdict", "median_ms", "p10_ms", "p90_ms", "speedup", "tokens_per_s",
-            "mfu", "peak_mem_mib", "warnings"]
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r[c]))}</td>" for c in cols) + "</tr>"
-                   for r in summary_rows(run))
-    parts.append("<table><tr>" + "".join(f"<th>{c}</th>" for c in cols) + f"</tr>{rows}</table>")
-    style = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto}"
-             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:4px}")
-    return f"<!doctype html><html><head><meta charset='utf-8'><title>bench report</title><style>{style}</style>" \
-           f"</head><body>{''.join(parts)}</body></html>"
-
-
-def _fmt(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "" if value is None else str(value)
+             f"<p>run {run.run_id} · {run.created_at} · torch {html.escape(str(run.machine.torch))} · "
+             f"{html.escape(describe_shape(run.config))}</p>"]
+    if summary.baseline_note:
+        parts.append(f"<p><b>{html.escape(summary.baseline_note)}</b></p>")
+    rows = "".join("<tr>" + "".join(f"<td>{_cell(fn, s)}</td>" for _, fn in TABLE) + "</tr>" for s in summary.stages)
+    parts.append("<table><tr>" + "".join(f"<th>{name}</th>" for name, _ in TABLE) + f"</tr>{rows}</table>")
+    first = True
+    for name, build in ALL_FIGURES.items():
+        why = not_applicable(name, summary)
+        if why:
+            parts.append(f"<p class='na'>{html.escape(why)}</p>")
+            continue
+        parts.append(build(summary).to_html(full_html=False, include_plotlyjs="inline" if first else False))
+        first = False
+    style = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto;padding:0 12px}"
+             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:4px;"
+             "vertical-align:top}td:first-child{white-space:nowrap}.na{color:#757575}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' "
+            f"content='width=device-width,initial-scale=1'><title>bench report {run.run_id}</title>"
+            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
 
 
 def write_html(run: RunResult, path: str) -> None:

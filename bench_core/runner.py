@@ -1,249 +1,233 @@
-"""The engine's parent side: one isolated worker process per stage, its events turned into a StageResult."""
+"""The one loop over a run's stages: each stage, in each round, in its own worker process; events folded into
+immutable StageResults. The CLI and the dashboard's JobManager both call `run_all`.
+"""
 from __future__ import annotations
 
-import json
-import os
 import queue
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from dataclasses import replace
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from .config import BenchConfig, resolve_device
+from . import events as ev
+from .config import BenchConfig, estimate_memory, param_count, resolve_device
 from .levers import Stage
-from .probe import cuda_available
-from .results import RunResult, StageResult
+from .probe import Probe
+from .processes import StageJob, WorkerHandle, WorkerPool, describe_exit, meaningful_stderr
+from .records import STAGE_FINISHED, RunResult, StageResult, Status, initial_stage
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OnUpdate = Callable[[StageResult], None]
-# NVLink multicast stays off on shared hosts: a program using it can take the host's GPUs down for others.
-DISTRIBUTED_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-
-
-def initial_stage(index: int, stage: Stage, iters: int) -> StageResult:
-    return StageResult(index=index, key=stage.key, label=stage.label, iters_total=iters, **stage.as_dict())
+WORKERS_AHEAD_CUDA = 8   # processes started (and models built) before the first stage's measured work
+BUILD_AHEAD_SHARE = 0.25  # of free GPU memory that idle, pre-built workers' weights may hold
 
 
-def new_run(cfg: BenchConfig, stages: Iterable[Stage], probe: dict, preset: str) -> RunResult:
-    device = resolve_device(cfg.device, cuda_available(probe))
-    env = {k: v for k, v in probe.items()}
-    return RunResult(config=cfg, env=env, device=device, preset=preset,
+@dataclass
+class RunHooks:
+    on_update: Callable[[RunResult], None] | None = None         # every change (live views)
+    on_stage_done: Callable[[RunResult, StageResult], None] | None = None  # a stage's round ended (persistence)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    worker_env: dict | None = None                                  # None: this process's environment
+    timeout_s: float = 900.0
+
+
+def new_run(cfg: BenchConfig, stages: Iterable[Stage], probe: Probe, preset: str) -> RunResult:
+    device = resolve_device(cfg.device, probe.cuda_available)
+    return RunResult(config=cfg, machine=probe, device=device, preset=preset,
                      stages=tuple(initial_stage(i, s, cfg.iters) for i, s in enumerate(stages)))
 
 
-def describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"worker killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"worker killed by signal {-code}"
-    return f"worker exited with code {code}"
+class StageFold:
+    """Folds one worker's events into successive immutable StageResults (several rounds accumulate)."""
 
-
-class StageRun:
-    """Folds a worker's JSON events into successive immutable StageResults."""
-
-    def __init__(self, result: StageResult, on_update: OnUpdate | None):
+    def __init__(self, result: StageResult, on_update: Callable[[StageResult], None]):
         self.result = result
         self.on_update = on_update
-        self.times: list[float] = []
-        self.losses: list[float] = []
+        self.round_start = len(result.times_ms)
 
-    def update(self, **changes) -> None:
-        self.result = replace(self.result, times_ms=tuple(self.times), losses=tuple(self.losses), **changes)
-        if self.on_update:
-            self.on_update(self.result)
+    def update(self, **changes: object) -> None:
+        self.result = replace(self.result, **changes)  # type: ignore[arg-type]
+        self.on_update(self.result)
 
-    def apply(self, event: dict) -> None:
-        kind = event.get("event")
-        if kind in ("ready", "started", "warmup", "memory", "kernels", "finished") and "t" in event:
-            self.result = replace(self.result, timeline={**self.result.timeline, kind: event["t"]})
-        if kind == "started":
-            self.update(status="running", params=event.get("params"))
-        elif kind == "warmup":
-            self.update(warmup_s=event["seconds"])
-        elif kind == "iter":
-            self.times.append(float(event["ms"]))
-            self.losses.append(float(event["loss"]))
-            self.update()
-        elif kind == "memory":
-            self.update(peak_allocated_mib=event.get("peak_allocated_mib"),
-                        peak_reserved_mib=event.get("peak_reserved_mib"), peak_rss_mib=event.get("peak_rss_mib"),
-                        rank_peak_mib=tuple(event.get("rank_peak_mib") or ()))
-        elif kind == "kernels":
-            self.update(kernels=event["seen"], sdpa_backend=event.get("sdpa_backend"), verdict=event["verdict"],
-                        warnings=tuple(event.get("warnings") or ()), autocast_dtype=event.get("autocast_dtype"))
-        elif kind == "unavailable":
-            self.update(status="unavailable", reason=event["reason"])
-        elif kind == "error":
-            self.update(status="oom" if event.get("kind") == "oom" else "failed", reason=event["message"])
-        elif kind == "finished":
-            self.update(status="ok" if not self.result.finished else self.result.status)
-
-
-class Worker:
-    """One stage's process. It imports torch at once, then waits for its job on stdin."""
-
-    def __init__(self, env: dict | None, warm_cuda: bool = False, world: int = 1):
-        self.stderr = tempfile.TemporaryFile(mode="w+")
-        if world > 1:  # torchrun (through a launcher that dies with us), one worker per rank
-            cmd = ["-m", "bench_core.launch", "--standalone", f"--nproc-per-node={world}", "-m", "bench_core.worker"]
-        else:
-            cmd = ["-m", "bench_core.worker"] + (["--warm-cuda"] if warm_cuda else [])
-        self.proc = subprocess.Popen([sys.executable, *cmd], cwd=ROOT, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
-                                     start_new_session=True)
-
-    def kill(self) -> None:
-        """Kill the worker's whole process group; the driver frees its GPU memory when it dies."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
-
-    def stderr_tail(self) -> str | None:
-        self.stderr.seek(0)
-        lines = [ln for ln in self.stderr.read().strip().splitlines() if ln.strip()]
-        return lines[-1][:300] if lines else None
-
-    def close(self) -> None:
-        for stream in (self.proc.stdin, self.proc.stdout, self.stderr):
-            if stream and not stream.closed:
-                stream.close()
+    def apply(self, event: ev.Event) -> None:
+        r = self.result
+        if isinstance(event, (ev.Ready, ev.Built, ev.Started, ev.Warmup, ev.Memory, ev.Profiled, ev.Kernels,
+                              ev.Finished)):
+            self.result = replace(r, timeline={**r.timeline, event.name: event.t})
+        if isinstance(event, ev.Built):
+            self.result = replace(self.result, params=event.params, optimizer_class=event.optimizer_class,
+                                  norm_class=event.norm_class)
+        elif isinstance(event, ev.Started):
+            self.update(status=Status.RUNNING)
+        elif isinstance(event, ev.WarmupProgress):
+            self.update(warmup_steps=event.steps, warmup_s=event.seconds)
+        elif isinstance(event, ev.Warmup):
+            self.update(warmup_s=event.seconds, warmup_steps=event.iters)
+        elif isinstance(event, ev.Iter):
+            self.update(times_ms=r.times_ms + (float(event.ms),), losses=r.losses + (float(event.loss),),
+                        host_ms=r.host_ms + ((float(event.host_ms),) if event.host_ms is not None else ()))
+        elif isinstance(event, ev.Memory):
+            self.update(peak_allocated_mib=_max(r.peak_allocated_mib, event.peak_allocated_mib),
+                        peak_reserved_mib=_max(r.peak_reserved_mib, event.peak_reserved_mib),
+                        peak_rss_mib=_max(r.peak_rss_mib, event.peak_rss_mib),
+                        rank_peak_mib=tuple(event.rank_peak_mib or ()),
+                        energy_j=_sum(r.energy_j, event.energy_j), skipped_steps=_sum(r.skipped_steps,
+                                                                                      event.skipped_steps),
+                        rounds=r.rounds + (len(r.times_ms) - self.round_start,))
+        elif isinstance(event, ev.Kernels):
+            from .breakdown import StageProfile
+            self.update(kernels=event.seen, sdpa_backend=event.sdpa_backend, verdict=event.verdict,
+                        warnings=tuple(event.warnings), autocast_dtype=event.autocast_dtype,
+                        profile=StageProfile.from_dict(event.profile) if event.profile else None)
+        elif isinstance(event, ev.Unavailable):
+            self.update(status=Status.UNAVAILABLE, reason=event.reason)
+        elif isinstance(event, ev.Error):
+            self.update(status=Status.OOM if event.kind == "oom" else Status.FAILED, reason=event.message)
 
 
-class WorkerSpawner:
-    """Keeps at most one idle worker importing torch ahead of its stage, so process start-up
-    overlaps the previous stage's untimed profiling and teardown instead of adding to the wall time."""
-
-    def __init__(self, env: dict | None = None, device: str = "auto"):
-        self.env = env
-        self.warm_cuda = device in ("auto", "cuda")  # a CPU run must not carry a CUDA context in its RSS
-        self._idle: Worker | None = None
-
-    def prepare(self) -> None:
-        if self._idle is None:
-            self._idle = Worker(self.env, self.warm_cuda)
-
-    def take(self) -> Worker:
-        worker, self._idle = self._idle, None
-        if worker is None or worker.proc.poll() is not None:
-            if worker is not None:
-                worker.close()
-            worker = Worker(self.env, self.warm_cuda)
-        return worker
-
-    def close(self) -> None:
-        if self._idle is not None:
-            self._idle.kill()
-            self._idle.close()
-            self._idle = None
+def _max(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
 
 
-def run_stage(cfg: BenchConfig, stage: Stage, index: int, device: str, probe: dict, *,
-              on_update: OnUpdate | None = None, cancel: threading.Event | None = None,
-              timeout_s: float = 900.0, env: dict | None = None,
-              spawner: WorkerSpawner | None = None) -> StageResult:
-    state = StageRun(initial_stage(index, stage, cfg.iters), on_update)
-    reason = stage.unavailable_reason(probe, device)
-    if reason:
-        state.update(status="unavailable", reason=reason)
-        return state.result
-    if cancel is not None and cancel.is_set():
-        state.update(status="cancelled", reason="cancelled before it started")
-        return state.result
+def _sum(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else a + b
 
-    env = spawner.env if spawner is not None else env
-    job = json.dumps({"config": cfg.to_dict(), "stage": stage.as_dict(), "device": device})
-    job_file = None
-    if stage.world_size > 1:
-        job_file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-        job_file.write(job)
-        job_file.close()
-        worker = Worker({**(env or os.environ), **DISTRIBUTED_ENV, "BENCH_JOB_FILE": job_file.name,
-                         **({"OMP_NUM_THREADS": "1"} if device == "cpu" else {})}, world=stage.world_size)
-    else:
-        worker = spawner.take() if spawner is not None else Worker(env)
-    started = time.monotonic()
-    state.update(started_at=time.time())
-    events: queue.Queue = queue.Queue()
+
+def plan_jobs(run: RunResult, probe: Probe) -> list[tuple[int, StageJob]]:
+    """(stage index, job) for every runnable stage in every round; odd rounds run the ladder backwards."""
+    runnable = [s.index for s in run.stages if Stage.of(s).unavailable_reason(probe, run.device) is None]
+    free = probe.free_bytes.get(run.device)
+    singles = [i for i in runnable if run.stages[i].gpus == "1"]
+    held = param_count(run.config) * 4 * min(len(singles) * run.config.repeats, WORKERS_AHEAD_CUDA)
+    build_ahead = free is None or held < BUILD_AHEAD_SHARE * free
+    if run.device == "cuda" and free is not None and estimate_memory(run.config)["total_bytes"] + held > free:
+        build_ahead = False  # the measured stage must never run short because idle workers hold weights
+    jobs = []
+    for rnd in range(run.config.repeats):
+        order = runnable if rnd % 2 == 0 else list(reversed(runnable))
+        for i in order:
+            jobs.append((i, StageJob(config=run.config.to_dict(), stage=Stage.of(run.stages[i]).as_dict(),
+                                     device=run.device, round=rnd, profile=rnd == 0, build_ahead=build_ahead)))
+    return jobs
+
+
+def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunResult:
+    """Every stage of a run, round after round; one stage's failure never stops the next."""
+    hooks = hooks or RunHooks()
+    holder = {"run": run}
+
+    def publish(result: StageResult) -> None:
+        holder["run"] = holder["run"].with_stage(result)
+        if hooks.on_update:
+            hooks.on_update(holder["run"])
+
+    for stage in run.stages:  # stages that cannot run here say so at once, and keep saying so
+        reason = Stage.of(stage).unavailable_reason(probe, run.device)
+        if reason:
+            publish(replace(stage, status=Status.UNAVAILABLE, reason=reason))
+            if hooks.on_stage_done:
+                hooks.on_stage_done(holder["run"], holder["run"].stages[stage.index])
+    jobs = plan_jobs(run, probe)
+    singles = [job for _, job in jobs if job.stage["gpus"] == "1"]
+    ahead = WORKERS_AHEAD_CUDA if run.device == "cuda" else 1
+    pool = WorkerPool(singles, hooks.worker_env, ahead, warm_cuda=run.device == "cuda")
+    pool.start()
+    taken = 0
+    try:
+        for index, job in jobs:
+            stage = holder["run"].stages[index]
+            if hooks.cancel.is_set():
+                break
+            if stage.finished and stage.status != Status.OK:
+                continue  # failed in an earlier round: not run again
+            if job.stage["gpus"] == "1":
+                handle = pool.take(taken)
+                taken += 1
+            else:
+                handle = WorkerHandle(job, hooks.worker_env, world=int(job.stage["gpus"]))
+            result = run_worker(handle, stage, hooks, publish, pool.top_up, last_round=job.round ==
+                                run.config.repeats - 1)
+            publish(result)
+            if hooks.on_stage_done:
+                hooks.on_stage_done(holder["run"], result)
+    finally:
+        pool.close()
+    final = holder["run"]
+    cancelled = hooks.cancel.is_set()
+    for stage in final.stages:
+        if not stage.finished:  # never-run stages keep their own status; cancelled ones say so
+            stage = replace(stage, status=Status.CANCELLED if cancelled else Status.FAILED,
+                            reason="job cancelled" if cancelled else "did not run")
+            final = final.with_stage(stage)
+            if hooks.on_stage_done:
+                hooks.on_stage_done(final, stage)
+    final = replace(final, status=Status.CANCELLED if cancelled else Status.DONE)
+    if hooks.on_update:
+        hooks.on_update(final)
+    return final
+
+
+def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publish: Callable[[StageResult], None],
+               top_up: Callable[[], None], last_round: bool = True) -> StageResult:
+    """One round of one stage in `handle`'s process. The stage is `running` until its last round ends."""
+    fold = StageFold(replace(stage, status=Status.RUNNING if stage.status == Status.PENDING else stage.status),
+                     publish)
+    lines: queue.Queue = queue.Queue()
 
     def read() -> None:
-        for line in worker.proc.stdout:
-            try:
-                events.put(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        events.put(None)
+        for line in handle.proc.stdout or ():
+            lines.put(line)
+        lines.put(None)
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    try:
-        if job_file is None:
-            worker.proc.stdin.write(job)
-        worker.proc.stdin.close()
-    except BrokenPipeError:
-        pass  # the worker died before reading its job; its exit code says why
-    stopped = None
+    started = time.monotonic()
+    if stage.started_at is None:
+        fold.update(started_at=time.time())
+    handle.go()
+    stopped: tuple[Status, str] | None = None
+    finished = False
     while True:
         try:
-            event = events.get(timeout=0.05)
+            line = lines.get(timeout=0.05)
         except queue.Empty:
-            event = False
-        if event is None:
+            line = False
+        if line is None:
             break
-        if event:
-            state.apply(event)
-            if event.get("event") == "memory" and spawner is not None:
-                spawner.prepare()  # timed iterations are over: start the next stage's process now
-        if cancel is not None and cancel.is_set():
-            stopped = ("cancelled", "cancelled by user")
-        elif time.monotonic() - started > timeout_s:
-            stopped = ("timeout", f"stage exceeded its {timeout_s:.0f} s limit")
+        if line:
+            event = ev.decode(line)
+            if event is not None:
+                fold.apply(event)
+                if isinstance(event, ev.Profiled) or (isinstance(event, ev.Memory) and not _profiles(handle)):
+                    top_up()  # measured work is over: the next process may start now
+                finished = finished or isinstance(event, ev.Finished)
+        if hooks.cancel.is_set():
+            stopped = (Status.CANCELLED, "cancelled by user")
+        elif time.monotonic() - started > hooks.timeout_s:
+            stopped = (Status.TIMEOUT, f"stage exceeded its {hooks.timeout_s:.0f} s limit")
         if stopped:
-            worker.kill()
+            handle.kill()
             break
-    code = worker.proc.wait()
+    code = handle.proc.wait()
     reader.join(timeout=5)
-    tail = worker.stderr_tail()
-    worker.close()
-    if job_file is not None:
-        os.unlink(job_file.name)
-    end = {"wall_s": time.monotonic() - started, "finished_at": time.time()}
+    tail = meaningful_stderr(handle.stderr_text())
+    handle.close()
+    wall = (stage.wall_s or 0) + time.monotonic() - started
+    end = {"wall_s": wall, "finished_at": time.time()}
+    result = fold.result
     if stopped:
-        state.update(status=stopped[0], reason=stopped[1], **end)
-    elif not state.result.finished:
-        state.update(status="failed", reason=describe_exit(code) + (f": {tail}" if tail else ""), **end)
-    else:
-        state.update(**end)
-    return state.result
+        return replace(result, status=stopped[0], reason=stopped[1], **end)  # type: ignore[arg-type]
+    if result.status in STAGE_FINISHED and result.status != Status.OK:
+        return replace(result, **end)  # type: ignore[arg-type]
+    if not finished:
+        return replace(result, status=Status.FAILED, reason=describe_exit(code) + (f": {tail}" if tail else ""),
+                       **end)  # type: ignore[arg-type]
+    return replace(result, status=Status.OK if last_round else Status.RUNNING, **end)  # type: ignore[arg-type]
 
 
-def run_all(run: RunResult, probe: dict, *, on_update: Callable[[RunResult], None] | None = None,
-            cancel: threading.Event | None = None, timeout_s: float = 900.0, env: dict | None = None,
-            spawner: WorkerSpawner | None = None) -> RunResult:
-    """Every stage of a run, one after another; one stage's failure never stops the next."""
-    stages = [Stage.of(s) for s in run.stages]
-    holder = {"run": run}
+def _profiles(handle: WorkerHandle) -> bool:
+    return handle.job.profile
 
-    def stage_update(result: StageResult) -> None:
-        holder["run"] = holder["run"].with_stage(result)
-        if on_update:
-            on_update(holder["run"])
 
-    spawner = spawner or WorkerSpawner(env, run.device)
-    try:
-        for index, stage in enumerate(stages):
-            run_stage(run.config, stage, index, run.device, probe, on_update=stage_update, cancel=cancel,
-                      timeout_s=timeout_s, spawner=spawner)
-    finally:
-        spawner.close()
-    final = replace(holder["run"], status="cancelled" if cancel is not None and cancel.is_set() else "done")
-    if on_update:
-        on_update(final)
-    return final
+def run_stage(cfg: BenchConfig, stage: Stage, probe: Probe, hooks: RunHooks | None = None) -> StageResult:
+    """One stage as a one-stage run (tests, tools): the same loop, the same worker, the same fold."""
+    return run_all(new_run(cfg, [stage], probe, "custom"), probe, hooks).stages[0]

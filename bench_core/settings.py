@@ -6,6 +6,7 @@ named ``BENCH_<FIELD>`` (for example ``BENCH_MAX_SEQ_LEN=4096``).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
 
@@ -19,6 +20,7 @@ class Limits:
     max_vocab_size: int = 262144
     max_warmup: int = 200
     max_iters: int = 2000
+    max_repeats: int = 5
     max_tokens_per_step: int = 262144      # seq_len x batch_size
     max_params: int = 20_000_000_000
     max_stages_per_job: int = 16
@@ -29,12 +31,12 @@ class Limits:
     max_gpus: int = 8
 
 
-def load_limits(env: dict[str, str] | None = None) -> Limits:
+def load_limits(env: Mapping[str, str] | None = None) -> Limits:
     """Limits with any ``BENCH_<FIELD>`` overrides applied; bad overrides are refused loudly."""
-    env = os.environ if env is None else env
+    source: Mapping[str, str] = os.environ if env is None else env
     overrides = {}
     for f in fields(Limits):
-        raw = env.get(f"BENCH_{f.name.upper()}")
+        raw = source.get(f"BENCH_{f.name.upper()}")
         if raw is None:
             continue
         try:

@@ -5,11 +5,14 @@ import json
 import os
 import sqlite3
 import threading
+import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
+from dataclasses import replace
 
 from .config import BenchConfig
-from .results import RunResult, StageResult, stage_metrics
+from .probe import Probe
+from .records import RUN_ACTIVE, RunResult, StageResult, Status
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -55,47 +58,65 @@ class Store:
                 db.close()
 
     # ---------------------------------------------------------------- writes
-    def save_run(self, run: RunResult, imported: bool = False) -> None:
+    def save_run(self, run: RunResult) -> None:
+        """A run of this server or CLI (its own id): written, then rewritten as it progresses."""
         with self._connect() as db:
-            db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?)",
-                       (run.run_id, run.created_at, run.preset, run.device, run.gpu, run.status,
-                        json.dumps(run.config.to_dict()), int(imported)))
-            db.execute("INSERT OR REPLACE INTO environments VALUES (?,?)", (run.run_id, json.dumps(run.env, default=str)))
-            for stage in run.stages:
-                self._write_stage(db, run, stage)
+            self._write_run(db, run)
+
+    def import_run(self, run: RunResult) -> tuple[str, bool]:
+        """An imported run never overwrites one already here: it gets a new id. Returns (id, renamed)."""
+        with self._connect() as db:
+            renamed = db.execute("SELECT 1 FROM runs WHERE run_id=?", (run.run_id,)).fetchone() is not None
+            if renamed:
+                run = replace(run, run_id=f"{run.run_id[:12]}-imp-{uuid.uuid4().hex[:6]}")
+            self._write_run(db, replace(run, imported=True))
+        return run.run_id, renamed
+
+    def _write_run(self, db: sqlite3.Connection, run: RunResult) -> None:
+        db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?)",
+                   (run.run_id, run.created_at, run.preset, run.device, run.gpu, run.status.value,
+                    json.dumps(run.config.to_dict()), int(run.imported)))
+        db.execute("INSERT OR REPLACE INTO environments VALUES (?,?)",
+                   (run.run_id, json.dumps(run.machine.to_dict(), default=str)))
+        for stage in run.stages:
+            self._write_stage(db, run, stage)
 
     def save_stage(self, run: RunResult, stage: StageResult) -> None:
         with self._connect() as db:
             self._write_stage(db, run, stage)
+            db.execute("UPDATE runs SET status=? WHERE run_id=?", (run.status.value, run.run_id))
 
     @staticmethod
     def _write_stage(db: sqlite3.Connection, run: RunResult, stage: StageResult) -> None:
-        m = stage_metrics(run, stage)
+        s = run.with_stage(stage).summary.stage(stage.index) if run.stages[stage.index] is not stage \
+            else run.summary.stage(stage.index)
         db.execute("INSERT OR REPLACE INTO stages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                   (run.run_id, stage.index, stage.key, stage.status, stage.reason, stage.verdict, m["median_ms"],
-                    m["p10_ms"], m["p90_ms"], m["tokens_per_s"], m["speedup"], stage.peak_mem_mib, m["mfu"],
-                    json.dumps(stage.to_dict())))
+                   (run.run_id, stage.index, stage.key, stage.status.value, stage.reason, s.verdict,
+                    s.timing.median_ms, s.timing.p10_ms, s.timing.p90_ms, s.rates.tokens_per_s, s.speedup,
+                    stage.peak_mem_mib, s.rates.mfu, json.dumps(stage.to_dict())))
         db.execute("DELETE FROM iterations WHERE run_id=? AND idx=?", (run.run_id, stage.index))
         db.executemany("INSERT INTO iterations VALUES (?,?,?,?,?)",
                        [(run.run_id, stage.index, i, ms, loss)
-                        for i, (ms, loss) in enumerate(zip(stage.times_ms, stage.losses))])
+                        for i, (ms, loss) in enumerate(zip(stage.times_ms, stage.losses, strict=False))])
 
-    def set_run_status(self, run_id: str, status: str) -> None:
+    def set_run_status(self, run_id: str, status: Status) -> None:
         with self._connect() as db:
-            db.execute("UPDATE runs SET status=? WHERE run_id=?", (status, run_id))
+            db.execute("UPDATE runs SET status=? WHERE run_id=?", (Status(status).value, run_id))
 
     def mark_interrupted(self) -> list[str]:
         """After a crash or restart: unfinished runs and their unfinished stages become 'interrupted'."""
+        active = tuple(s.value for s in RUN_ACTIVE)
+        unfinished = (Status.PENDING.value, Status.RUNNING.value)
         with self._connect() as db:
-            ids = [r[0] for r in db.execute("SELECT run_id FROM runs WHERE status IN ('queued','running')")]
+            ids = [r[0] for r in db.execute("SELECT run_id FROM runs WHERE status IN (?,?)", active)]
             for run_id in ids:
-                db.execute("UPDATE runs SET status='interrupted' WHERE run_id=?", (run_id,))
+                db.execute("UPDATE runs SET status=? WHERE run_id=?", (Status.INTERRUPTED.value, run_id))
                 for idx, blob in db.execute("SELECT idx, result_json FROM stages WHERE run_id=? AND status IN "
-                                            "('pending','running')", (run_id,)).fetchall():
-                    data = {**json.loads(blob), "status": "interrupted",
+                                            "(?,?)", (run_id, *unfinished)).fetchall():
+                    data = {**json.loads(blob), "status": Status.INTERRUPTED.value,
                             "reason": "the server stopped before this stage finished"}
-                    db.execute("UPDATE stages SET status='interrupted', reason=?, result_json=? WHERE run_id=? "
-                               "AND idx=?", (data["reason"], json.dumps(data), run_id, idx))
+                    db.execute("UPDATE stages SET status=?, reason=?, result_json=? WHERE run_id=? AND idx=?",
+                               (Status.INTERRUPTED.value, data["reason"], json.dumps(data), run_id, idx))
             return ids
 
     # ---------------------------------------------------------------- reads
@@ -104,23 +125,29 @@ class Store:
             db.row_factory = sqlite3.Row
             rows = db.execute(
                 "SELECT r.run_id, r.created_at, r.preset, r.device, r.gpu, r.status, r.imported, r.config_json, "
-                "COUNT(s.idx) AS stages, SUM(s.status='ok') AS ok, MAX(s.speedup) AS best_speedup "
+                "COUNT(s.idx) AS stages, SUM(s.status=?) AS ok, "
+                # a best speedup counts measured, ok, proven stages of this machine only
+                "MAX(CASE WHEN s.status=? AND r.imported=0 AND COALESCE(s.verdict, '') != 'fallback' "
+                "THEN s.speedup END) AS best_speedup, "
+                "SUM(s.status IN (?,?,?)) AS failed "
                 "FROM runs r LEFT JOIN stages s ON s.run_id = r.run_id GROUP BY r.run_id "
-                "ORDER BY r.created_at DESC").fetchall()
+                "ORDER BY r.created_at DESC", (Status.OK.value, Status.OK.value, Status.FAILED.value,
+                                               Status.OOM.value, Status.TIMEOUT.value)).fetchall()
         return [dict(r) for r in rows]
 
     def load_run(self, run_id: str) -> RunResult | None:
         with self._connect() as db:
-            row = db.execute("SELECT created_at, preset, device, status, config_json FROM runs WHERE run_id=?",
-                             (run_id,)).fetchone()
+            row = db.execute("SELECT created_at, preset, device, status, config_json, imported FROM runs "
+                             "WHERE run_id=?", (run_id,)).fetchone()
             if row is None:
                 return None
             env = db.execute("SELECT env_json FROM environments WHERE run_id=?", (run_id,)).fetchone()
             stages = [StageResult.from_dict(json.loads(blob)) for (blob,) in
                       db.execute("SELECT result_json FROM stages WHERE run_id=? ORDER BY idx", (run_id,))]
-        return RunResult(config=BenchConfig.from_dict(json.loads(row[4])), env=json.loads(env[0]) if env else {},
-                         device=row[2], preset=row[1], stages=tuple(stages), run_id=run_id, created_at=row[0],
-                         status=row[3])
+        return RunResult(config=BenchConfig.from_dict(json.loads(row[4])),
+                         machine=Probe.from_dict(json.loads(env[0]) if env else {}), device=row[2], preset=row[1],
+                         stages=tuple(stages), run_id=run_id, created_at=row[0], status=Status(row[3]),
+                         imported=bool(row[5]))
 
     def count_stage_rows(self, run_id: str) -> int:
         with self._connect() as db:

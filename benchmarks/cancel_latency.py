@@ -12,14 +12,12 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench_core.config import BenchConfig  # noqa: E402
-from bench_core.jobs import JobManager  # noqa: E402
-from bench_core.levers import Stage  # noqa: E402
-from bench_core.metrics import timing_stats  # noqa: E402
-from bench_core.settings import Limits  # noqa: E402
-from bench_core.store import Store  # noqa: E402
+from bench_core.config import BenchConfig
+from bench_core.jobs import JobManager
+from bench_core.levers import Stage
+from bench_core.metrics import timing_stats
+from bench_core.settings import Limits
+from bench_core.store import Store
 
 
 def main() -> int:

@@ -15,14 +15,12 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench_core.config import MODEL_SIZES, BenchConfig, defaults_for  # noqa: E402
-from bench_core.jobs import JobManager  # noqa: E402
-from bench_core.levers import preset  # noqa: E402
-from bench_core.metrics import timing_stats  # noqa: E402
-from bench_core.settings import load_limits  # noqa: E402
-from bench_core.store import Store  # noqa: E402
+from bench_core.config import MODEL_SIZES, BenchConfig, defaults_for
+from bench_core.jobs import JobManager
+from bench_core.levers import preset
+from bench_core.metrics import timing_stats
+from bench_core.settings import load_limits
+from bench_core.store import Store
 
 
 def main() -> int:

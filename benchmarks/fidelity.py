@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench_core.config import MODEL_SIZES, BenchConfig  # noqa: E402
-from bench_core.levers import Stage  # noqa: E402
-from bench_core.metrics import timing_stats  # noqa: E402
-from bench_core.probe import run_probe  # noqa: E402
-from bench_core.runner import run_stage  # noqa: E402
+from bench_core.config import MODEL_SIZES, BenchConfig
+from bench_core.levers import Stage
+from bench_core.metrics import timing_stats
+from bench_core.probe import run_probe
+from bench_core.runner import run_stage
 
 
 def bare_loop(cfg: BenchConfig, optimizer: str, norm: str, bf16: bool) -> float:

@@ -13,11 +13,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from playwright.sync_api import sync_playwright
 
-from playwright.sync_api import sync_playwright  # noqa: E402
-
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, free_port, start_server, stop_server  # noqa: E402
+from _live_server import CHROMIUM, CHROMIUM_ARGS, free_port, start_server, stop_server
 
 IDLE = "[data-testid='stApp'][data-test-connection-state='CONNECTED'][data-test-script-state='notRunning']"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import sqlite3
@@ -18,14 +19,12 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import websockets
+from playwright.sync_api import sync_playwright
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-import websockets  # noqa: E402
-from playwright.sync_api import sync_playwright  # noqa: E402
-from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
-
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, free_port, start_server, stop_server  # noqa: E402
+from _live_server import CHROMIUM, CHROMIUM_ARGS, free_port, start_server, stop_server
 
 JOB = {"Width": "256", "Sequence length": "128", "Batch size": "8", "Timed iterations": "120"}
 IDLE = "[data-testid='stApp'][data-test-connection-state='CONNECTED'][data-test-script-state='notRunning']"
@@ -133,7 +132,7 @@ def main() -> int:
         dup = conn.execute("SELECT COUNT(*) - COUNT(DISTINCT run_id || ':' || idx) FROM stages").fetchone()[0]
         iters = conn.execute("SELECT run_id, idx, COUNT(*) FROM iterations GROUP BY run_id, idx").fetchall()
     ran = sorted((s for s in stages if s.get("started_at")), key=lambda s: s["started_at"])
-    overlaps = sum(1 for a, b in zip(ran, ran[1:]) if b["started_at"] < a["finished_at"])
+    overlaps = sum(1 for a, b in itertools.pairwise(ran) if b["started_at"] < a["finished_at"])
     order = [s["run_id"] for s in ran]
     in_order = order == sorted(order, key=lambda rid: [r[0] for r in runs].index(rid))
     print(f"renders: {len(renders)} from {args.sessions} websocket sessions while jobs ran; "

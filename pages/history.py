@@ -1,33 +1,44 @@
-"""History: past runs from SQLite, filter, compare on the same charts, export, import."""
+"""History: past runs from SQLite, filter, compare on the same charts (lined up by stage), export, import."""
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pandas as pd
 import streamlit as st
 
-from bench_core.importer import ImportRejected, parse_upload
-from bench_core.results import to_csv
-from pages import job_view
-from pages.common import access_panel, get_manager, is_operator, persistence_banner
+from bench_core.config import WORKLOADS
+from bench_core.formats import ImportRejected, to_csv
+from bench_core.headline import headline
+from bench_core.jobs import NotAllowed
+from dashboard import job_view
+from dashboard.live import verdict_card
+from dashboard.session import access_panel, get_manager, is_operator, persistence_banner, role
 
 manager = get_manager()
 access_panel()
-st.title("🗂️ Run history")
+st.title("Run history")
 persistence_banner(manager)
+PASTE_MAX_CHARS = manager.limits.max_upload_mib * 2**20
 
 
 def import_file(name: str, data: bytes) -> None:
-    limit = manager.limits.max_upload_mib * 2**20
     try:
-        runs = parse_upload(name, data, max_bytes=limit)
-        for run in runs:
-            manager.store.save_run(run, imported=True)
-        st.session_state["import_message"] = ("success", f"Imported {len(runs)} run(s) from {name}.")
+        st.session_state["import_message"] = ("success", manager.import_file(name, data, role=role()))
     except ImportRejected as exc:
         st.session_state["import_message"] = ("error", f"Import rejected, nothing was imported: {exc}")
+    except NotAllowed as exc:
+        st.session_state["import_message"] = ("error", str(exc))
     except sqlite3.Error as exc:
         st.session_state["import_message"] = ("error", f"Could not save the import: {exc}")
+
+
+def model_size(config_json: str) -> str:
+    cfg = json.loads(config_json)
+    for name, shape in WORKLOADS.items():
+        if all(cfg.get(k) == v for k, v in shape.items()):
+            return name
+    return f"d{cfg.get('width')}×L{cfg.get('depth')}"
 
 
 try:
@@ -37,10 +48,11 @@ except sqlite3.Error as exc:
     runs = []
 
 if not runs:
-    st.info("No runs stored yet. Finished stages are saved here as soon as they end.")
+    st.info("No runs stored yet. Finished stages are saved here as soon as they end; CLI runs land here too.")
 else:
     df = pd.DataFrame(runs)
     df["created"] = pd.to_datetime(df["created_at"], utc=True, errors="coerce")
+    df["model"] = df["config_json"].map(model_size)
     f1, f2, f3 = st.columns(3)
     gpus = f1.multiselect("GPU", sorted(df["gpu"].fillna("").unique()), placeholder="all GPUs")
     presets = f2.multiselect("Preset", sorted(df["preset"].fillna("").unique()), placeholder="all presets")
@@ -52,22 +64,38 @@ else:
         df = df[df["preset"].isin(presets)]
     if isinstance(span, tuple) and len(span) == 2:
         df = df[(df["created"].dt.date >= span[0]) & (df["created"].dt.date <= span[1])]
-    view = df[["created_at", "run_id", "preset", "gpu", "device", "status", "stages", "ok", "best_speedup",
+    view = df[["created_at", "run_id", "model", "gpu", "preset", "status", "stages", "ok", "best_speedup",
                "imported"]].reset_index(drop=True)
-    st.caption("Select one or more runs to compare their stages on the same charts.")
+    st.caption("Select one or more runs to compare them: stages line up by stage, runs are colours.")
     picked = st.dataframe(view, key="runs", on_select="rerun", selection_mode="multi-row", hide_index=True,
                           width="stretch", column_config={
-                              "best_speedup": st.column_config.NumberColumn("Best speedup", format="×%.2f"),
+                              "created_at": st.column_config.TextColumn("When"),
+                              "run_id": st.column_config.TextColumn("Run"),
+                              "model": st.column_config.TextColumn("Model"),
+                              "gpu": st.column_config.TextColumn("GPU"),
+                              "preset": st.column_config.TextColumn("Preset"),
+                              "status": st.column_config.TextColumn("Status"),
+                              "stages": st.column_config.NumberColumn("Stages"),
+                              "ok": st.column_config.NumberColumn("Ok"),
+                              "best_speedup": st.column_config.NumberColumn(
+                                  "Best speedup", format="×%.2f", help="ok, proven stages measured here only"),
                               "imported": st.column_config.CheckboxColumn("Imported")})
     chosen = [view.loc[i, "run_id"] for i in picked.selection.rows] if picked and picked.selection else []
     loaded = [r for r in (manager.store.load_run(run_id) for run_id in chosen) if r is not None]
-    for run in loaded:
-        st.download_button(f"⬇ CSV of run {run.run_id} ({run.preset}, {run.gpu or run.device})", data=to_csv(run),
-                           file_name=f"bench_{run.run_id}.csv", mime="text/csv", key=f"dl_{run.run_id}")
-    if loaded:
-        job_view.charts(loaded, key="history", version=tuple((r.run_id, r.status) for r in loaded))
-        if len(loaded) == 1:
-            job_view.results_table(loaded[0], key="history")
+    summaries = [r.summary for r in loaded]
+    for summary in summaries:
+        run = summary.run
+        with st.expander(f"{run.preset} · {run.gpu or run.device} · run {run.run_id} — "
+                         f"{headline(summary).one_liner}", expanded=len(summaries) == 1):
+            verdict_card(summary)
+            job_view.results_table(summary, key=f"history_{run.run_id}")
+            job_view.downloads(run, key=f"history_{run.run_id}")
+    if summaries:
+        job_view.charts(summaries if len(summaries) > 1 else summaries[0], key="history",
+                        version=tuple((r.run_id, r.status.value) for r in loaded))
+    if len(loaded) > 1:
+        st.download_button("Download the selected runs as one CSV", data=to_csv(loaded), file_name="bench_runs.csv",
+                           mime="text/csv", key="dl_selected")
 
 st.divider()
 st.subheader("Import a run from another machine")
@@ -75,13 +103,14 @@ if not is_operator():
     st.caption("Only operators may import runs.")
 else:
     st.caption(f"A CSV or JSON written by `python -m bench_core run --out/--json` or by this dashboard "
-               f"(at most {manager.limits.max_upload_mib} MiB).")
+               f"(at most {manager.limits.max_upload_mib} MiB). A run that is already here is imported under a "
+               "new id; nothing is overwritten.")
     upload = st.file_uploader("CSV or JSON file", type=["csv", "json"], key="upload")
     st.button("Import file", disabled=upload is None,
               on_click=lambda: import_file(st.session_state["upload"].name, st.session_state["upload"].getvalue()))
     with st.expander("…or paste the file's text"):
         st.radio("Format", ["csv", "json"], horizontal=True, key="paste_kind")
-        st.text_area("Contents", key="paste_text", height=120)
+        st.text_area("Contents", key="paste_text", height=120, max_chars=PASTE_MAX_CHARS)
         st.button("Import pasted text", on_click=lambda: import_file(
             f"pasted.{st.session_state['paste_kind']}", st.session_state["paste_text"].encode()))
 message = st.session_state.pop("import_message", None)

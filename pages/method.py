@@ -1,7 +1,7 @@
 """Method: how the numbers are measured, and the caveats that matter when reading them."""
 import streamlit as st
 
-st.title("📐 How this measures")
+st.title("How this measures")
 st.markdown(r"""
 ### Isolation
 Every stage runs in its **own fresh Python process** (`python -m bench_core.worker`), started by the engine,
@@ -12,16 +12,28 @@ The next stage's process is started — torch imported, CUDA context created —
 timed iterations are over, while it is being profiled.
 
 ### Timing
-* Model, optimizer and data are built, then **warm-up** iterations run untimed (first-call costs, cuBLAS
-  heuristics and `torch.compile` land here).
+* Model, optimizer and data are built before the stage's measured work begins (worker processes are started
+  ahead and build while earlier stages run their untimed parts). Then **warm-up** runs untimed: at least the
+  configured number of steps **and** at least 2 s of them, so GPU clocks and the caching allocator settle
+  (first-call costs, cuBLAS heuristics and `torch.compile` land here too).
 * Each **timed iteration** is bracketed by CUDA events around `zero_grad` + forward + backward + optimizer
   step. The host does not synchronise between iterations, so the CPU may queue the next step as a real
   training loop does; an iteration's time is read once its end event has completed. On CPU, `time.perf_counter`.
-* The **median** is the headline, with p10 and p90. A stage is flagged **noisy** when its interquartile range
-  is over 10% of its median. Speedups are ratios of medians **within one run** against its first `ok` stage —
-  this machine class is noisy, so compare ratios, not absolute numbers across runs.
+  The **host time** of each step (`perf_counter` around the Python call, no sync) is recorded too.
+* **Repeats**: with R > 1, the whole ladder runs R times, odd rounds in reverse order, each stage in a fresh
+  process, so drift (clocks, other tenants, the host) hits every stage alike.
+* The **median** is the headline, with p10 and p90. A stage is **noisy** when its p10–p90 spread exceeds 10%
+  of its median, or when its rounds' medians differ by more than 3%; the tool says which rule, with the figures.
+* **Speedups** are ratios of medians against the run's **first stage**, named as `baseline_stage` in the files.
+  If that stage did not finish ok, there are no speedups, and every view says so: nothing is silently rebased.
+  Multi-GPU stages compare throughput, not step time. Each speedup carries a **95% interval** from a
+  hierarchical bootstrap (2,000 resamples: rounds with replacement, then iterations within each round, for
+  both the stage and the baseline; the percentile interval of the ratio of medians).
 
 ### Throughput, FLOPs and MFU
+The attention term counts the full $T\times T$ score matrix, not the causal half FlashAttention computes: it is
+the standard formula behind published MFU figures, so the same step compares on equal terms with them.
+
 tokens/s = batch × sequence ÷ median step time. Model FLOPs per step follow the PaLM appendix (as nanoGPT):
 
 $$\text{FLOPs} = (6N + 12\,L\,d\,T)\times B\,T$$
@@ -29,18 +41,48 @@ $$\text{FLOPs} = (6N + 12\,L\,d\,T)\times B\,T$$
 with $N$ the parameters that take part in matmuls (all but the position embedding; the token embedding counts
 as the tied LM head), $L$ layers, $d$ width, $T$ sequence length and $B$ batch. **MFU** divides the achieved
 FLOP/s by the GPU's dense datasheet peak for the stage's math: FP32 for `fp32`, TF32 for `tf32`, BF16/FP16 for
-the autocast stages (e.g. H100/H200 SXM: 66.9, 494.7 and 989.4 TFLOP/s). CPUs have no peak in the table, so no MFU.
+the autocast stages (e.g. H100/H200 SXM: 66.9, 494.7 and 989.4 TFLOP/s). GPUs are matched by their exact name
+pattern (an H200 NVL never takes the SXM figures); a GPU not in the table gets no MFU, with the reason.
+CPUs have no peak, so no MFU.
+
+### Where the time goes, and what bounds it
+After the timed steps, 5 more steps run under `torch.profiler` (untimed). From their trace:
+* **GPU kernel time per step**: the union of kernel intervals ÷ 5; **kernels per step**.
+* **Time by category** — GEMM, attention, normalization, optimizer, cast/copy, elementwise/other,
+  communication — classified by kernel name with one rule table (`bench_core/breakdown.py`), tested on kernel
+  names recorded on an H200. Kernels launched inside `Optimizer.step` count as optimizer. On CPU, the
+  profiler's CPU-op self times are classified the same way.
+* **GPU busy (trace)** = union of kernel intervals ÷ the span from the first kernel to the last. The profiler
+  slows the host, so this figure is lower than in unprofiled steps.
+* The **bottleneck verdict** uses the timed, unprofiled steps instead: busy = GPU kernel time per step ÷ median
+  step time. At **85%** or more a stage is `gpu-bound`; below, `launch-bound`: the GPU waits for the CPU to
+  enqueue kernels, so the stage's time follows the host CPU, which differs between machines and from minute to
+  minute. (On the H200, FP32 stages measured ≥ 95% and eager BF16 stages 35–65%, so any threshold between
+  them separates the two; 85% leaves room for the gaps between steps.) The `graphs` lever removes launch
+  overhead: the same kernels, replayed from one CUDA graph. On CPU the verdict is `unknown`.
+* **What changed from the previous stage**: Δ ms per category and Δ kernels per step, e.g. Apex FusedLayerNorm
+  under autocast adds the dtype casts its Python wrapper launches around every call.
+* These figures are computed from the raw Kineto events in `bench_core/breakdown.py`, not with
+  HolisticTraceAnalysis (HTA): HTA reads exported trace files, and exporting plus re-reading a trace for every
+  stage would add seconds per stage; its temporal breakdown uses the same definition of busy time.
+
+### Energy
+Where NVML supports it, the GPU's total-energy counter is read before and after the timed steps; J/token is
+that difference ÷ the tokens of those steps. Where the counter is not supported the figure is left empty.
 
 ### Memory
 On CUDA: `torch.cuda.max_memory_allocated` and `max_memory_reserved`, reset after warm-up. On CPU: the
 worker process's peak resident set size.
 
 ### Proof of use
-After the timed iterations, each stage runs three more steps under `torch.profiler` (not timed). The trace
-must show the kernels the stage claims — Apex's `multi_tensor_apply_kernel<…AdamFunctor…>` and
-`cuApplyLayerNorm`, or PyTorch's `aten::_fused_adam_`, `aten::_foreach_*`, `aten::native_layer_norm`.
-A stage whose levers say Apex but whose trace shows the aten fallback (or no Apex kernel) is marked
-**fallback** with a visible warning, and is never counted as Apex.
+The profiled steps must show what every lever claims — Apex's `multi_tensor_apply_kernel<…AdamFunctor…>` and
+`cuApplyLayerNorm`, or PyTorch's `aten::_fused_adam_`, `aten::_foreach_*`, `aten::native_layer_norm`; BF16/FP16
+stages GEMMs with bf16/fp16 inputs and no fp32 GEMM (read from the input dtypes of `aten::mm`/`addmm`/`bmm`);
+TF32 stages TF32 GEMM kernels; compile stages Triton kernels; graphs stages CUDA graph launches. The worker
+also reports the optimizer and norm classes it built and the TF32 and GradScaler switches, and the verdict
+checks them. A stage whose levers say Apex but whose trace shows the aten fallback (or no Apex kernel) is
+marked **fallback** with a visible warning, and is never counted as Apex. An imported run's proof was seen on
+another machine: it is shown as "imported: verified on <gpu>", never as verified here.
 
 ### Several GPUs
 A stage with `gpus = N > 1` is one isolated job launched through `torchrun --nproc-per-node N` (NCCL; gloo
@@ -58,7 +100,10 @@ for the same levers on one GPU in the same run. NVLink multicast stays off (`NCC
 * On current PyTorch, `torch.optim.Adam` is already a multi-tensor (`foreach`) kernel on CUDA, and `fused=True`
   is a single fused kernel, so Apex FusedAdam has little left to win; native `nn.LayerNorm` is a fused kernel too.
 * Under BF16 autocast, Apex FusedLayerNorm returns BF16 while `nn.LayerNorm` returns FP32.
-* Apex FusedAdam is built with `--use_fast_math`: it matches torch Adam to rounding, not bit for bit.
+* Apex FusedAdam matches torch Adam to float32 rounding once both use the same β: Apex casts β1 and β2 to
+  float before computing 1−β, torch computes 1−β in double. With β2 = 0.999 that alone makes `exp_avg_sq`
+  differ by 1.29e-5 relative (exactly the float32 rounding of 0.001); given fp32-rounded betas, torch agrees
+  with Apex within 60 float32 roundings (the GPU parity test).
 * Data is synthetic random tokens from the run's seed, identical for every stage, with identical initial
   weights: loss curves should overlay. A curve that departs is a numerics difference worth a look.
 """)

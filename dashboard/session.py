@@ -4,17 +4,18 @@ Imports stay light (no torch) so the first paint is not held up.
 """
 from __future__ import annotations
 
+import time
 import uuid
 
 import streamlit as st
 
-from bench_core.access import OPERATOR, configured_token, role_for
+from bench_core.access import OPERATOR, Throttle, configured_token, role_for
 from bench_core.jobs import JobManager
+from bench_core.probe import Probe
 from bench_core.settings import load_limits
 from bench_core.store import Store
 
-
-PROBE_OVERRIDE: dict | None = None  # tests set a ready probe here instead of waiting for a fresh one
+PROBE_OVERRIDE: Probe | None = None  # tests set a ready probe here instead of waiting for a fresh one
 
 
 @st.cache_resource(show_spinner=False, on_release=lambda manager: manager.shutdown())
@@ -52,20 +53,28 @@ def access_panel() -> None:
     """Sidebar: the viewer/operator state, and the token box when a token is configured."""
     with st.sidebar:
         if operator_token() is None:
-            st.caption("🔓 No operator token configured: everyone here may run, cancel and import.")
+            st.caption("No operator token configured: everyone here may run, cancel and import.")
             return
         if is_operator():
-            st.caption("🔑 You are an **operator** for this session.")
+            st.caption("You are an **operator** for this session.")
             return
-        st.caption("👀 You are a **viewer**: you can watch and export. Operators run, cancel and import.")
+        st.caption("You are a **viewer**: you can watch and export. Operators run, cancel and import.")
+        throttle = st.session_state.setdefault("token_throttle", Throttle())
         token = st.text_input("Operator token", type="password", key="operator_token_input")
-        if token:
+        if not token:
+            return
+        wait = throttle.wait_s(time.monotonic())
+        if wait > 0:
+            st.error(f"Too many wrong tokens: try again in {wait:.0f} s.")
+            return
+        ok = role_for(token, operator_token()) == OPERATOR
+        throttle.record(ok, time.monotonic())
+        if ok:
             st.session_state["operator_token_entered"] = token
-            if is_operator():
-                st.rerun()
-            st.error("That token is not the operator token.")
+            st.rerun()
+        st.error("That token is not the operator token.")
 
 
 def persistence_banner(manager: JobManager) -> None:
     if manager.persistence_error:
-        st.error(f"⚠ Saving to the history database failed — {manager.persistence_error}", icon="💾")
+        st.error(f"Saving to the history database failed — {manager.persistence_error}")

@@ -1,0 +1,338 @@
+"""Where a training step's time goes: categories of kernels (CUDA) or ops (CPU), GPU busy fraction, and
+whether the GPU or the host sets the pace. No torch import: `collect` reads a finished torch.profiler.profile.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+CATEGORIES = ("gemm", "attention", "normalization", "optimizer", "cast/copy", "elementwise/other", "communication")
+OTHER = "elementwise/other"
+TOP_N = 25
+NAME_CHARS = 160
+BUSY_THRESHOLD = 0.85
+DELTA_MIN_MS = 0.05
+MINUS = "\u2212"
+
+
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+# CUDA kernel names -> category; first match wins, OTHER when none does. Order matters:
+# - NCCL first: its names carry reduction and dtype words.
+# - Optimizer next: every multi-tensor-apply kernel counts as optimizer. In these steps the foreach kernels
+#   ARE the optimizer update (torch Adam foreach/fused, Apex FusedAdam, GradScaler's unscale/inf check,
+#   foreach grad clipping), whatever arithmetic functor (BinaryOpListAlpha, PointwiseOpScalarList, ...) they run.
+# - Attention before GEMM: flash/fmha/cuDNN-SDPA names carry cutlass, wgmma and dot words.
+# - Inductor names a fusion after all its ops: copy-only fusions are casts, any other is arithmetic, unless
+#   it holds a normalization (taken earlier), so "_to_copy" inside a bigger fusion does not make it a cast.
+KERNEL_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("communication", _rx(r"nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|cross_device_reduce")),
+    ("optimizer", _rx(r"multi_tensor_apply|AdamFunctor|FusedAdam|fused_adam|_amp_(foreach_)?non_finite"
+                      r"|amp_update_scale")),
+    ("attention", _rx(r"flash_(fwd|bwd)|flash::|pytorch_flash|fmha|sdpa|attention|attn_(fwd|bwd)"
+                      r"|cudnn::fusion::(compute_dot_do_o|convert_dq|lean_reduction)")),
+    ("gemm", _rx(r"gemm|gemv|nvjet|cublas|splitKreduce|xmma|cutlass.*tensorop|^triton_tem_")),
+    ("normalization", _rx(r"layer_?norm|rms_?norm|batch_?norm|group_?norm|GammaBeta|cuComputeGradInput"
+                          r"|cuComputePartGradGamma|cuComputeGradGamma|RowwiseMoments|ComputeInternalGradients"
+                          r"|ComputeGradientFusedParams")),
+    ("cast/copy", _rx(r"^triton_[a-z]+_fused(_+(to_copy|clone|cat|copy|view|unsafe_view|t|transpose|permute"
+                      r"|expand|slice|select|squeeze|unsqueeze|lift_fresh))+_\d+$")),
+    (OTHER, _rx(r"^triton_")),
+    ("cast/copy", _rx(r"copy|Memcpy|Memset|CatArrayBatched")),
+)
+
+# CPU op names (torch.profiler's aten ops, autograd nodes and record_function ranges) -> category.
+CPU_OP_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("communication", _rx(r"^(c10d::|_?c10d_functional::|gloo:|nccl:|record_param_comms$)|all_?reduce"
+                          r"|all_?gather|reduce_?scatter|all_?to_?all")),
+    ("optimizer", _rx(r"^Optimizer\.|^aten::(_fused_adamw?_?|_foreach_|_amp_)")),
+    ("attention", _rx(r"scaled_dot_product|_flash_attention|_efficient_attention|ScaledDotProduct"
+                      r"|FlashAttention|EfficientAttention")),
+    ("gemm", _rx(r"^aten::(mm|addmm|bmm|baddbmm|addbmm|addmv|mv|dot|linear|matmul|_addmm_activation|_scaled_mm"
+                 r"|mkldnn_linear|_mkldnn_linear)$|^(Addmm|Mm|Bmm|Baddbmm|Addbmm|Addmv|Mv|Dot|Linear|Matmul)Backward")),
+    ("normalization", _rx(r"layer_?norm|rms_?norm|batch_?norm|group_?norm")),
+    ("cast/copy", _rx(r"^aten::(copy_|to|_to_copy|clone|contiguous|_copy_from|_copy_from_and_resize|cat)$"
+                      r"|^(ToCopy|Clone|Cat)Backward")),
+)
+_AUTOGRAD_PREFIX = "autograd::engine::evaluate_function: "
+# record_function ranges of torch.optim: everything run inside them is the optimizer's
+_OPTIMIZER_RANGES = ("Optimizer.step#", "Optimizer.zero_grad#")
+
+
+def _first_match(rules: tuple[tuple[str, re.Pattern[str]], ...], name: str) -> str:
+    for category, pattern in rules:
+        if pattern.search(name):
+            return category
+    return OTHER
+
+
+@functools.lru_cache(maxsize=1 << 16)  # a trace repeats a few hundred distinct names thousands of times
+def kernel_category(name: str) -> str:
+    return _first_match(KERNEL_RULES, name)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def cpu_op_category(name: str) -> str:
+    return _first_match(CPU_OP_RULES, name.removeprefix(_AUTOGRAD_PREFIX))
+
+
+def union_us(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of (start, end) intervals: overlaps and nesting count once."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted((s, max(s, e)) for s, e in intervals):
+        if end > reach:  # sorted by start: only the part past what is already covered is new
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def busy_fraction(intervals: Iterable[tuple[float, float]]) -> float | None:
+    """Union of the intervals / (last end - first start); None when empty or of zero span."""
+    spans = [(s, max(s, e)) for s, e in intervals]
+    span = max(e for _, e in spans) - min(s for s, _ in spans) if spans else 0.0
+    return union_us(spans) / span if span > 0 else None
+
+
+@dataclass(frozen=True)
+class StageProfile:
+    source: str                               # "cuda" | "cpu"
+    steps: int
+    gpu_kernel_ms: float | None               # union of kernel time per step
+    gpu_busy: float | None                    # trace's union / span (the profiler slows the host: a low bound)
+    kernels_per_step: float | None
+    breakdown_ms: dict[str, float] = field(default_factory=dict)  # category -> ms per step
+    top: tuple[tuple[str, str, float, float], ...] = ()         # (name, category, ms/step, calls/step)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "steps": self.steps, "gpu_kernel_ms": self.gpu_kernel_ms,
+                "gpu_busy": self.gpu_busy, "kernels_per_step": self.kernels_per_step,
+                "breakdown_ms": dict(self.breakdown_ms), "top": [list(row) for row in self.top]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StageProfile:
+        return cls(source=d["source"], steps=int(d["steps"]), gpu_kernel_ms=d.get("gpu_kernel_ms"),
+                   gpu_busy=d.get("gpu_busy"), kernels_per_step=d.get("kernels_per_step"),
+                   breakdown_ms={str(k): float(v) for k, v in (d.get("breakdown_ms") or {}).items()},
+                   top=tuple((str(n), str(c), float(ms), float(calls)) for n, c, ms, calls in d.get("top") or ()))
+
+
+def _aggregate(rows: Iterable[Sequence[Any]], classify, steps: int) -> tuple[dict[str, float], tuple, int]:
+    """rows of (name, us, [category or None]) -> (ms per step by category, top rows, row count)."""
+    per_key: dict[tuple[str, str], list[float]] = {}
+    count = 0
+    for row in rows:
+        name, us = row[0], float(row[1])
+        category = row[2] if len(row) > 2 and row[2] else classify(name)
+        acc = per_key.get((name, category))
+        if acc is None:
+            per_key[(name, category)] = [us, 1.0]
+        else:
+            acc[0] += us
+            acc[1] += 1.0
+        count += 1
+    by_category = dict.fromkeys(CATEGORIES, 0.0)
+    for (_, category), (us, _) in per_key.items():
+        by_category[category] = by_category.get(category, 0.0) + us / 1e3 / steps
+    ranked = sorted(per_key.items(), key=lambda kv: -kv[1][0])[:TOP_N]
+    top = tuple((name[:NAME_CHARS], category, us / 1e3 / steps, calls / steps)
+                for (name, category), (us, calls) in ranked)
+    return by_category, top, count
+
+
+def profile_from_kernels(kernels: Iterable[Sequence[Any]], steps: int) -> StageProfile:
+    """kernels: (name, start_us, dur_us[, category]) for each device activity (kernel, memcpy, memset)
+    of `steps` steps; a given category overrides the name rules (see `collect`)."""
+    steps = max(1, int(steps))
+    kernels = list(kernels)
+    intervals = [(float(k[1]), float(k[1]) + float(k[2])) for k in kernels]
+    by_category, top, count = _aggregate(((k[0], k[2], *k[3:4]) for k in kernels), kernel_category, steps)
+    return StageProfile("cuda", steps, union_us(intervals) / 1e3 / steps if kernels else None,
+                        busy_fraction(intervals), count / steps, by_category, top)
+
+
+def profile_from_cpu_ops(ops: Iterable[Sequence[Any]], steps: int) -> StageProfile:
+    """ops: (name, self_us[, category]) for each CPU op call of `steps` steps."""
+    steps = max(1, int(steps))
+    by_category, top, _ = _aggregate(ops, cpu_op_category, steps)
+    return StageProfile("cpu", steps, None, None, None, by_category, top)
+
+
+# --- reading a finished torch.profiler.profile --------------------------------------------------------------
+_DEVICE_ACTIVITIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})  # not gpu_user_annotation: ranges, not work
+_OP_ACTIVITIES = frozenset({"cpu_op", "user_annotation"})
+# the names torch's own event list leaves out (torch.autograd.profiler_util._filter_name)
+_FILTERED = frozenset({"[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
+                       "profiler::_record_function_enter_new", "profiler::_record_function_exit",
+                       "aten::is_leaf", "aten::output_nr", "aten::_version"})
+Op = tuple[int, float, float, str, int]        # (thread, start ns, -end ns, name, correlation id)
+Device = tuple[str, float, float, int]         # (name, start ns, duration ns, linked correlation id)
+
+
+def _kind(activity: str | None, device_type: Any, user_annotation: bool) -> str:
+    if activity is not None:
+        return "device" if activity in _DEVICE_ACTIVITIES else "op" if activity in _OP_ACTIVITIES else "other"
+    if not str(device_type).endswith("CPU"):
+        return "other" if user_annotation else "device"
+    return "op"
+
+
+def _is_frontend(is_async: bool, two_threads: bool, linked: int) -> bool:
+    """A synchronous op or range of the host's own (linked id 0). Runtime calls (cudaLaunchKernel, ...) are
+    linked to their op and carry CUPTI's correlation ids, another numbering than the ops' own: mixed in, they
+    would tie kernels to unrelated ops. torch < 2.13 has no activity type to tell them apart by."""
+    return not is_async and not two_threads and not linked
+
+
+def _read_kineto(prof: Any) -> tuple[list[Op], list[Device], set[str]]:
+    """The profiler's raw events: about 20x faster than prof.events(), which builds a FunctionEvent (and
+    searches memory records) for each of tens of thousands of events."""
+    import torch
+    demangle = getattr(torch._C, "_demangle", lambda s: s)
+    cache: dict[str, str] = {}
+    ops: list[Op] = []
+    device: list[Device] = []
+    names: set[str] = set()
+    results = prof.profiler.kineto_results
+    base = results.trace_start_ns()  # ints until here: epoch ns as a float would keep only ~0.25 us
+    for e in results.events():
+        raw = e.name()
+        if raw in _FILTERED or (hasattr(e, "is_hidden_event") and e.is_hidden_event()):
+            continue
+        name = cache.get(raw)
+        if name is None:
+            name = cache[raw] = demangle(raw) if len(raw) > 1 else raw  # as torch's StringTable does
+        names.add("ProfilerStep*" if name.startswith("ProfilerStep#") else name)
+        activity = e.activity_type() if hasattr(e, "activity_type") else None
+        kind = _kind(activity, e.device_type(), e.is_user_annotation())
+        if kind == "device":
+            device.append((name, e.start_ns() - base, e.duration_ns(), e.linked_correlation_id()))
+        elif kind == "op" and _is_frontend(e.is_async(), e.start_thread_id() != e.end_thread_id(),
+                                           e.linked_correlation_id()):
+            ops.append((e.start_thread_id(), e.start_ns() - base, base - e.end_ns(), name, e.correlation_id()))
+    return ops, device, names
+
+
+def _read_function_events(prof: Any) -> tuple[list[Op], list[Device], set[str]]:
+    """The same facts from the public, slower event list (for a torch whose raw events read differently)."""
+    ops: list[Op] = []
+    device: list[Device] = []
+    names: set[str] = set()
+    for e in prof.events():
+        names.add(e.name)
+        names.update(k.name for k in getattr(e, "kernels", None) or ())
+        kind = _kind(getattr(e, "activity_type", None), e.device_type, bool(getattr(e, "is_user_annotation", 0)))
+        start, end = e.time_range.start * 1e3, e.time_range.end * 1e3
+        if kind == "device":
+            device.append((e.name, start, end - start, getattr(e, "linked_correlation_id", 0) or 0))
+        elif kind == "op" and _is_frontend(e.is_async, False, getattr(e, "linked_correlation_id", 0)):
+            ops.append((e.thread, start, -end, e.name, e.id))
+    return ops, device, names
+
+
+def _sweep(ops: list[Op]) -> list[tuple[str, float, bool, int]]:
+    """(name, self ns, inside an optimizer range, correlation id) of each CPU op, by the rule of torch's own
+    event tree: per thread, ops sorted by (start, -end); an op's parent is the innermost open op containing it.
+    Self time = duration - the children's durations, so nested ranges (Optimizer.step#, autograd's
+    evaluate_function, aten::linear over aten::addmm) are never counted twice."""
+    ops.sort()
+    out: list[list[Any]] = []
+    stack: list[tuple[float, bool, int]] = []      # (end, in optimizer, index in out)
+    thread = None
+    for th, start, neg_end, name, corr in ops:
+        end = -neg_end
+        if th != thread:
+            stack, thread = [], th
+        while stack and (start >= stack[-1][0] or end > stack[-1][0]):
+            stack.pop()
+        in_opt = name.startswith(_OPTIMIZER_RANGES)
+        if stack:
+            out[stack[-1][2]][1] -= end - start
+            in_opt = in_opt or stack[-1][1]
+        out.append([name, end - start, in_opt, corr])
+        stack.append((end, in_opt, len(out) - 1))
+    return [(name, max(0.0, self_ns), in_opt, corr) for name, self_ns, in_opt, corr in out]
+
+
+def collect(prof: Any, steps: int, cuda: bool) -> tuple[StageProfile, set[str]]:
+    """Read a finished torch.profiler.profile once: its StageProfile, and every event name it saw (CPU ops and
+    kernels, as `prof.events()` and their `.kernels` name them) for the kernel-proof check.
+
+    Anything launched inside torch.optim's `Optimizer.step#`/`zero_grad#` ranges counts as optimizer (except
+    communication): the per-tensor Adam (foreach=False, and Adam on CPU) runs plain add/mul/lerp/sqrt, which
+    the name rules alone would call elementwise. On CUDA a kernel is linked to the CPU op that launched it.
+    On CPU the figures are self CPU times; the profiler's own ProfilerStep# ranges are left out (not work).
+    """
+    try:
+        ops, device, names = _read_kineto(prof)
+    except (AttributeError, TypeError, RuntimeError):
+        ops, device, names = _read_function_events(prof)
+    swept = _sweep(ops)
+    if cuda:
+        in_opt = {corr for _, _, inside, corr in swept if inside}
+
+        def override(name: str, linked: int) -> str | None:
+            return "optimizer" if linked in in_opt and kernel_category(name) != "communication" else None
+        kernels = [(name, start / 1e3, dur / 1e3, override(name, linked)) for name, start, dur, linked in device]
+        return profile_from_kernels(kernels, steps), names
+    rows = [(name, self_ns / 1e3, "optimizer" if inside and cpu_op_category(name) != "communication" else None)
+            for name, self_ns, inside, _ in swept if not name.startswith("ProfilerStep")]
+    return profile_from_cpu_ops(rows, steps), names
+
+
+# --- verdicts ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Bottleneck:
+    verdict: str           # "gpu-bound" | "launch-bound" | "unknown"
+    busy: float | None
+    sentence: str
+
+
+def bottleneck(profile: StageProfile | None, median_ms: float | None, host_ms: float | None = None) -> Bottleneck:
+    """GPU busy = kernel time per step (union) / median step time of the timed, unprofiled steps, capped at 1.
+    Not the trace's own busy figure: the profiler slows the host, so under it the GPU idles more than in the
+    timed steps and a GPU-bound stage could look launch-bound."""
+    if profile is not None and profile.source == "cpu":
+        return Bottleneck("unknown", None, "No GPU: the step runs on the CPU, so there is no launch/GPU split.")
+    if profile is None or not profile.gpu_kernel_ms or not median_ms or median_ms <= 0:
+        return Bottleneck("unknown", None, "No kernel trace for this stage, so the GPU/host split is unknown.")
+    kernel_ms = profile.gpu_kernel_ms
+    busy = min(1.0, kernel_ms / median_ms)
+    if busy >= BUSY_THRESHOLD:
+        return Bottleneck("gpu-bound", busy, f"GPU busy {busy:.0%} of the step: kernels, not the host, set the pace.")
+    why = (f"host {host_ms:.1f} ms to enqueue a step of {kernel_ms:.1f} ms of kernels" if host_ms
+           else f"a step of {median_ms:.1f} ms holds {kernel_ms:.1f} ms of kernels")
+    return Bottleneck("launch-bound", busy,
+                      f"GPU busy {busy:.0%}: the CPU cannot enqueue kernels as fast as the GPU runs them ({why}); "
+                      "this stage's time depends on the host CPU. CUDA graphs (the `graphs` lever) remove this.")
+
+
+@dataclass(frozen=True)
+class StageDelta:
+    ms_by_category: dict[str, float]
+    kernels_per_step: float | None
+    text: str
+
+
+def _signed(value: float, decimals: int) -> str:
+    return ("+" if value > 0 else MINUS) + f"{abs(value):.{decimals}f}"
+
+
+def delta(prev: StageProfile, cur: StageProfile, title: str) -> StageDelta:
+    """What a lever changed between two stages' profiles, e.g.
+    "Apex FusedLN: normalization −0.4 ms, cast/copy +3.1 ms, +173 kernels per step"."""
+    extra = [c for c in (*prev.breakdown_ms, *cur.breakdown_ms) if c not in CATEGORIES]
+    diff = {c: cur.breakdown_ms.get(c, 0.0) - prev.breakdown_ms.get(c, 0.0) for c in (*CATEGORIES, *extra)}
+    parts = [f"{c} {_signed(d, 1 if abs(d) >= 0.095 else 2)} ms" for c, d in diff.items()
+             if abs(d) >= DELTA_MIN_MS - 1e-9]
+    dk = None
+    if prev.kernels_per_step is not None and cur.kernels_per_step is not None:
+        dk = cur.kernels_per_step - prev.kernels_per_step
+        if round(dk) != 0:
+            parts.append(f"{_signed(dk, 0)} kernels per step")
+    text = f"{title}: " + (", ".join(parts) if parts else f"no change of {DELTA_MIN_MS} ms or more in any category")
+    return StageDelta(diff, dk, text)

@@ -1,0 +1,184 @@
+"""Every derived figure of a run, computed once per snapshot: statistics, rates, speedups with their interval,
+scaling, kernel cells, bottleneck and what changed from the previous stage.
+
+The store, the figures, the HTML report, the CLI table, the file formats and the pages all read a RunSummary
+(through `RunResult.summary`); none of them computes a figure again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from . import breakdown, stats
+from .breakdown import StageProfile
+from .metrics import Rates, rates
+from .proof import KernelCell, kernel_cells
+from .records import RunResult, StageResult, Status
+
+
+@dataclass(frozen=True)
+class StageSummary:
+    index: int
+    key: str
+    label: str
+    status: Status
+    reason: str
+    gpus: int
+    precision: str
+    timing: stats.TimingStats
+    partial: bool                     # timings exist but the stage did not finish ok: not a result
+    round_medians: tuple[float, ...]
+    noise_reason: str | None          # None: steady; else which rule it broke, with the figures
+    rates: Rates
+    mfu_measured_peak: float | None
+    speedup: float | None
+    speedup_ci: tuple[float, float] | None
+    scaling_efficiency: float | None
+    peak_mem_mib: float | None
+    loss_first: float | None
+    loss_last: float | None
+    verdict: str | None               # verified | fallback | unconfirmed, or "imported: verified on <gpu>"
+    cells: dict[str, KernelCell]
+    warnings: tuple[str, ...]
+    host_ms: float | None             # median host time to enqueue one timed step
+    profile: StageProfile | None
+    bottleneck: breakdown.Bottleneck
+    delta: breakdown.StageDelta | None
+    energy_j_per_token: float | None
+    skipped_steps: int | None
+    result: StageResult = field(repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    @property
+    def noisy(self) -> bool | None:
+        return None if self.timing.n == 0 else self.noise_reason is not None
+
+    @property
+    def ranked(self) -> bool:
+        """May appear in rankings and headlines: finished ok, measured here, and not a fallback."""
+        return self.ok and self.speedup is not None and self.verdict != "fallback"
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run: RunResult
+    baseline_key: str | None
+    baseline_status: Status | None
+    baseline_note: str | None         # why there are no speedups, when there are none
+    stages: tuple[StageSummary, ...]
+
+    def stage(self, index: int) -> StageSummary:
+        return self.stages[index]
+
+    @property
+    def fastest(self) -> StageSummary | None:
+        ranked = [s for s in self.stages if s.ranked]
+        return max(ranked, key=lambda s: s.speedup or 0) if ranked else None
+
+
+def _imported_timing(metrics: dict) -> stats.TimingStats:
+    return stats.TimingStats(n=0, median_ms=metrics.get("median_ms"), p10_ms=metrics.get("p10_ms"),
+                             p90_ms=metrics.get("p90_ms"), mean_ms=metrics.get("mean_ms"),
+                             std_ms=metrics.get("std_ms"), iqr_ms=None)
+
+
+def _median(values: tuple[float, ...]) -> float | None:
+    return stats.timing_stats(values).median_ms if values else None
+
+
+def summarize(run: RunResult) -> RunSummary:
+    base = run.stages[0] if run.stages else None
+    base_ok = base is not None and base.status == Status.OK and bool(base.times_ms)
+    note = None
+    if base is not None and not base_ok:
+        note = (f"no speedups: the baseline stage {base.key} is {base.status.value}"
+                + (f" ({base.reason})" if base.reason else "") if base.finished else None)
+    imported_gpu = run.gpu if run.imported else None
+    ceilings = run.machine.raw.get("ceilings") or {}
+    out: list[StageSummary] = []
+    for stage in run.stages:
+        prev = out[-1] if out else None
+        out.append(_stage_summary(run, stage, base if base_ok else None, prev, imported_gpu, ceilings))
+    out = [replace(s, scaling_efficiency=_scaling(s, out)) if s.gpus > 1 and s.scaling_efficiency is None else s
+           for s in out]
+    return RunSummary(run=run, baseline_key=base.key if base else None,
+                      baseline_status=base.status if base else None, baseline_note=note, stages=tuple(out))
+
+
+def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None, prev: StageSummary | None,
+                   imported_gpu: str | None, ceilings: dict) -> StageSummary:
+    imported_csv = bool(stage.imported_metrics) and not stage.times_ms
+    metrics = stage.imported_metrics or {}
+    timing = _imported_timing(metrics) if imported_csv else stats.timing_stats(stage.times_ms)
+    ok = stage.status == Status.OK
+    world = int(stage.gpus)
+    rounds = stage.round_series
+    round_medians = tuple(m for m in (stats.timing_stats(r).median_ms for r in rounds if r) if m is not None)
+    gpu = run.gpu if run.device == "cuda" else None
+    stage_rates = rates(run.config, timing.median_ms, gpu, stage.precision, world) if ok else Rates(
+        mfu_reason=f"stage {stage.status.value}: no result")
+    speedup = ci = None
+    if imported_csv:
+        speedup = metrics.get("speedup")
+        ci = ((metrics["speedup_ci_low"], metrics["speedup_ci_high"])
+              if metrics.get("speedup_ci_low") is not None and metrics.get("speedup_ci_high") is not None else None)
+    elif ok and base is not None and timing.median_ms:
+        base_world = int(base.gpus)
+        # throughput ratio: equal to the step-time ratio at equal world sizes
+        scale = world / base_world
+        speedup = scale * (stats.timing_stats(base.times_ms).median_ms or 0) / timing.median_ms
+        interval = stats.bootstrap_speedup_ci(base.round_series, rounds) if stage is not base else None
+        ci = (interval[0] * scale, interval[1] * scale) if interval else None  # the baseline is the reference
+    bottleneck = (breakdown.bottleneck(stage.profile, timing.median_ms, _median(stage.host_ms))
+                  if ok else breakdown.Bottleneck("unknown", None, f"stage {stage.status.value}: not measured"))
+    delta = (breakdown.delta(prev.profile, stage.profile, _changed_title(prev.result, stage))
+             if prev is not None and prev.profile and stage.profile else None)
+    peak = ceilings.get("bf16_tflops") if stage.precision in ("bf16", "fp16") else ceilings.get("fp32_tflops")
+    tokens_timed = len(stage.times_ms) * run.config.tokens_per_step * world
+    verdict = stage.verdict
+    if imported_gpu and verdict:
+        verdict = f"imported: {verdict} on {imported_gpu}"
+    return StageSummary(
+        index=stage.index, key=stage.key, label=stage.label, status=stage.status, reason=stage.reason,
+        gpus=world, precision=stage.precision, timing=timing,
+        partial=not ok and bool(stage.times_ms), round_medians=round_medians,
+        noise_reason=stats.noise_reason(stage.times_ms, list(round_medians)) if stage.times_ms else
+        metrics.get("noise_reason"),
+        rates=stage_rates if not imported_csv else Rates(metrics.get("tokens_per_s"), metrics.get("tflops"),
+                                                         metrics.get("mfu"), None),
+        mfu_measured_peak=(stage_rates.tflops / (world * peak) if stage_rates.tflops and peak else
+                           metrics.get("mfu_measured_peak")),
+        speedup=speedup, speedup_ci=ci,
+        scaling_efficiency=metrics.get("scaling_efficiency") if imported_csv else None,
+        peak_mem_mib=stage.peak_mem_mib,
+        loss_first=stage.losses[0] if stage.losses else metrics.get("loss_first"),
+        loss_last=stage.losses[-1] if stage.losses else metrics.get("loss_last"),
+        verdict=verdict,
+        cells=kernel_cells(stage.lever_names, stage.status.value, stage.reason, stage.kernels, stage.verdict,
+                           run.device, imported_gpu),
+        warnings=stage.warnings, host_ms=_median(stage.host_ms) if not imported_csv else metrics.get("host_ms"),
+        profile=stage.profile, bottleneck=bottleneck, delta=delta,
+        energy_j_per_token=(stage.energy_j / tokens_timed if stage.energy_j and tokens_timed and ok else
+                            metrics.get("energy_j_per_token")),
+        skipped_steps=stage.skipped_steps, result=stage)
+
+
+def _changed_title(prev: StageResult, cur: StageResult) -> str:
+    from .levers import LEVERS, Stage
+    changed = [LEVERS[getattr(cur, k)].title for k in ("optimizer", "norm", "precision", "compile", "gpus")
+               if getattr(prev, k) != getattr(cur, k)]
+    return " + ".join(changed) or Stage.of(cur).label
+
+
+def _scaling(stage: StageSummary, stages: list[StageSummary]) -> float | None:
+    """throughput(N) / (N x throughput(1)) against the same levers on one GPU in this run."""
+    if not stage.rates.tokens_per_s:
+        return None
+    levers = {k: v for k, v in stage.result.lever_names.items() if k != "gpus"}
+    twin = next((s for s in stages if s.gpus == 1 and s.ok and s.rates.tokens_per_s and
+                 {k: v for k, v in s.result.lever_names.items() if k != "gpus"} == levers), None)
+    if twin is None or not twin.rates.tokens_per_s:
+        return None
+    return stage.rates.tokens_per_s / (stage.gpus * twin.rates.tokens_per_s)

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Everything this project measures on a lent H200, one mode per device call (each call: `bash benchmarks/h200.sh MODE...`).
+# Results go to $OUT; docs/data/ keeps them. Apex is built from .apex/ (git-ignored, NVIDIA/apex source) or unpacked
+# from .apexlib/ (a build this script made earlier and sent back).
+set -u
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+log() { echo "[$(date -u +%T)] $*" | tee -a "$OUT/steps.log"; }
+
+apex() {
+  if [ -f .apexlib/apexlib.tar.xz ]; then
+    log "unpacking the carried Apex build"; mkdir -p /tmp/apexlib && tar -C /tmp -xJf .apexlib/apexlib.tar.xz
+  elif [ ! -d /tmp/apexlib/apex ]; then
+    log "building Apex $(cat .apex/COMMIT 2>/dev/null)"
+    start=$(date +%s)
+    (cd .apex && APEX_CPP_EXT=1 APEX_CUDA_EXT=1 TORCH_CUDA_ARCH_LIST=9.0 APEX_PARALLEL_BUILD=16 \
+      NVCC_APPEND_FLAGS="--threads 2" python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/apexlib . \
+      > "$OUT/apex_build.log" 2>&1)
+    log "apex build exit $? in $(( $(date +%s) - start )) s"
+    (cd /tmp && tar -cJf "$OUT/apexlib.tar.xz" apexlib/apex apexlib/amp_C*.so apexlib/fused_layer_norm_cuda*.so \
+      apexlib/apex-*.dist-info 2>>"$OUT/apex_build.log"); ls -la "$OUT/apexlib.tar.xz" | tee -a "$OUT/steps.log"
+  fi
+  export PYTHONPATH=/tmp/apexlib:$ROOT
+}
+
+env_info() {
+  { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv; python3 -c \
+    "import torch,sys;print('torch',torch.__version__,'cuda',torch.version.cuda,'python',sys.version.split()[0])"; \
+    nproc; date -u; } > "$OUT/env.txt" 2>&1
+}
+
+run() {  # run NAME ARGS...: one CLI run, its JSON and log kept
+  local name=$1; shift
+  log "run $name: $*"
+  local t0=$(date +%s.%N)
+  timeout 590 python3 -m bench_core run --quiet --no-db --json "$OUT/$name.json" "$@" > "$OUT/$name.log" 2>&1
+  log "run $name exit $? wall $(python3 -c "print(round($(date +%s.%N)-$t0,1))") s"
+}
+
+for mode in "$@"; do
+  case $mode in
+    apex) apex ;;
+    env) env_info; python3 -m bench_core.probe_collect > "$OUT/probe.json" 2>"$OUT/probe.err" ;;
+    gputests) log "gpu tests"; timeout 200 python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider > "$OUT/gpu_tests.log" 2>&1; log "gpu tests exit $?" ;;
+    smoke) run smoke_all --preset all --model gpt2-small --warmup 3 --iters 8 ;;
+    ttr)  # time to result: the seed ladder on gpt2-small, 10 + 30; cold probe, then the cached one
+      rm -rf ~/.cache/bench_core
+      for i in 1 2; do
+        log "time to result $i"; python3 benchmarks/time_to_result.py -- --preset seed --model gpt2-small --warmup 10 \
+          --iters 30 --no-db --json "$OUT/ttr_$i.json" > "$OUT/ttr_$i.log" 2>&1; tail -1 "$OUT/ttr_$i.log" | tee -a "$OUT/steps.log"
+      done ;;
+    small) for i in 1 2; do run seed_small_$i --preset seed --model gpt2-small --repeats 2
+                            run native_small_$i --preset native --model gpt2-small --repeats 2; done ;;
+    medium_seed) for i in 1 2; do run seed_medium_$i --preset seed --model gpt2-medium --repeats 2; done ;;
+    medium_native) for i in 1 2; do run native_medium_$i --preset native --model gpt2-medium --repeats 2; done ;;
+    components) for m in gpt2-small gpt2-medium; do for i in 1 2; do log "components $m $i"
+      timeout 200 python3 -m bench_core components --model "$m" --device cuda --json > "$OUT/components_${m}_$i.json" \
+        2>"$OUT/components_${m}_$i.err"; log "exit $?"; done; done ;;
+    *) log "unknown mode $mode" ;;
+  esac
+done
+log "done"

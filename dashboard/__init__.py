@@ -1,0 +1,1 @@
+"""Streamlit components shared by the pages: session and manager, the job view, the form and ladder builder."""

@@ -1,0 +1,85 @@
+"""The model-and-run form. Fields are text inputs, so every value the user typed reaches the app's own
+validation, which says what is wrong under the field; nothing runs while a field is invalid."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from bench_core.config import (
+    DEVICES,
+    FIELD_HELP,
+    FIELD_LABELS,
+    INT_FIELDS,
+    WORKLOADS,
+    BenchConfig,
+    ConfigError,
+    collect_errors,
+    defaults_for,
+)
+from bench_core.probe import Probe
+from bench_core.settings import Limits
+
+FORM_FIELDS = [n for n in INT_FIELDS if n != "seed"]
+
+
+def init(device_kind: str) -> None:
+    defaults = defaults_for(device_kind)
+    for name in FORM_FIELDS:
+        st.session_state.setdefault(f"cfg_{name}", str(getattr(defaults, name)))
+    st.session_state.setdefault("cfg_device", "auto")
+
+
+def apply_size() -> None:
+    for name, value in WORKLOADS[st.session_state["size_preset"]].items():
+        st.session_state[f"cfg_{name}"] = str(value)
+
+
+def parse() -> tuple[BenchConfig | None, dict[str, str]]:
+    """The config the fields say, and every error by field. Recomputed on each rerun: no stale message."""
+    values, errors = {}, {}
+    for name in FORM_FIELDS:
+        raw = str(st.session_state.get(f"cfg_{name}", "")).strip()
+        try:
+            values[name] = int(raw)
+        except ValueError:
+            errors[name] = str(ConfigError(name, raw, "must be an integer" if raw else "is empty: enter a number"))
+    if errors:
+        return None, errors
+    return BenchConfig(**values, seed=1234, device=st.session_state["cfg_device"]), {}
+
+
+def validate(limits: Limits, probe: Probe | None) -> tuple[BenchConfig | None, dict[str, str]]:
+    cfg, errors = parse()
+    if cfg is None:
+        return None, errors
+    probe = probe or Probe.from_dict({})
+    found = collect_errors(cfg, limits, probe.cuda_available, probe.free_bytes)
+    by_field: dict[str, str] = {}
+    for e in found:
+        by_field.setdefault(e.field, str(e))
+    return (cfg if not by_field else None), by_field
+
+
+def draw(device_kind: str, errors: dict[str, str]) -> None:
+    st.selectbox("Start from a model size", list(WORKLOADS), key="size_preset", on_change=apply_size,
+                 index=list(WORKLOADS).index("gpt2-small" if device_kind == "cuda" else "tiny"))
+    # Two fields a row, in reading order, so a narrow screen stacks them in the same order.
+    names = FORM_FIELDS + ["device"]
+    for start in range(0, len(names), 2):
+        cols = st.columns(2)
+        for col, name in zip(cols, names[start:start + 2], strict=False):
+            with col:
+                if name == "device":
+                    st.selectbox(FIELD_LABELS["device"], DEVICES, key="cfg_device", help=FIELD_HELP["device"])
+                else:
+                    st.text_input(FIELD_LABELS[name], key=f"cfg_{name}", help=FIELD_HELP[name] or None)
+                if name in errors:
+                    st.error(errors[name])
+    other = {f: m for f, m in errors.items() if f not in names}
+    for message in other.values():
+        st.error(message)
+
+
+def with_device(cfg: BenchConfig, device: str) -> BenchConfig:
+    return replace(cfg, device=device)

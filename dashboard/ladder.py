@@ -1,0 +1,73 @@
+"""Choosing the stages: a preset ladder (at one or more GPU counts) or a custom one, lever by lever."""
+from __future__ import annotations
+
+import streamlit as st
+
+from bench_core.levers import KINDS, PRESETS, Stage, across_gpus, names_of
+from bench_core.probe import Probe
+
+PRESET_CAPTIONS = {"seed": "Apex's 4 steps", "native": "PyTorch's own", "all": "both + peers",
+                   "custom": "build your own"}
+
+
+def chosen(probe: Probe | None, device: str) -> tuple[str, list[Stage]]:
+    choice = st.session_state.get("stage_choice", "seed")
+    if choice == "custom":
+        return "custom", [Stage(**s) for s in st.session_state.get("custom_ladder", [])]
+    return choice, across_gpus(PRESETS[choice], st.session_state.get("gpu_counts") or ["1"])
+
+
+def runnable(stages: list[Stage], probe: Probe | None, device: str) -> list[tuple[Stage, str | None]]:
+    return [(s, s.unavailable_reason(probe, device) if probe else "waiting for the probe") for s in stages]
+
+
+def draw(probe: Probe | None, device: str, max_stages: int) -> None:
+    st.radio("Ladder", list(PRESET_CAPTIONS), key="stage_choice", horizontal=True,
+             captions=list(PRESET_CAPTIONS.values()))
+    choice = st.session_state["stage_choice"]
+    if choice != "custom":
+        counts = [n for n in names_of("gpus") if probe and not Stage(gpus=n).unavailable_reason(probe, device)]
+        if len(counts) > 1:
+            st.multiselect("GPU counts (each stage runs at each; > 1 through torchrun + DDP)", counts,
+                           default=["1"], key="gpu_counts")
+        for i, (stage, reason) in enumerate(runnable(list(PRESETS[choice]), probe, device)):
+            st.markdown(f"{i + 1}. `{stage.key}` — " + (f"*unavailable: {reason}*" if reason else "runs here"))
+        return
+    ladder = st.session_state.setdefault("custom_ladder", [])
+    if not ladder:
+        st.caption("No stage yet: build one below, lever by lever, and add it to the ladder.")
+    for i, spec in enumerate(list(ladder)):
+        a, b = st.columns([5, 1])
+        reason = Stage(**spec).unavailable_reason(probe, device) if probe else None
+        a.markdown(f"{i + 1}. `{Stage(**spec).key}`" + (f" — *unavailable: {reason}*" if reason else ""))
+        if b.button("Remove", key=f"remove_{i}", help="remove this stage"):
+            ladder.pop(i)
+            st.rerun()
+
+
+def builder(probe: Probe | None, device: str, max_stages: int) -> None:
+    """Full-width lever picker. Each lever is checked with the levers already picked (the GPU count first), so
+    a lever that needs 2 GPUs is offered once 2 are picked."""
+    st.subheader("Build a stage")
+    ladder = st.session_state.setdefault("custom_ladder", [])
+    picked: dict[str, str] = {}
+    order = ["gpus"] + [k for k in KINDS if k != "gpus"]
+    cols = dict(zip(order, st.columns(len(order)), strict=False))
+    for kind in order:
+        with cols[kind]:
+            def reason_of(name: str, kind: str = kind) -> str | None:
+                if probe is None:
+                    return "waiting for the probe"
+                try:
+                    return Stage(**{**picked, kind: name}).unavailable_reason(probe, device)
+                except Exception as exc:  # an invalid combination so far
+                    return str(exc)
+            available = [n for n in names_of(kind) if not reason_of(n)]
+            picked[kind] = st.radio(kind, available or names_of(kind)[:1], key=f"lever_{kind}")
+            for name in names_of(kind):
+                reason = reason_of(name)
+                if reason:
+                    st.caption(f"{name}: {reason}")
+    if st.button("Add stage to the ladder", disabled=len(ladder) >= max_stages):
+        ladder.append({kind: st.session_state[f"lever_{kind}"] for kind in KINDS})
+        st.rerun()

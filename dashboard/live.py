@@ -1,0 +1,53 @@
+"""The live view of the running job, and the verdict card shown on every result (live and final)."""
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from bench_core.headline import headline
+from bench_core.jobs import JobManager
+from bench_core.summary import RunSummary
+from dashboard import job_view
+from dashboard.session import role
+
+
+def verdict_card(summary: RunSummary, cpu_switch: bool = False) -> None:
+    """st.container(key="verdict"): the answer in a few plain sentences, with figures and intervals."""
+    with st.container(key="verdict", border=True):
+        lines = headline(summary).lines
+        st.markdown("#### Verdict" + (" (so far)" if summary.run.status.value == "running" else ""))
+        for line in lines or ("No stage has finished yet.",):
+            st.markdown(f"- {line}")
+        if cpu_switch and summary.run.device == "cpu" and summary.run.preset == "seed":
+            st.button("Switch to the native ladder (runs on this CPU)", key="to_native",
+                      on_click=lambda: st.session_state.update(stage_choice="native"))
+
+
+@st.fragment(run_every=1.0)
+def live(manager: JobManager, operator: bool) -> None:
+    snap = manager.active()
+    queued = manager.queued()
+    if snap is None:
+        if st.session_state.get("was_live"):
+            st.session_state["was_live"] = False
+            st.rerun()  # the job just ended: redraw the page with its final results
+        if queued:
+            st.info(f"{len(queued)} job(s) queued; starting…")
+        return
+    st.session_state["was_live"] = True
+    st.subheader("Running now")
+    top, cancel_col = st.columns([6, 1])
+    with top:
+        job_view.job_header(snap)
+    if cancel_col.button("Cancel", key=f"cancel_{snap.job_id}", disabled=not operator,
+                         help="stops the running stage and drops the rest"):
+        manager.cancel(snap.job_id, role=role())
+    for q in queued:
+        st.caption(f"Queued #{(q.position or 0) + 1}: job `{q.job_id}` · {q.run.preset} · {len(q.run.stages)} stages")
+    job_view.stage_progress(snap)
+    summary = snap.run.summary
+    verdict_card(summary)
+    job_view.fallback_warnings(snap.run)
+    # Snapshots change with every iteration; charts are rebuilt at most once a second and shared by all viewers.
+    job_view.charts(summary, key="live", version=(snap.job_id, int(time.time())))
