@@ -23,10 +23,11 @@ CELL_COLORS = dict(zip(CELL_STATES, ["#e0e0e0", "#fff8e1", "#ffffff", "#66bb6a",
 CELL_MARKS = {"used": "✓", "fallback": "✗ fallback", "expected, not seen": "?", "unavailable": "n/a",
               "pending": "…", "imported": "✓ (imported)"}
 # Plain colours instead of a named template: merging a template cost about a quarter of each figure's build time.
-LAYOUT = dict(template=None, margin=dict(l=10, r=20, t=60, b=40), plot_bgcolor="white", paper_bgcolor="white",
+LAYOUT = dict(template=None, margin=dict(l=10, r=30, t=70, b=50), plot_bgcolor="white", paper_bgcolor="white",
               font=dict(color="#2a3f5f", size=12), xaxis=dict(gridcolor="#ebf0f8", zerolinecolor="#ebf0f8"),
               yaxis=dict(gridcolor="#ebf0f8", automargin=True, autorange="reversed"),
-              legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0))
+              # legends above the plot, under the title: below it they collide with the axis title on a phone
+              legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0, font=dict(size=11)))
 
 
 def _title(text: str) -> dict:
@@ -85,7 +86,8 @@ def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
             else:
                 x.append(0)
                 colors.append(UNAVAILABLE if s.status.value == "unavailable" else FAILED)
-                text.append("fallback: not counted" if s.verdict == "fallback" and s.ok else _status_text(s))
+                text.append("fallback: not counted" if s.verdict == "fallback" and s.ok else
+                            f"{s.status.value} (partial)" if s.partial else s.status.value)
                 lo.append(0)
                 hi.append(0)
             hover.append(s.reason or "; ".join(s.warnings) or s.label)
@@ -95,7 +97,7 @@ def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                              showlegend=several))
     fig.add_vline(x=1.0, line_dash="dot", line_color="#616161")
     base = summaries[0].baseline_key if summaries else None
-    title = f"Speedup vs {base} (median step time, 95% bootstrap interval)" if base else "Speedup"
+    title = f"Speedup vs {base}<br><sup>median step time, 95% bootstrap interval</sup>" if base else "Speedup"
     note = next((s.baseline_note for s in summaries if s.baseline_note), None)
     fig.update_layout(title=_title(title + (f"<br><sup>{note}</sup>" if note else "")), xaxis_title="× faster",
                       height=_height(len(_keys(summaries)), len(summaries)), barmode="group", **LAYOUT)
@@ -118,7 +120,8 @@ def iteration_times(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                                  legendgroup=str(n), showlegend=several and s is summary.stages[0],
                                  marker=dict(size=4, color=color), line=dict(width=1.5),
                                  hovertext=f"median {s.timing.median_ms:.2f} ms" + (" · PARTIAL" if s.partial else "")))
-    fig.update_layout(title=_title("Step time per stage (box p25–p75, line median; red: partial, not a result)"),
+    fig.update_layout(title=_title("Step time per stage<br><sup>box p25–p75, line median; red: partial, "
+                                   "not a result</sup>"),
                       xaxis_title="ms", height=_height(len(_keys(summaries)), len(summaries)), boxmode="group",
                       **LAYOUT)
     return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
@@ -142,7 +145,7 @@ def _bars(runs: list[RunSummary], value: Callable[[StageSummary], float | None],
 
 def peak_memory(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     return _bars(_summaries(runs), lambda s: s.peak_mem_mib, ",.0f",
-                 "Peak GPU memory per stage (CUDA allocator, after warm-up)", "MiB")
+                 "Peak GPU memory per stage<br><sup>CUDA allocator, after warm-up</sup>", "MiB")
 
 
 def throughput(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
@@ -151,7 +154,7 @@ def throughput(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
 
 def mfu(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     return _bars(_summaries(runs), lambda s: None if s.rates.mfu is None else 100 * s.rates.mfu, ".1f",
-                 "Model FLOPs utilisation (of the dense datasheet peak)", "% of peak")
+                 "Model FLOPs utilisation<br><sup>of the dense datasheet peak</sup>", "% of peak")
 
 
 def loss_curves(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
@@ -167,7 +170,7 @@ def loss_curves(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                                          line=dict(color=RUN_COLORS[i % len(RUN_COLORS)], width=2)))
                 i += 1
     layout = {**LAYOUT, "yaxis": dict(gridcolor="#ebf0f8")}
-    fig.update_layout(title=_title("Loss per timed iteration (same data and init: curves should overlay)"),
+    fig.update_layout(title=_title("Loss per timed iteration<br><sup>same data and init: curves should overlay</sup>"),
                       xaxis_title="iteration", yaxis_title="loss", height=420, **layout)
     return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
 
@@ -191,8 +194,8 @@ def time_breakdown(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                                      marker=dict(symbol="line-ns-open", size=18, color="#212121", line_width=2),
                                      hovertext=f"step median {s.timing.median_ms:.2f} ms"))
     cpu = rows and rows[0][1].profile and rows[0][1].profile.source == "cpu"
-    title = ("Where the time goes: CPU op self time per step, by category" if cpu else
-             "Where the time goes: GPU kernel time per step by category (| = measured step time)")
+    title = ("Where the time goes<br><sup>CPU op self time per step, by category</sup>" if cpu else
+             "Where the time goes<br><sup>GPU kernel time per step by category; | = measured step time</sup>")
     fig.update_layout(title=_title(title), xaxis_title="ms per step", barmode="stack", height=_height(len(rows)) + 40,
                       **LAYOUT)
     return fig if rows else _empty(fig, "the breakdown comes from the profiled steps, after the timed ones")
@@ -212,7 +215,8 @@ def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                            hovertext=[s.bottleneck.sentence for _, s in rows]))
     fig.add_vline(x=100 * BUSY_THRESHOLD, line_dash="dot", line_color="#616161",
                   annotation_text=f"{BUSY_THRESHOLD:.0%}: below is launch-bound", annotation_position="top")
-    fig.update_layout(title=_title("GPU busy share of the step (kernel time ÷ step time)"), xaxis_title="% busy",
+    fig.update_layout(title=_title("GPU busy share of the step<br><sup>kernel time ÷ step time</sup>"),
+                      xaxis_title="% busy",
                       xaxis_range=[0, 115], height=_height(len(rows)) + 20, **LAYOUT)
     return fig if rows else _empty(fig, "busy share needs a CUDA profile")
 
@@ -241,21 +245,48 @@ def kernel_grid(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                                  marker=dict(size=12, color=CELL_COLORS[state], symbol="square",
                                              line=dict(color="#9e9e9e", width=1))))
     layout = {**LAYOUT, "height": 170 + 30 * max(len(rows), 1)}
-    fig.update_layout(title=_title("Kernel proof (torch.profiler, untimed steps after the timed ones)"), **layout)
+    fig.update_layout(title=_title("Kernel proof<br><sup>torch.profiler, untimed steps after the timed ones</sup>"),
+                      **layout)
     fig.update_yaxes(showgrid=False)
     fig.update_xaxes(side="top", showgrid=False, tickangle=0, automargin=True)
     return fig
 
 
+def roofline(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    """Achieved model TFLOP/s per stage against this GPU's ceilings: the datasheet's dense peak and the peak
+    measured here (a large square GEMM), each for the stage's precision."""
+    from .metrics import peak_tflops
+    summaries = _summaries(runs)
+    several = len(summaries) > 1
+    fig = go.Figure()
+    rows = [(summary, s) for summary in summaries for s in summary.stages if s.ok and s.rates.tflops]
+    labels = [f"{s.key} · {summary.run.run_id[:6]}" if several else s.key for summary, s in rows]
+    fig.add_trace(go.Bar(y=labels, x=[s.rates.tflops for _, s in rows], orientation="h", name="achieved",
+                         marker_color=NEUTRAL, cliponaxis=False, textposition="outside",
+                         text=[f"{s.rates.tflops:.0f}" + (f" · {s.mfu_measured_peak:.0%} of measured" if
+                                                         s.mfu_measured_peak else "") for _, s in rows]))
+    datasheet = [peak_tflops(summary.run.gpu, s.precision)[0] for summary, s in rows]
+    measured = [(s.rates.tflops or 0) / s.mfu_measured_peak if s.mfu_measured_peak else None for _, s in rows]
+    for name, xs, symbol in (("datasheet dense peak", datasheet, "line-ns-open"),
+                             ("measured peak (GEMM)", measured, "diamond")):
+        fig.add_trace(go.Scatter(y=labels, x=xs, mode="markers", name=name,
+                                 marker=dict(symbol=symbol, size=14, color="#c62828" if "data" in name else "#212121",
+                                             line_width=2)))
+    fig.update_layout(title=_title("Achieved TFLOP/s against this GPU's ceilings<br><sup>datasheet dense peak and "
+                                   "measured GEMM peak</sup>"), xaxis_title="TFLOP/s",
+                      height=_height(len(rows)) + 40, **LAYOUT)
+    return fig if rows else _empty(fig, "TFLOP/s are reported for stages that finished ok")
+
+
 def scaling(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     """Scaling efficiency = throughput(N) / (N x throughput(1)) of the same levers, per multi-GPU stage."""
     return _bars(_summaries(runs), lambda s: None if s.scaling_efficiency is None else 100 * s.scaling_efficiency,
-                 ".0f", "Scaling efficiency (weak scaling, same per-GPU batch)", "% of N × one GPU")
+                 ".0f", "Scaling efficiency<br><sup>weak scaling, same per-GPU batch</sup>", "% of N × one GPU")
 
 
 ALL_FIGURES = {"speedup": speedup_bars, "breakdown": time_breakdown, "bottleneck": bottleneck,
                "iteration_time": iteration_times, "throughput": throughput, "mfu": mfu, "memory": peak_memory,
-               "loss": loss_curves, "kernels": kernel_grid, "scaling": scaling}
+               "roofline": roofline, "loss": loss_curves, "kernels": kernel_grid, "scaling": scaling}
 
 
 def not_applicable(name: str, runs: RunSummary | Sequence[RunSummary]) -> str | None:
@@ -264,7 +295,7 @@ def not_applicable(name: str, runs: RunSummary | Sequence[RunSummary]) -> str | 
     cuda = any(s.run.device == "cuda" for s in summaries)
     if name == "scaling" and not any(st.gpus > 1 for s in summaries for st in s.stages):
         return "Scaling efficiency needs stages at more than one GPU count (--gpus 1,2)."
-    if name == "mfu" and not cuda:
+    if name in ("mfu", "roofline") and not cuda:
         return "MFU is a GPU figure: there is no datasheet peak for a CPU."
     if name == "memory" and not cuda:
         return "Peak memory is the CUDA allocator's figure; on CPU it would be the whole process's RSS, alike " \

@@ -94,7 +94,7 @@ class _Job:
 
 class JobManager:
     def __init__(self, store: Store | None, limits: Limits, probe: Probe | None = None, env: dict | None = None,
-                 runner: RunAll = run_all, probe_runner: Callable[[], Probe] = run_probe):
+                 runner: RunAll = run_all, probe_runner: Callable[..., Probe] = run_probe):
         self.store, self.limits, self.env = store, limits, env
         self._run_all, self._probe_runner = runner, probe_runner
         self._lock = threading.RLock()
@@ -118,8 +118,8 @@ class JobManager:
         self._thread.start()
 
     # ---------------------------------------------------------------- probe
-    def _refresh_probe(self) -> None:
-        probe = self._probe_runner()
+    def _refresh_probe(self, measure_again: bool = False) -> None:
+        probe = self._probe_runner(measure_again) if measure_again else self._probe_runner()
         with self._lock:
             self._probe = probe
         self._probe_ready.set()
@@ -128,7 +128,7 @@ class JobManager:
         """Measure again in the background (after installing Apex, say); the old probe serves meanwhile."""
         if role != "operator":
             raise NotAllowed("only an operator may probe the machine again")
-        threading.Thread(target=self._refresh_probe, name="bench-probe", daemon=True).start()
+        threading.Thread(target=self._refresh_probe, args=(True,), name="bench-probe", daemon=True).start()
 
     def import_file(self, name: str, data: bytes, role: str = "operator") -> str:
         """Import runs from a CSV/JSON file into the history; a message saying what happened.

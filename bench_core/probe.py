@@ -150,12 +150,15 @@ class Probe:
 FAILED_PROBE = {"cuda": {"available": False}, "apex": {"status": "missing", "extensions": {}}}
 
 
-def run_probe(timeout: float = 180.0, env: dict | None = None) -> Probe:
-    """The probe in a fresh interpreter; on failure a Probe with `error` set and no CUDA."""
+def run_probe(timeout: float = 180.0, env: dict | None = None, measure_again: bool = False) -> Probe:
+    """The probe in a fresh interpreter; on failure a Probe with `error` set and no CUDA.
+
+    `measure_again` also re-measures the GPU ceilings instead of reading them from the machine's cache."""
     cmd = [sys.executable, "-m", "bench_core.probe_collect"]
+    extra = {"BENCH_REFRESH_CEILINGS": "1"} if measure_again else {}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,  # noqa: S603 (our own argv)
-                              env=child_env(env))
+                              env=child_env(env, **extra))
         return Probe.from_dict(json.loads(proc.stdout))
     except Exception as exc:  # a probe reports, it never crashes its caller
         return Probe.from_dict({**FAILED_PROBE, "error": f"probe failed: {type(exc).__name__}: {exc}"})
@@ -170,7 +173,7 @@ def cached_probe(refresh: bool = False, env: dict | None = None) -> tuple[Probe,
     data = None if refresh else machine_cache.load("probe", key)
     if data is not None and not data.get("error"):
         return Probe.from_dict(_fresh_free_memory(data)), True
-    probe = run_probe(env=env)
+    probe = run_probe(env=env, measure_again=refresh)
     if not probe.error:
         machine_cache.save("probe", key, probe.to_dict())
     return probe, False

@@ -220,6 +220,7 @@ def collect() -> dict:
         "compile": {d: _compile_usable(torch, d, cuda) for d in ("cpu", "cuda")},
         "adam_fused": {d: _fused_adam_works(torch, d) for d in devices},
         "apex": _guard(probe_apex, torch, cuda_ok),
+        "ceilings": _guard(_ceilings, torch) if cuda_ok else None,
         "nccl": _guard(lambda: ".".join(map(str, torch.cuda.nccl.version())) if cuda_ok else None),
         "topology": _guard(gpu_topology) if cuda_ok else None,
     }
@@ -232,10 +233,21 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
+def _ceilings(torch: Any) -> dict | None:
+    """Measured bf16/fp32 GEMM and copy ceilings, cached per machine and environment
+    (BENCH_REFRESH_CEILINGS=1 measures again)."""
+    from .ceilings import cached_or_measure
+    found = cached_or_measure(torch, refresh=os.environ.get("BENCH_REFRESH_CEILINGS") == "1")
+    return found.to_dict() if found else None
+
+
 def main() -> int:
     """`python -m bench_core.probe_collect`: print the probe as JSON (the parent runs this in a fresh process)."""
+    import contextlib
     import json
-    print(json.dumps(collect(), default=str))
+    with contextlib.redirect_stdout(sys.stderr):  # stray prints of imported libraries must not corrupt the JSON
+        data = collect()
+    print(json.dumps(data, default=str))
     return 0
 
 

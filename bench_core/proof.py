@@ -25,9 +25,12 @@ KEY_KERNELS: dict[str, KeyKernel] = {
                            and "at::native" not in n or "multi_tensor_adam" in n),
     "apex_layernorm": KeyKernel("Apex LayerNorm", lambda n: "cuApplyLayerNorm" in n or "cuComputeGradInput" in n
                                 or n.startswith("apex::fused_layer_norm")),
-    "aten_fused_adam": KeyKernel("aten::_fused_adam_", lambda n: n.startswith("aten::_fused_adam")),
+    # CPU op names in eager steps; kernel names too, since a CUDA graph replay records no CPU ops
+    "aten_fused_adam": KeyKernel("aten::_fused_adam_", lambda n: n.startswith("aten::_fused_adam")
+                                 or "FusedAdamMathFunctor" in n),
     "aten_foreach": KeyKernel("aten::_foreach_*", lambda n: n.startswith("aten::_foreach_")),
-    "aten_native_layer_norm": KeyKernel("aten::native_layer_norm", lambda n: n.startswith("aten::native_layer_norm")),
+    "aten_native_layer_norm": KeyKernel("aten::native_layer_norm", lambda n: n.startswith("aten::native_layer_norm")
+                                        or (n.startswith("void at::native::") and "layer_norm" in n.lower())),
     "grad_scaler": KeyKernel("GradScaler unscale/update", lambda n: n.startswith(
         ("aten::_amp_foreach_non_finite", "aten::_amp_update_scale"))),
     "gemm_fp32": KeyKernel("FP32 GEMM", lambda n: n == "gemm:float"),

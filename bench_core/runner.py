@@ -200,6 +200,8 @@ def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publis
                 if isinstance(event, ev.Profiled) or (isinstance(event, ev.Memory) and not _profiles(handle)):
                     top_up()  # measured work is over: the next process may start now
                 finished = finished or isinstance(event, ev.Finished)
+        if finished:
+            break  # its result is complete: the process's exit (CUDA teardown, ~1 s) need not hold the next stage
         if hooks.cancel.is_set():
             stopped = (Status.CANCELLED, "cancelled by user")
         elif time.monotonic() - started > hooks.timeout_s:
@@ -207,13 +209,16 @@ def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publis
         if stopped:
             handle.kill()
             break
+    wall = (stage.wall_s or 0) + time.monotonic() - started
+    end = {"wall_s": wall, "finished_at": time.time()}
+    result = fold.result
+    if finished and not stopped:
+        threading.Thread(target=_reap, args=(handle, reader), daemon=True).start()
+        return replace(result, status=Status.OK if last_round else Status.RUNNING, **end)  # type: ignore[arg-type]
     code = handle.proc.wait()
     reader.join(timeout=5)
     tail = meaningful_stderr(handle.stderr_text())
     handle.close()
-    wall = (stage.wall_s or 0) + time.monotonic() - started
-    end = {"wall_s": wall, "finished_at": time.time()}
-    result = fold.result
     if stopped:
         return replace(result, status=stopped[0], reason=stopped[1], **end)  # type: ignore[arg-type]
     if result.status in STAGE_FINISHED and result.status != Status.OK:
@@ -222,6 +227,16 @@ def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publis
         return replace(result, status=Status.FAILED, reason=describe_exit(code) + (f": {tail}" if tail else ""),
                        **end)  # type: ignore[arg-type]
     return replace(result, status=Status.OK if last_round else Status.RUNNING, **end)  # type: ignore[arg-type]
+
+
+def _reap(handle: WorkerHandle, reader: threading.Thread, grace_s: float = 60.0) -> None:
+    """Wait for a finished worker to exit in the background; one that hangs on exit is killed."""
+    try:
+        handle.proc.wait(timeout=grace_s)
+    except Exception:
+        handle.kill()
+    reader.join(timeout=5)
+    handle.close()
 
 
 def _profiles(handle: WorkerHandle) -> bool:

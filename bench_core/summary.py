@@ -135,7 +135,9 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
                   if ok else breakdown.Bottleneck("unknown", None, f"stage {stage.status.value}: not measured"))
     delta = (breakdown.delta(prev.profile, stage.profile, _changed_title(prev.result, stage))
              if prev is not None and prev.profile and stage.profile else None)
-    peak = ceilings.get("bf16_tflops") if stage.precision in ("bf16", "fp16") else ceilings.get("fp32_tflops")
+    # measured ceilings: bf16 GEMM for the autocast stages, fp32 with TF32 off for fp32; none is measured for TF32
+    peak = {"bf16": ceilings.get("bf16_tflops"), "fp16": ceilings.get("bf16_tflops"),
+            "fp32": ceilings.get("fp32_tflops")}.get(stage.precision)
     tokens_timed = len(stage.times_ms) * run.config.tokens_per_step * world
     verdict = stage.verdict
     if imported_gpu and verdict:

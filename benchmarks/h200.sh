@@ -58,6 +58,17 @@ for mode in "$@"; do
     components) for m in gpt2-small gpt2-medium; do for i in 1 2; do log "components $m $i"
       timeout 200 python3 -m bench_core components --model "$m" --device cuda --json > "$OUT/components_${m}_$i.json" \
         2>"$OUT/components_${m}_$i.err"; log "exit $?"; done; done ;;
+    final)  # one short call: at most 8 files back (ttr x2, gpu test, seed + native on gpt2-small, logs)
+      env_info; python3 -m bench_core probe >> "$OUT/env.txt" 2>&1  # also warms the probe cache
+      for i in 1 2; do
+        log "time to result $i"; python3 benchmarks/time_to_result.py -- --preset seed --model gpt2-small --warmup 10 \
+          --iters 30 --no-db --json "$OUT/ttr_$i.json" >> "$OUT/runs.log" 2>&1; tail -1 "$OUT/runs.log" | tee -a "$OUT/steps.log"
+      done
+      log "gpu test: graphs proof"; timeout 60 python3 -m pytest -q -m gpu tests/gpu/test_apex_parity.py \
+        -k "graph" -p no:cacheprovider >> "$OUT/runs.log" 2>&1; log "exit $?"
+      for p in seed native; do log "run ${p}_small"
+        timeout 200 python3 -m bench_core run --quiet --no-db --preset $p --model gpt2-small --repeats 2 \
+          --json "$OUT/${p}_small.json" >> "$OUT/runs.log" 2>&1; log "exit $?"; done ;;
     *) log "unknown mode $mode" ;;
   esac
 done

@@ -84,6 +84,7 @@ def charts(summaries: RunSummary | Sequence[RunSummary], key: str, version: tupl
     with right:
         for name in ("breakdown", "bottleneck", "throughput", "mfu"):
             draw(name)
+    draw("roofline")
     draw("kernels")
     draw("loss")
     draw("scaling")
@@ -95,20 +96,26 @@ def fallback_warnings(run: RunResult) -> None:
             st.warning(f"**{stage.key}**: {warning} — this stage is not counted as Apex.")
 
 
+# Every cell is text with its unit, and "—" where a figure does not apply: never "None" or a made-up 0.0.
 TABLE_COLUMNS = {
-    "stage": st.column_config.TextColumn("Stage", width="medium"),
+    "stage": st.column_config.TextColumn("Stage", width="large"),
     "status": st.column_config.TextColumn("Status"),
-    "median_ms": st.column_config.NumberColumn("Median", format="%.2f ms"),
+    "median_ms": st.column_config.TextColumn("Median"),
     "spread": st.column_config.TextColumn("p10–p90"),
     "speedup": st.column_config.TextColumn("Speedup (95% CI)"),
-    "tokens_per_s": st.column_config.NumberColumn("Tokens/s", format="%,.0f"),
-    "mfu_pct": st.column_config.NumberColumn("MFU", format="%.1f %%"),
+    "tokens_per_s": st.column_config.TextColumn("Tokens/s"),
+    "mfu_pct": st.column_config.TextColumn("MFU"),
     "bottleneck": st.column_config.TextColumn("Bottleneck"),
     "noise": st.column_config.TextColumn("Noise"),
-    "peak_mem_mib": st.column_config.NumberColumn("Peak memory", format="%,.0f MiB"),
+    "peak_mem_mib": st.column_config.TextColumn("Peak memory"),
     "verdict": st.column_config.TextColumn("Kernel proof"),
-    "reason": st.column_config.TextColumn("Notes"),
+    "reason": st.column_config.TextColumn("Notes", width="large"),
 }
+NA = "—"
+
+
+def _fmt(value: float | None, fmt: str, unit: str = "") -> str:
+    return NA if value is None else format(value, fmt) + unit
 
 
 def table_rows(summary: RunSummary) -> pd.DataFrame:
@@ -118,15 +125,17 @@ def table_rows(summary: RunSummary) -> pd.DataFrame:
         t = s.timing
         rows.append({
             "stage": s.key, "status": s.status.value + (" (partial)" if s.partial else ""),
-            "median_ms": t.median_ms, "spread": "" if t.p10_ms is None else f"{t.p10_ms:.2f}–{t.p90_ms:.2f} ms",
-            "speedup": "" if s.speedup is None else f"×{s.speedup:.2f}" + (
+            "median_ms": _fmt(t.median_ms, ".2f", " ms"),
+            "spread": NA if t.p10_ms is None else f"{t.p10_ms:.2f}–{t.p90_ms:.2f} ms",
+            "speedup": NA if s.speedup is None else f"×{s.speedup:.2f}" + (
                 f" ({s.speedup_ci[0]:.2f}–{s.speedup_ci[1]:.2f})" if s.speedup_ci else ""),
-            "tokens_per_s": s.rates.tokens_per_s, "mfu_pct": None if s.rates.mfu is None else 100 * s.rates.mfu,
-            "bottleneck": "" if s.bottleneck.verdict == "unknown" else
+            "tokens_per_s": _fmt(s.rates.tokens_per_s, ",.0f"),
+            "mfu_pct": NA if s.rates.mfu is None else f"{100 * s.rates.mfu:.1f} %",
+            "bottleneck": NA if s.bottleneck.verdict == "unknown" else
             f"{s.bottleneck.verdict} ({(s.bottleneck.busy or 0):.0%} busy)",
-            "noise": s.noise_reason or ("steady" if t.n else ""),
-            "peak_mem_mib": s.peak_mem_mib if summary.run.device == "cuda" else None,
-            "verdict": s.verdict or "", "reason": "; ".join(([s.reason] if s.reason else []) + list(s.warnings)),
+            "noise": s.noise_reason or ("steady" if t.n else NA),
+            "peak_mem_mib": _fmt(s.peak_mem_mib if summary.run.device == "cuda" else None, ",.0f", " MiB"),
+            "verdict": s.verdict or NA, "reason": "; ".join(([s.reason] if s.reason else []) + list(s.warnings)),
         })
     df = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     for col in ("stage", "status", "reason", "verdict", "noise"):
