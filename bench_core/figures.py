@@ -53,6 +53,15 @@ def _keys(runs: list[RunSummary]) -> list[str]:
     return list(dict.fromkeys(s.key for r in runs for s in r.stages))
 
 
+def _room_for_labels(fig: go.Figure, share: float = 1.45) -> None:
+    """Bar labels sit outside the bars: leave them room, so '×5.00 (4.9–5.1)' is never cut at the edge."""
+    ends = [x + (e or 0) for t in fig.data if t.type == "bar" and t.x is not None
+            for x, e in zip(t.x, (t.error_x.array if t.error_x and t.error_x.array is not None
+                                  else [0] * len(t.x)), strict=False) if x is not None]
+    if ends and max(ends) > 0:
+        fig.update_xaxes(range=[0, max(ends) * share])
+
+
 def _empty(fig: go.Figure, text: str) -> go.Figure:
     fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
                        font=dict(color="#757575"))
@@ -102,6 +111,7 @@ def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     fig.update_layout(title=_title(title + (f"<br><sup>{note}</sup>" if note else "")), xaxis_title="× faster",
                       height=_height(len(_keys(summaries)), len(summaries)), barmode="group", **LAYOUT)
     fig.update_yaxes(categoryorder="array", categoryarray=_keys(summaries))
+    _room_for_labels(fig)
     return fig if summaries and summaries[0].stages else _empty(fig, "no stages yet")
 
 
@@ -140,6 +150,7 @@ def _bars(runs: list[RunSummary], value: Callable[[StageSummary], float | None],
     fig.update_layout(title=_title(title), xaxis_title=axis, height=_height(len(_keys(runs)), len(runs)),
                       barmode="group",
                       **LAYOUT)
+    _room_for_labels(fig, 1.2)
     return fig if any(len(t.x) for t in fig.data) else _empty(fig, "reported when a stage finishes ok")
 
 

@@ -154,7 +154,9 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
                            metrics.get("mfu_measured_peak")),
         speedup=speedup, speedup_ci=ci,
         scaling_efficiency=metrics.get("scaling_efficiency") if imported_csv else None,
-        peak_mem_mib=stage.peak_mem_mib,
+        # a CUDA graph's replays use its private pool, which the allocator counts as reserved, not allocated
+        peak_mem_mib=(stage.peak_reserved_mib if stage.compile == "graphs" and stage.peak_reserved_mib
+                      else stage.peak_mem_mib),
         loss_first=stage.losses[0] if stage.losses else metrics.get("loss_first"),
         loss_last=stage.losses[-1] if stage.losses else metrics.get("loss_last"),
         verdict=verdict,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from bench_core.config import resolve_device
+from bench_core.estimate import WARN_ABOVE_S, run_seconds
 from bench_core.jobs import LimitExceeded, NotAllowed
 from bench_core.telemetry import has_nvidia_gpu
 from dashboard import form, job_view, ladder
@@ -73,8 +74,15 @@ operator = is_operator()
 run_col, msg_col = st.columns([1, 4])
 run_col.button("Run", type="primary", on_click=submit, disabled=not operator or bool(errors),
                help=None if operator else "viewers cannot start runs: enter the operator token in the sidebar")
+estimate = (run_seconds(cfg, probe, device, [s.precision for s in can_run]) if cfg and probe and can_run
+            else None)
 msg_col.caption(f"{len(can_run)} of {len(stages)} chosen stages can run on this machine"
-                + (f" · {cfg.repeats} round(s)" if cfg else ""))
+                + (f" · {cfg.repeats} round(s)" if cfg else "")
+                + (f" · estimated {estimate / 60:.1f} min (model FLOPs ÷ this machine's measured matmul rate)"
+                   if estimate else ""))
+if estimate and estimate > WARN_ABOVE_S:
+    msg_col.warning(f"This run is estimated to take about {estimate / 60:.0f} minutes on this machine. A smaller "
+                    "model size, fewer iterations or fewer stages would finish sooner.")
 message = st.session_state.get("submit_message")
 if message and not (message[0] == "error" and not errors and message[1].startswith("Nothing was run")):
     (msg_col.success if message[0] == "success" else msg_col.error)(message[1])

@@ -1,0 +1,17 @@
+"""The HTML report: one shared, compressed plotly.js bundle, readable names, units."""
+from sample_runs import gpu_run
+
+from bench_core.report import render_html
+
+
+def test_report_is_small_and_carries_one_plotly_bundle():
+    text = render_html(gpu_run())
+    assert len(text.encode()) < 1_000_000  # the full plotly.js alone is 4.7 MB
+    assert text.count("DecompressionStream") == 1 and text.count("Plotly.newPlot") == 1
+
+
+def test_report_table_has_full_stage_names_and_units():
+    text = render_html(gpu_run())
+    for key in (s.key for s in gpu_run().stages):
+        assert f"<td>{key}</td>" in text
+    assert "100.00 ms" in text and "×2.00" in text and "100 MiB" in text and "2.9e+04" not in text
