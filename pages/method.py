@@ -59,8 +59,8 @@ After the timed steps, 5 more steps run under `torch.profiler` (untimed). From t
   enqueue kernels, so the stage's time follows the host CPU, which differs between machines and from minute to
   minute. The threshold comes from the H200 runs in docs/BENCHMARKS.md: every stage with a steady step time
   measured 94.5% or more (FP32, TF32, eager and compiled BF16, CUDA graphs); the one stage that moved between
-  runs, Apex FusedLayerNorm under BF16 autocast, measured 50–86%. The trace's own busy figure was 33–76% for
-  eager BF16 stages that were 97–100% busy unprofiled, which is why the verdict does not use it. The `graphs`
+  runs, Apex FusedLayerNorm under BF16 autocast, measured 50–86%. The trace's own busy figure was 44–77% for
+  eager BF16 stages that were 96–100% busy unprofiled, which is why the verdict does not use it. The `graphs`
   lever removes launch overhead: the same kernels, replayed from one CUDA graph. On CPU the verdict is `unknown`.
 * **What changed from the previous stage**: Δ ms per category and Δ kernels per step, e.g. Apex FusedLayerNorm
   under autocast adds the dtype casts its Python wrapper launches around every call.
