@@ -17,7 +17,7 @@ from .records import RUN_ACTIVE, RunResult, StageResult, Status
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, preset TEXT, device TEXT, gpu TEXT,
-    status TEXT NOT NULL, config_json TEXT NOT NULL, imported INTEGER NOT NULL DEFAULT 0);
+    status TEXT NOT NULL, config_json TEXT NOT NULL, imported INTEGER NOT NULL DEFAULT 0, headline TEXT);
 CREATE TABLE IF NOT EXISTS environments (run_id TEXT PRIMARY KEY REFERENCES runs(run_id), env_json TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS stages (
     run_id TEXT NOT NULL REFERENCES runs(run_id), idx INTEGER NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL,
@@ -46,6 +46,9 @@ class Store:
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+            if "headline" not in columns:  # a history written before the verdict one-liner existed
+                db.execute("ALTER TABLE runs ADD COLUMN headline TEXT")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -73,9 +76,11 @@ class Store:
         return run.run_id, renamed
 
     def _write_run(self, db: sqlite3.Connection, run: RunResult) -> None:
-        db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?)",
+        from .headline import headline
+        db.execute("INSERT OR REPLACE INTO runs (run_id, created_at, preset, device, gpu, status, config_json, "
+                   "imported, headline) VALUES (?,?,?,?,?,?,?,?,?)",
                    (run.run_id, run.created_at, run.preset, run.device, run.gpu, run.status.value,
-                    json.dumps(run.config.to_dict()), int(run.imported)))
+                    json.dumps(run.config.to_dict()), int(run.imported), headline(run.summary).one_liner))
         db.execute("INSERT OR REPLACE INTO environments VALUES (?,?)",
                    (run.run_id, json.dumps(run.machine.to_dict(), default=str)))
         for stage in run.stages:
@@ -125,6 +130,7 @@ class Store:
             db.row_factory = sqlite3.Row
             rows = db.execute(
                 "SELECT r.run_id, r.created_at, r.preset, r.device, r.gpu, r.status, r.imported, r.config_json, "
+                "r.headline, "
                 "COUNT(s.idx) AS stages, SUM(s.status=?) AS ok, "
                 # a best speedup counts measured, ok, proven stages of this machine only
                 "MAX(CASE WHEN s.status=? AND r.imported=0 AND COALESCE(s.verdict, '') != 'fallback' "

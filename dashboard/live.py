@@ -31,6 +31,9 @@ def live(manager: JobManager, operator: bool) -> None:
     if snap is None:
         if st.session_state.get("was_live"):
             st.session_state["was_live"] = False
+            done = next((j for j in manager.jobs() if not j.active), None)
+            if done is not None:  # the verdict at once, from this fragment; the full page follows
+                verdict_card(done.run.summary)
             st.rerun()  # the job just ended: redraw the page with its final results
         if queued:
             st.info(f"{len(queued)} job(s) queued; starting…")

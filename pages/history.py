@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from bench_core.config import WORKLOADS
-from bench_core.formats import ImportRejected, to_csv
+from bench_core.formats import ImportRejected, neutralise, to_csv
 from bench_core.headline import headline
 from bench_core.jobs import NotAllowed
 from dashboard import job_view
@@ -64,8 +64,12 @@ else:
         df = df[df["preset"].isin(presets)]
     if isinstance(span, tuple) and len(span) == 2:
         df = df[(df["created"].dt.date >= span[0]) & (df["created"].dt.date <= span[1])]
-    view = df[["created_at", "run_id", "model", "gpu", "preset", "status", "stages", "ok", "best_speedup",
-               "imported"]].reset_index(drop=True)
+    # text that may come from an imported file is neutralised before display: the grid's own CSV download
+    # must not carry a spreadsheet formula
+    for col in ("run_id", "gpu", "preset", "headline"):
+        df[col] = df[col].fillna("").map(neutralise)
+    view = df[["created_at", "run_id", "model", "gpu", "preset", "headline", "status", "stages", "ok", "failed",
+               "best_speedup", "imported"]].reset_index(drop=True)
     st.caption("Select one or more runs to compare them: stages line up by stage, runs are colours.")
     picked = st.dataframe(view, key="runs", on_select="rerun", selection_mode="multi-row", hide_index=True,
                           width="stretch", column_config={
@@ -74,7 +78,9 @@ else:
                               "model": st.column_config.TextColumn("Model"),
                               "gpu": st.column_config.TextColumn("GPU"),
                               "preset": st.column_config.TextColumn("Preset"),
+                              "headline": st.column_config.TextColumn("Verdict", width="large"),
                               "status": st.column_config.TextColumn("Status"),
+                              "failed": st.column_config.NumberColumn("Failed", help="failed, oom or timeout stages"),
                               "stages": st.column_config.NumberColumn("Stages"),
                               "ok": st.column_config.NumberColumn("Ok"),
                               "best_speedup": st.column_config.NumberColumn(

@@ -1,0 +1,44 @@
+"""Hand-made runs with known figures, shared by the summary, formats, figures and page tests."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from bench_core.breakdown import StageProfile
+from bench_core.config import BenchConfig
+from bench_core.levers import PRESETS
+from bench_core.probe import Probe
+from bench_core.records import RunResult, Status, initial_stage
+
+H200 = Probe.from_dict({"torch": "2.11.0+cu130", "cuda_runtime": "13.0", "driver": "580.159.04",
+                        "cuda": {"available": True, "device_count": 1, "name": "NVIDIA H200", "capability": [9, 0]},
+                        "apex": {"status": "genuine", "distribution": {"version": "0.1"}}})
+
+
+def profile(gemm: float, norm: float, cast: float, kernels: float, total: float, busy: float) -> StageProfile:
+    return StageProfile(source="cuda", steps=5, gpu_kernel_ms=total, gpu_busy=busy, kernels_per_step=kernels,
+                        breakdown_ms={"gemm": gemm, "normalization": norm, "cast/copy": cast,
+                                      "elementwise/other": total - gemm - norm - cast}, top=())
+
+
+def gpu_run() -> RunResult:
+    """The seed ladder with round figures: baseline 100 ms, Apex Adam 50 ms (×2), a failed stage with partial
+    timings, and an Apex BF16 stage at 20 ms (×5) that is launch-bound (10 ms of kernels in a 20 ms step)."""
+    cfg = BenchConfig(depth=2, width=64, heads=4, seq_len=32, batch_size=2, vocab_size=256, iters=4, repeats=2,
+                      device="cuda")
+    stages = [initial_stage(i, s, 4) for i, s in enumerate(PRESETS["seed"])]
+    ok = dict(status=Status.OK, verdict="verified", rounds=(4, 4), peak_allocated_mib=100.0, peak_reserved_mib=120.0)
+    stages[0] = replace(stages[0], times_ms=(100.0,) * 8, losses=(5.5, 5.4, 5.3, 5.2) * 2,
+                        host_ms=(30.0,) * 8, profile=profile(60.0, 2.0, 1.0, 700, 99.0, 0.97),
+                        kernels={"aten_foreach": ["aten::_foreach_add_"], "gemm_fp32": ["gemm:float"]}, **ok)
+    stages[1] = replace(stages[1], times_ms=(50.0,) * 8, losses=(5.5, 5.4, 5.3, 5.2) * 2, host_ms=(20.0,) * 8,
+                        profile=profile(40.0, 2.0, 1.0, 650, 49.0, 0.98),
+                        kernels={"apex_adam": ["multi_tensor_apply_kernel<AdamFunctor>"], "gemm_fp32": ["gemm:float"]},
+                        **ok)
+    stages[2] = replace(stages[2], status=Status.FAILED, reason="=HYPERLINK(\"x\") worker exited with code 1",
+                        times_ms=(1.0, 1.0), losses=(5.5, 5.4))
+    stages[3] = replace(stages[3], times_ms=(20.0,) * 8, losses=(5.5, 5.4, 5.3, 5.2) * 2, host_ms=(19.5,) * 8,
+                        profile=profile(6.0, 1.0, 2.0, 870, 10.0, 0.35), autocast_dtype="bfloat16",
+                        kernels={"apex_adam": ["multi_tensor_apply_kernel<AdamFunctor>"],
+                                 "apex_layernorm": ["cuApplyLayerNorm"], "gemm_bf16": ["gemm:bfloat16"]}, **ok)
+    return RunResult(config=cfg, machine=H200, device="cuda", preset="seed", stages=tuple(stages),
+                     status=Status.DONE, run_id="abc123def456", created_at="2026-12-02T10:00:00+00:00")

@@ -1,0 +1,270 @@
+"""The components view (optimizer step and LayerNorm alone), the measured ceilings and the machine cache, on CPU."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench_core import ceilings, components, machine_cache
+from bench_core.components import (
+    ComponentRow,
+    ComponentsReport,
+    adam_bytes,
+    adam_bytes_per_param,
+    gpt_param_shapes,
+    layernorm_bytes,
+    layernorm_shape,
+    numel,
+)
+from bench_core.config import BenchConfig, param_count
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = BenchConfig(**components.WORKLOADS["tiny"], device="cpu")
+
+
+def _env(**extra) -> dict:
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+
+
+# ---------------------------------------------------------------- counting, by hand
+def test_adam_moves_28_bytes_per_fp32_parameter():
+    # param read 4 + write 4, grad read 4, exp_avg read 4 + write 4, exp_avg_sq read 4 + write 4
+    assert adam_bytes_per_param() == 4 + 4 + 4 + 4 + 4 + 4 + 4 == 28
+    assert adam_bytes(1_000) == 28_000
+    assert adam_bytes(param_count(TINY)) == 28 * 470_528
+    # bf16 param and grad, fp32 moments (Apex's layout): 2 + 2 + 2 + 4·4
+    assert adam_bytes_per_param(2, 4) == 22
+
+
+def test_layernorm_bytes_by_hand():
+    # rows 2, width 3, fp32, counted one tensor at a time:
+    fwd = 6 * 4 + 2 * 3 * 4 + 6 * 4 + 2 * 2 * 4        # read x, read gamma+beta, write y, write mean+rstd
+    bwd = 6 * 4 + 6 * 4 + 2 * 2 * 4 + 3 * 4 + 6 * 4 + 2 * 3 * 4  # dy, x, mean+rstd, gamma, write dx, dgamma+dbeta
+    assert fwd + bwd == 212 == layernorm_bytes(2, 3, dtype_bytes=4)
+    # bf16 activations, fp32 statistics and parameters: only the 5 R·W terms (x, y, dy, x, dx) halve
+    assert layernorm_bytes(2, 3, dtype_bytes=2) == 212 - 5 * 6 * 2
+    assert layernorm_shape(TINY) == (4 * 64, 128)
+
+
+def test_gemm_flops_and_copy_bytes_by_hand():
+    assert ceilings.gemm_flops(2, 3, 4) == 48          # 2·3 outputs, each 4 multiplies and 4 adds
+    assert ceilings.gemm_flops(8192, 8192, 8192) == 2 * 8192 ** 3
+    assert ceilings.copy_bytes(2 * 1024 ** 3) == 4 * 1024 ** 3   # read once, written once
+
+
+@pytest.mark.parametrize("name", sorted(components.WORKLOADS))
+def test_param_shapes_sum_to_param_count(name):
+    cfg = BenchConfig(**components.WORKLOADS[name])
+    assert sum(numel(s) for s in gpt_param_shapes(cfg)) == param_count(cfg)
+
+
+def test_param_shapes_match_the_real_model():
+    from bench_core.model import GPT, GPTConfig
+    cfg = BenchConfig(depth=3, width=48, heads=4, seq_len=16, batch_size=2, vocab_size=100)
+    model = GPT(GPTConfig(cfg.depth, cfg.width, cfg.heads, cfg.seq_len, cfg.vocab_size))
+    assert [tuple(p.shape) for p in model.parameters()] == gpt_param_shapes(cfg)
+
+
+# ---------------------------------------------------------------- the rows on CPU
+@pytest.fixture(scope="module")
+def cpu_report():
+    return components.run(TINY, "cpu", None, repeats=20, warmup=2, model="tiny")
+
+
+def _fused_adam_on_cpu() -> bool:
+    import torch
+    p = torch.nn.Parameter(torch.randn(4))
+    p.grad = torch.randn(4)
+    try:
+        torch.optim.Adam([p], fused=True).step()
+        return True
+    except Exception:
+        return False
+
+
+def _assert_measured(row: ComponentRow):
+    assert row is not None
+    assert row.status == "ok", row.reason
+    assert row.median_ms > 0 and row.p10_ms <= row.median_ms <= row.p90_ms
+    assert row.bytes_moved > 0 and row.gb_per_s > 0
+    assert row.copy_fraction is None and row.kernels_per_call is None   # no ceiling and no GPU kernels on CPU
+    assert row.proof == "verified", row.reason
+
+
+def test_cpu_optimizer_rows(cpu_report):
+    r = cpu_report
+    assert r.device == "cpu" and r.model == "tiny" and r.params == param_count(TINY) and r.ceilings is None
+    for name in ("adam-forloop", "adam-foreach"):
+        row = r.row("optimizer", name)
+        _assert_measured(row)
+        assert row.bytes_moved == 28 * param_count(TINY)
+        assert row.gb_per_s == pytest.approx(row.bytes_moved / row.median_ms / 1e6)
+    assert any(n.startswith("aten::_foreach_") for n in r.row("optimizer", "adam-foreach").kernel_names)
+    fused = r.row("optimizer", "adam-fused")
+    if _fused_adam_on_cpu():
+        _assert_measured(fused)
+        assert any(n.startswith("aten::_fused_adam") for n in fused.kernel_names)
+    else:
+        assert fused.status == "unavailable" and "fused=True" in fused.reason
+
+
+def test_cpu_layernorm_rows(cpu_report):
+    rows, width = cpu_report.rows_x_width
+    for dtype in ("fp32", "bf16-autocast"):
+        row = cpu_report.row("layernorm", "layernorm", dtype)
+        _assert_measured(row)
+        assert row.bytes_moved == layernorm_bytes(rows, width, 4)  # torch LayerNorm runs in fp32 under autocast
+
+
+def test_cpu_apex_and_compiled_rows_are_unavailable_with_a_reason(cpu_report):
+    for view, name, dtype in (("optimizer", "apex-fusedadam", "fp32"), ("optimizer", "apex-fusedadam-capturable",
+                              "fp32"), ("layernorm", "apex-fusedln", "fp32"),
+                              ("layernorm", "apex-fusedln", "bf16-autocast"),
+                              ("layernorm", "layernorm-compiled", "fp32")):
+        row = cpu_report.row(view, name, dtype)
+        assert row.status == "unavailable" and row.reason and row.median_ms is None, row
+    assert "CPU" in cpu_report.row("optimizer", "apex-fusedadam").reason
+    assert "CUDA only" in cpu_report.row("layernorm", "layernorm-compiled").reason
+
+
+def test_report_round_trips_and_flattens(cpu_report):
+    data = json.loads(json.dumps(cpu_report.to_dict()))
+    assert ComponentsReport.from_dict(data) == cpu_report
+    flat = cpu_report.to_csv_rows()
+    assert len(flat) == len(cpu_report.rows) == 11
+    assert {"model", "device", "view", "name", "dtype", "status", "median_ms", "gb_per_s"} <= set(flat[0])
+    assert any("28 bytes per parameter" in n for n in cpu_report.notes)
+
+
+def test_apex_rows_never_run_when_the_probe_says_no():
+    reason = __import__("bench_core.components_bench", fromlist=["apex_reason"]).apex_reason(
+        "cuda", "amp_C", "Apex FusedAdam", False, None)
+    assert reason and "not usable" in reason
+
+
+# ---------------------------------------------------------------- command line
+def test_cli_json_parses_and_writes_csv(tmp_path, capsys):
+    out = tmp_path / "rows.csv"
+    code = components.main(["--model", "tiny", "--device", "cpu", "--json", "--repeats", "3", "--warmup", "1",
+                            "--out", str(out)])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"] == "tiny" and data["device"] == "cpu"
+    rows = {(r["name"], r["dtype"]): r for r in data["rows"]}
+    assert rows[("adam-foreach", "fp32")]["status"] == "ok" and rows[("adam-foreach", "fp32")]["median_ms"] > 0
+    assert out.read_text().splitlines()[0].startswith("model,device,params")
+    assert len(out.read_text().splitlines()) == 1 + len(data["rows"])
+
+
+@pytest.mark.parametrize("args,field", [
+    (["--model", "gpt5"], "model"),
+    (["--device", "tpu"], "device"),
+    (["--repeats", "many"], "repeats"),
+    (["--repeats", "0"], "repeats"),
+    (["--out", "/no/such/folder/rows.csv"], "out"),
+    (["--bogus"], "--bogus"),
+])
+def test_cli_bad_input_exits_2_with_one_line(args, field):
+    proc = subprocess.run([sys.executable, "-m", "bench_core.components", *args], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env=_env())
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+
+
+# ---------------------------------------------------------------- machine cache
+def test_fingerprint_is_fast_stable_and_torch_free():
+    code = ("import sys, time; from bench_core import machine_cache as m; m.environment_fingerprint(); "
+            "t = time.perf_counter(); fp = m.environment_fingerprint(); ms = (time.perf_counter() - t) * 1e3; "
+            "print(fp, ms, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                         env=_env()).stdout.split()
+    assert out[0] == machine_cache.environment_fingerprint()
+    assert float(out[1]) < 50 and out[2] == "False"
+
+
+def test_fingerprint_changes_with_the_environment(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    before = machine_cache.environment_fingerprint()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert machine_cache.environment_fingerprint() != before
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setattr(machine_cache, "_version", lambda name: "9.9" if name == "torch" else None)
+    assert machine_cache.environment_fingerprint() != before
+
+
+def test_cache_round_trip_and_misses(tmp_path, monkeypatch):
+    fp = machine_cache.environment_fingerprint()
+    assert machine_cache.load("probe", fp) is None
+    assert machine_cache.save("probe", fp, {"a": 1})
+    assert machine_cache.load("probe", fp) == {"a": 1}
+    assert machine_cache.load("probe", "0" * 20) is None             # another environment
+    assert machine_cache.load("ceilings", fp) is None                # another kind
+    path = Path(os.environ["BENCH_CACHE_DIR"]) / f"probe-{fp}.json"
+    path.write_text("{not json")
+    assert machine_cache.load("probe", fp) is None                   # corrupt: a miss, no exception
+    assert machine_cache.save("probe", fp, {"a": 2}) and machine_cache.load("probe", fp) == {"a": 2}
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(blocker / "sub"))     # cannot be created: save says False
+    assert machine_cache.save("probe", fp, {"a": 3}) is False
+    assert machine_cache.load("probe", fp) is None
+    assert machine_cache.save("../evil", fp, {}) is False
+
+
+def test_cache_dir_order(monkeypatch):
+    monkeypatch.setenv("BENCH_CACHE_DIR", "/x/bench")
+    assert machine_cache.cache_dir() == "/x/bench"
+    monkeypatch.delenv("BENCH_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/y")
+    assert machine_cache.cache_dir() == os.path.join("/y", "bench_core")
+
+
+# ---------------------------------------------------------------- ceilings: cache and "measure again"
+class _FakeCuda:
+    @staticmethod
+    def is_available():
+        return True
+
+
+class _FakeTorch:
+    cuda = _FakeCuda()
+
+
+def test_ceilings_cached_until_measured_again(monkeypatch):
+    calls = []
+
+    def fake_measure(torch):
+        calls.append(time.time())
+        return ceilings.Ceilings(700.0 + len(calls), 50.0, 4300.0, "method", "2026-01-01T00:00:00+00:00", "GPU")
+
+    monkeypatch.setattr(ceilings, "measure", fake_measure)
+    first = ceilings.cached_or_measure(_FakeTorch())
+    assert first.bf16_tflops == 701.0 and not first.from_cache
+    again = ceilings.cached_or_measure(_FakeTorch())
+    assert again.bf16_tflops == 701.0 and again.from_cache and len(calls) == 1
+    fresh = ceilings.cached_or_measure(_FakeTorch(), refresh=True)
+    assert fresh.bf16_tflops == 702.0 and len(calls) == 2
+    assert ceilings.cached_or_measure(_FakeTorch()).bf16_tflops == 702.0
+    assert ceilings.Ceilings.from_dict(fresh.to_dict()) == fresh
+
+
+def test_no_ceilings_without_cuda():
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert ceilings.cached_or_measure(torch) is None
+    assert "median" in ceilings.method_text() and "allow_tf32=False" in ceilings.method_text()

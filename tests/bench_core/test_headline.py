@@ -1,0 +1,25 @@
+from dataclasses import replace
+
+from sample_runs import gpu_run
+
+from bench_core.headline import headline
+
+
+def test_gpu_run_headline_names_fastest_apex_twin_launch_bound_and_failure():
+    lines = headline(gpu_run().summary).lines
+    text = "\n".join(lines)
+    assert "Fastest: **apex-fusedadam+apex-fusedln+bf16** at 20.00 ms a step, ×5.00" in text
+    assert "Launch-bound" in text and "apex-fusedadam+apex-fusedln+bf16 (50% busy)" in text
+    assert "Failed: apex-fusedadam+apex-fusedln+fp32 (failed" in text
+
+
+def test_a_fallback_stage_is_never_the_fastest():
+    run = gpu_run()
+    run = run.with_stage(replace(run.stages[3], verdict="fallback"))
+    text = "\n".join(headline(run.summary).lines)
+    assert "Fastest: **apex-fusedadam+layernorm+fp32**" in text
+    assert "Not counted as Apex" in text and "apex-fusedadam+apex-fusedln+bf16" in text
+
+
+def test_one_liner_for_history():
+    assert headline(gpu_run().summary).one_liner.startswith("apex-fusedadam+apex-fusedln+bf16 ×5.00")
