@@ -188,6 +188,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--measure-again", action="store_true", help="measure the GPU ceilings again, not from cache")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--out", default=None, help="also write the rows as CSV to this file")
+    p.add_argument("--db", default=None, help="history database (default: the dashboard's, $BENCH_DB)")
+    p.add_argument("--no-db", action="store_true", help="do not save the report to the history")
     return p
 
 
@@ -258,12 +260,21 @@ def format_table(report: ComponentsReport) -> str:
     return "\n".join(lines)
 
 
-def write_csv(report: ComponentsReport, path: str) -> None:
+def write_csv_text(report: ComponentsReport) -> str:
+    import io
+
+    from .formats import neutralise
     rows = report.to_csv_rows()
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["model"], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows([{k: neutralise(v) for k, v in row.items()} for row in rows])
+    return buf.getvalue()
+
+
+def write_csv(report: ComponentsReport, path: str) -> None:
     with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["model"])
-        writer.writeheader()
-        writer.writerows(rows)
+        fh.write(write_csv_text(report))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,6 +284,11 @@ def main(argv: list[str] | None = None) -> int:
         report = run(cfg, device, None, repeats, warmup=warmup, model=name, refresh_ceilings=args.measure_again)
         if args.out:
             write_csv(report, args.out)
+        if not args.no_db:
+            from .store import Store
+            store = Store(args.db)
+            print(f"saved to the history: {store.path} (report {store.save_components(report.to_dict())})",
+                  file=sys.stderr)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -289,6 +289,21 @@ def roofline(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     return fig if rows else _empty(fig, "TFLOP/s are reported for stages that finished ok")
 
 
+def components_bars(report: object) -> go.Figure:
+    """The components view: each row's median ms, coloured by kind, with its share of the copy ceiling."""
+    rows = [r for r in report.rows if r.status == "ok" and r.median_ms]  # type: ignore[attr-defined]
+    labels = [f"{r.view} · {r.name} · {r.dtype}" for r in rows]
+    fig = go.Figure(go.Bar(
+        y=labels, x=[r.median_ms for r in rows], orientation="h", cliponaxis=False, textposition="outside",
+        marker_color=[SLOWER if "apex" in r.name else NEUTRAL for r in rows],
+        text=[f"{r.median_ms:.3f} ms" + (f" · {r.copy_fraction:.0%} of copy" if r.copy_fraction else "")
+              for r in rows]))
+    fig.update_layout(title=_title("Each component alone<br><sup>median ms per call; orange: Apex</sup>"),
+                      xaxis_title="ms", height=_height(len(rows)) + 20, **LAYOUT)
+    _room_for_labels(fig, 1.5)
+    return fig if rows else _empty(fig, "no row ran")
+
+
 def scaling(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     """Scaling efficiency = throughput(N) / (N x throughput(1)) of the same levers, per multi-GPU stage."""
     return _bars(_summaries(runs), lambda s: None if s.scaling_efficiency is None else 100 * s.scaling_efficiency,

@@ -4,8 +4,11 @@ Streamlit-free. Readers get immutable snapshots; the worker thread replaces them
 """
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -16,6 +19,7 @@ from .config import BenchConfig, collect_errors
 from .formats import ImportRejected, parse_upload
 from .levers import Stage
 from .probe import Probe, run_probe
+from .processes import child_env
 from .records import RUN_ACTIVE, RunResult, Status
 from .runner import RunHooks, new_run, run_all
 from .settings import Limits
@@ -106,6 +110,7 @@ class JobManager:
         self._probe = probe
         self._reprobe = probe is None  # a given probe (tests, CLI) is kept; a measured one is refreshed
         self._probe_ready = threading.Event()
+        self._device = threading.Lock()  # one measurement on the device at a time: jobs and component views
         self.persistence_error: str | None = None
         self._unsaved: list[tuple[str, tuple]] = []
         self._persist_lock = threading.Lock()
@@ -145,6 +150,24 @@ class JobManager:
             notes.append(f"run {run.run_id} already exists here, so it was imported as a new run {new_id}"
                          if renamed else f"run {new_id}")
         return f"Imported {len(runs)} run(s) from {name}: " + "; ".join(notes) + "."
+
+    def run_components(self, model: str, role: str = "operator", timeout_s: float = 600) -> str:
+        """Measure the components view in a fresh process, never beside a running job; store it; its id."""
+        if role != "operator":
+            raise NotAllowed("only an operator may measure")
+        if self.store is None:
+            raise LimitExceeded("store", "this server keeps no history")
+        if not self._device.acquire(timeout=1):
+            raise LimitExceeded("device", "a run is using the device: measure the components when it is over")
+        try:
+            cmd = [sys.executable, "-m", "bench_core.components", "--model", model, "--json", "--no-db"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,  # noqa: S603
+                                  env=child_env(self.env))
+        finally:
+            self._device.release()
+        if proc.returncode != 0:
+            raise LimitExceeded("components", (proc.stderr.strip().splitlines() or ["failed"])[-1])
+        return self.store.save_components(json.loads(proc.stdout))
 
     def probe(self, timeout: float | None = 0) -> Probe | None:
         """The latest probe; None while the first one is still running (after waiting `timeout` s)."""
@@ -278,7 +301,8 @@ class JobManager:
                 self._set(job, status=Status.RUNNING, started_at=time.time(),
                           run=replace(job.snapshot.run, status=Status.RUNNING))
             self._persist("save_run", job.snapshot.run)
-            self._run_job(job)
+            with self._device:
+                self._run_job(job)
 
     def _run_job(self, job: _Job) -> None:
         probe = self.probe(timeout=180) or Probe.from_dict({})

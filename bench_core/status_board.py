@@ -25,7 +25,8 @@ def probe_board(probe: Probe) -> list[BoardItem]:
                   else "no CUDA device: CPU runs only; Apex, TF32, CUDA graphs and GPU figures are unavailable"),
         BoardItem("Machine", "Versions", GREEN,
                   f"torch {probe.torch}" + (f" · CUDA {probe.cuda_runtime}" if probe.cuda_runtime else " (CPU build)")
-                  + (f" · driver {probe.driver}" if probe.driver else "") + f" · Python {probe.raw.get('python')}"),
+                  + (f" · driver {probe.driver}" if probe.driver else "")
+                  + (f" · Python {probe.raw['python']}" if probe.raw.get("python") else "")),
     ]
     apex = probe.apex
     dist = apex.distribution or {}

@@ -23,6 +23,8 @@ CREATE TABLE IF NOT EXISTS stages (
     run_id TEXT NOT NULL REFERENCES runs(run_id), idx INTEGER NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL,
     reason TEXT, verdict TEXT, median_ms REAL, p10_ms REAL, p90_ms REAL, tokens_per_s REAL, speedup REAL,
     peak_mem_mib REAL, mfu REAL, result_json TEXT NOT NULL, PRIMARY KEY (run_id, idx));
+CREATE TABLE IF NOT EXISTS components (
+    report_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, model TEXT, device TEXT, gpu TEXT, report_json TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS iterations (
     run_id TEXT NOT NULL, idx INTEGER NOT NULL, i INTEGER NOT NULL, ms REAL NOT NULL, loss REAL,
     PRIMARY KEY (run_id, idx, i));
@@ -154,6 +156,27 @@ class Store:
                          machine=Probe.from_dict(json.loads(env[0]) if env else {}), device=row[2], preset=row[1],
                          stages=tuple(stages), run_id=run_id, created_at=row[0], status=Status(row[3]),
                          imported=bool(row[5]))
+
+    # ---------------------------------------------------------------- the components view
+    def save_components(self, report: dict) -> str:
+        """A components report (ComponentsReport.to_dict()) with the environment it was measured in."""
+        report_id = uuid.uuid4().hex[:12]
+        with self._connect() as db:
+            db.execute("INSERT INTO components VALUES (?,?,?,?,?,?)",
+                       (report_id, report.get("created_at", ""), report.get("model"), report.get("device"),
+                        (report.get("env") or {}).get("device_name"), json.dumps(report, default=str)))
+        return report_id
+
+    def list_components(self) -> list[dict]:
+        with self._connect() as db:
+            db.row_factory = sqlite3.Row
+            return [dict(r) for r in db.execute("SELECT report_id, created_at, model, device, gpu FROM components "
+                                                "ORDER BY created_at DESC")]
+
+    def load_components(self, report_id: str) -> dict | None:
+        with self._connect() as db:
+            row = db.execute("SELECT report_json FROM components WHERE report_id=?", (report_id,)).fetchone()
+        return json.loads(row[0]) if row else None
 
     def count_stage_rows(self, run_id: str) -> int:
         with self._connect() as db:

@@ -1,0 +1,83 @@
+"""Components: the optimizer step and LayerNorm alone, at the model's real shapes, against this GPU's ceilings."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pandas as pd
+import streamlit as st
+
+from bench_core.components import ComponentsReport, write_csv_text
+from bench_core.config import WORKLOADS
+from bench_core.figures import components_bars
+from bench_core.jobs import LimitExceeded, NotAllowed
+from dashboard.session import access_panel, get_manager, is_operator, persistence_banner, role
+
+manager = get_manager()
+access_panel()
+st.title("Components: what Apex changes in isolation")
+st.caption("A training step hides the optimizer and LayerNorm in a few percent of its time. Here each runs alone, "
+           "at the chosen model's real parameter shapes and rows × width, timed with CUDA events (median of "
+           "repeated calls), and set against what this GPU can do at most: its measured copy bandwidth (the "
+           "optimizer moves 28 bytes per fp32 parameter: parameter, gradient and two moments, read and written).")
+persistence_banner(manager)
+
+probe = manager.probe(timeout=0)
+ceilings = (probe.raw.get("ceilings") if probe else None) or {}
+if ceilings:
+    st.markdown(f"Measured ceilings on **{ceilings.get('device_name')}**: bf16 GEMM "
+                f"**{ceilings['bf16_tflops']:.0f} TFLOP/s**, fp32 GEMM (TF32 off) **{ceilings['fp32_tflops']:.1f} "
+                f"TFLOP/s**, device copy **{ceilings['copy_gbps']:,.0f} GB/s**.")
+    st.caption(ceilings.get("method", ""))
+elif probe is not None:
+    st.caption("No GPU here: no ceilings. On CPU the for-loop, foreach and fused Adam rows and torch's LayerNorm "
+               "run; the Apex rows are unavailable, with the reason.")
+
+model = st.selectbox("Model size", list(WORKLOADS), index=list(WORKLOADS).index(
+    "gpt2-small" if probe and probe.cuda_available else "tiny"))
+
+
+def measure() -> None:
+    try:
+        report_id = manager.run_components(model, role=role())
+        st.session_state["components_shown"] = report_id
+        st.session_state["components_message"] = ("success", f"Measured and saved (report {report_id}).")
+    except (LimitExceeded, NotAllowed) as exc:
+        st.session_state["components_message"] = ("error", str(exc))
+
+
+st.button("Measure the components", type="primary", on_click=measure, disabled=not is_operator(),
+          help="runs in its own process, never beside a stage run")
+message = st.session_state.pop("components_message", None)
+if message:
+    (st.success if message[0] == "success" else st.error)(message[1])
+
+try:
+    reports = manager.store.list_components()
+except sqlite3.Error as exc:
+    st.error(f"Cannot read the history database: {exc}")
+    reports = []
+if not reports:
+    st.info("No components report yet.")
+else:
+    labels = {r["report_id"]: f"{r['created_at'][:16]} · {r['model']} · {r['gpu'] or r['device']} · {r['report_id']}"
+              for r in reports}
+    default = st.session_state.get("components_shown", reports[0]["report_id"])
+    chosen = st.selectbox("Report", list(labels), format_func=labels.get,
+                          index=list(labels).index(default) if default in labels else 0)
+    data = manager.store.load_components(chosen)
+    if data:
+        report = ComponentsReport.from_dict(data)
+        st.plotly_chart(components_bars(report), width="stretch", key="components_chart")
+        table = pd.DataFrame(report.to_csv_rows())
+        cols = [c for c in ("view", "name", "dtype", "status", "median_ms", "p10_ms", "p90_ms", "gb_per_s",
+                            "copy_fraction", "kernels_per_call", "proof", "reason") if c in table]
+        st.dataframe(table[cols], hide_index=True, width="stretch")
+        for row in report.rows:
+            if row.extra_kernels:
+                st.caption(f"{row.name} [{row.dtype}] adds: {'; '.join(row.extra_kernels)}")
+        a, b, _ = st.columns([1, 1, 4])
+        a.download_button("Download CSV", data=write_csv_text(report), file_name=f"components_{chosen}.csv",
+                          mime="text/csv")
+        b.download_button("Download JSON", data=json.dumps(data, indent=1), file_name=f"components_{chosen}.json",
+                          mime="application/json")
