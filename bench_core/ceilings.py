@@ -62,16 +62,8 @@ def method_text(n: int = GEMM_N, copy_nbytes: int = COPY_BYTES, warmup: int = WA
 
 
 def _median_ms(torch, fn, warmup: int, repeats: int) -> float:
-    for _ in range(warmup):
-        fn()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    for start, end in zip(starts, ends, strict=True):
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
+    from .components_bench import time_calls  # the one CUDA-event timing loop of the components view
+    return statistics.median(time_calls(torch, fn, True, warmup, repeats))
 
 
 def _gemm_tflops(torch, dtype, n: int, warmup: int, repeats: int) -> float:

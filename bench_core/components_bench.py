@@ -29,6 +29,7 @@ from .components import (
     layernorm_shape,
 )
 from .config import BenchConfig, ConfigError, param_count
+from .stats import quantile
 
 LR = 3e-4
 NAME_CHARS = 160
@@ -56,15 +57,6 @@ def is_apex_ln_kernel(name: str) -> bool:
 def is_key_op(name: str) -> bool:
     """Host ops that tell the implementations apart: foreach, fused Adam, native LayerNorm."""
     return name.startswith(("aten::_foreach_", "aten::_fused_adam", "aten::native_layer_norm"))
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear interpolation between the closest ranks (numpy's default)."""
-    s = sorted(values)
-    pos = (len(s) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def time_calls(torch, fn, cuda: bool, warmup: int, repeats: int) -> list[float]:
@@ -221,8 +213,8 @@ def measure_row(torch, view: str, name: str, title: str, dtype: str, fn, nbytes:
     rate = gbps(nbytes, median)
     proof, note = proof_of(name, ops, kernels, cuda)
     return ComponentRow(
-        view, name, dtype, "ok", reason=note, median_ms=median, p10_ms=percentile(times, 0.1),
-        p90_ms=percentile(times, 0.9), bytes_moved=nbytes, gb_per_s=rate,
+        view, name, dtype, "ok", reason=note, median_ms=median, p10_ms=quantile(times, 0.1),
+        p90_ms=quantile(times, 0.9), bytes_moved=nbytes, gb_per_s=rate,
         copy_fraction=(rate / copy_gbps) if (rate and copy_gbps) else None,
         kernels_per_call=len(kernels) if cuda else None, kernel_ms=kernel_ms,
         kernel_names=_key_names(ops, kernels, cuda), proof=proof, title=title), kernels
