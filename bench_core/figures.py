@@ -174,15 +174,20 @@ def loss_curves(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     i = 0
     for summary in summaries:
         for s in summary.stages:
-            losses = s.result.losses
+            losses = s.result.losses[:s.result.rounds[0]] if s.result.rounds else s.result.losses
             if losses:
                 name = s.key if len(summaries) == 1 else f"{s.key} · {summary.run.run_id[:6]}"
-                fig.add_trace(go.Scatter(y=list(losses), x=list(range(1, len(losses) + 1)), name=name, mode="lines",
+                # warm-up is time-based, so stages start their timed steps after different step counts:
+                # plotting by training step (warm-up included) lines the curves up
+                first = (s.result.warmup_steps or 0) + 1
+                fig.add_trace(go.Scatter(y=list(losses), x=list(range(first, first + len(losses))), name=name,
+                                         mode="lines",
                                          line=dict(color=RUN_COLORS[i % len(RUN_COLORS)], width=2)))
                 i += 1
     layout = {**LAYOUT, "yaxis": dict(gridcolor="#ebf0f8")}
-    fig.update_layout(title=_title("Loss per timed iteration<br><sup>same data and init: curves should overlay</sup>"),
-                      xaxis_title="iteration", yaxis_title="loss", height=420, **layout)
+    fig.update_layout(title=_title("Loss per training step (first round)<br><sup>same data and init; after each "
+                                   "stage's warm-up steps: curves should overlay</sup>"),
+                      xaxis_title="training step", yaxis_title="loss", height=420, **layout)
     return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
 
 

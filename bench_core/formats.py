@@ -248,8 +248,26 @@ def _run_from_rows(run_id: str, rows: list[dict]) -> RunResult:
                      created_at=first.get("created_at") or "", status=Status.DONE, imported=True)
 
 
-def _reject_constant(name: str) -> None:
-    raise ImportRejected(f"{name} is not a finite number")
+class _NonFinite:
+    """NaN or Infinity met while parsing: kept as a marker so the check can name its stage and field."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def _mark_constant(name: str) -> _NonFinite:
+    return _NonFinite(name)
+
+
+def _finite(value: Any, where: str) -> None:
+    if isinstance(value, _NonFinite):
+        raise ImportRejected(f"{where}: {value.name} is not a finite number")
+    if isinstance(value, list):
+        for j, v in enumerate(value):
+            _finite(v, f"{where}[{j}]" if not isinstance(v, (dict, list)) else where)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _finite(v, f"{where}, field {k}")
 
 
 NUMBER_LISTS = ("times_ms", "losses", "host_ms", "rank_peak_mib")
@@ -293,7 +311,7 @@ def _bad(where: str, value: Any) -> str:
 def parse_json(data: bytes, max_bytes: int = 5 * 2**20) -> list[RunResult]:
     text = _text(data, max_bytes)
     try:
-        doc = json.loads(text, parse_constant=_reject_constant)
+        doc = json.loads(text, parse_constant=_mark_constant)
     except json.JSONDecodeError as exc:
         raise ImportRejected(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
     if not isinstance(doc, dict) or doc.get("schema") not in (SCHEMA, *OLD_SCHEMAS):
@@ -308,7 +326,11 @@ def parse_json(data: bytes, max_bytes: int = 5 * 2**20) -> list[RunResult]:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise ImportRejected(f"config field {name}: {value!r} is not an integer")
     for i, stage in enumerate(doc["stages"]):
+        if isinstance(stage, dict):
+            for name, value in stage.items():
+                _finite(value, f"stage {i}, field {name}")
         _check_json_stage(i, stage)
+    _finite({k: v for k, v in doc.items() if k != "stages"}, "run")
     try:
         run = RunResult.from_dict(doc)
     except (TypeError, KeyError, ValueError) as exc:

@@ -39,9 +39,12 @@ def headline(summary: RunSummary) -> Headline:
     run = summary.run
     lines: list[str] = []
     fastest = summary.fastest
-    if fastest is not None and fastest.key == summary.baseline_key:
+    if fastest is not None and fastest.key == summary.baseline_key and sum(s.ranked for s in summary.stages) == 1:
         lines.append(f"Only the baseline **{fastest.key}** gave a result here ({fastest.timing.median_ms:.2f} ms a "
                      "step): there is nothing to compare it with.")
+    elif fastest is not None and fastest.key == summary.baseline_key:
+        lines.append(f"Fastest: the baseline **{fastest.key}** itself, at {fastest.timing.median_ms:.2f} ms a step: "
+                     "no stage beat it here.")
     elif fastest is not None and summary.baseline_key:
         lines.append(f"Fastest: **{fastest.key}** at {fastest.timing.median_ms:.2f} ms a step, "
                      f"{_x(fastest)} against {summary.baseline_key}.")

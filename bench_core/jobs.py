@@ -29,6 +29,16 @@ from .store import Store
 RunAll = Callable[[RunResult, Probe, RunHooks], RunResult]
 
 
+def _disk_full(path: str) -> str:
+    """SQLite reports a full disk as a plain 'disk I/O error': say what it is when the filesystem is full."""
+    try:
+        stat = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return ""
+    full = stat.f_bavail * stat.f_frsize < 64 * 1024
+    return " — the disk holding it is full (no space left on device)" if full else ""
+
+
 def cpu_threads_for_server() -> int:
     return max(1, (os.cpu_count() or 2) - 1)
 
@@ -192,7 +202,8 @@ class JobManager:
                 return result
             except (sqlite3.Error, OSError) as exc:
                 self.persistence_error = (f"{len(self._unsaved)} write(s) kept in memory, NOT saved to "
-                                          f"{self.store.path}: {type(exc).__name__}: {exc}")
+                                          f"{self.store.path}: {type(exc).__name__}: {exc}"
+                                          f"{_disk_full(self.store.path)}")
                 return None
 
     # ---------------------------------------------------------------- API

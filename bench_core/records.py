@@ -81,7 +81,7 @@ class StageResult:
     params: int | None = None
     optimizer_class: str | None = None
     norm_class: str | None = None
-    started_at: float | None = None      # wall clock (epoch s) when the stage's first worker got `go`
+    started_at: float | None = None      # wall clock (epoch s) when `go` was sent (the worker may still be building)
     finished_at: float | None = None
     timeline: dict[str, float] = field(default_factory=dict)  # worker event -> seconds since its process start
     imported_metrics: dict | None = None  # figures of a stage imported from CSV (no raw series)

@@ -58,9 +58,9 @@ class StageFold:
                                   norm_class=event.norm_class)
         elif isinstance(event, ev.Started):
             self.update(status=Status.RUNNING)
-        elif isinstance(event, ev.WarmupProgress):
+        elif isinstance(event, ev.WarmupProgress) and not r.rounds:  # the first round's warm-up is the one kept
             self.update(warmup_steps=event.steps, warmup_s=event.seconds)
-        elif isinstance(event, ev.Warmup):
+        elif isinstance(event, ev.Warmup) and not r.rounds:
             self.update(warmup_s=event.seconds, warmup_steps=event.iters)
         elif isinstance(event, ev.Iter):
             self.update(times_ms=r.times_ms + (float(event.ms),), losses=r.losses + (float(event.loss),),
@@ -212,7 +212,7 @@ def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publis
     wall = (stage.wall_s or 0) + time.monotonic() - started
     end = {"wall_s": wall, "finished_at": time.time()}
     result = fold.result
-    if finished and not stopped:
+    if finished and not stopped and not (result.status in STAGE_FINISHED and result.status != Status.OK):
         threading.Thread(target=_reap, args=(handle, reader), daemon=True).start()
         return replace(result, status=Status.OK if last_round else Status.RUNNING, **end)  # type: ignore[arg-type]
     code = handle.proc.wait()

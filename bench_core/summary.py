@@ -53,12 +53,14 @@ class StageSummary:
 
     @property
     def noisy(self) -> bool | None:
-        return None if self.timing.n == 0 else self.noise_reason is not None
+        if self.noise_reason is not None:  # also for an imported stage, whose series did not come along
+            return True
+        return None if self.timing.n == 0 else False
 
     @property
     def ranked(self) -> bool:
         """May appear in rankings and headlines: finished ok, measured here, and not a fallback."""
-        return self.ok and self.speedup is not None and self.verdict != "fallback"
+        return self.ok and self.speedup is not None and not (self.verdict or "").split(" on ")[0].endswith("fallback")
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
             "fp32": ceilings.get("fp32_tflops")}.get(stage.precision)
     tokens_timed = len(stage.times_ms) * run.config.tokens_per_step * world
     verdict = stage.verdict
-    if imported_gpu and verdict:
+    if imported_gpu and verdict and not verdict.startswith("imported:"):
         verdict = f"imported: {verdict} on {imported_gpu}"
     return StageSummary(
         index=stage.index, key=stage.key, label=stage.label, status=stage.status, reason=stage.reason,

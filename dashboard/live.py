@@ -12,9 +12,10 @@ from dashboard import job_view
 from dashboard.session import role
 
 
-def verdict_card(summary: RunSummary, cpu_switch: bool = False) -> None:
-    """st.container(key="verdict"): the answer in a few plain sentences, with figures and intervals."""
-    with st.container(key="verdict", border=True):
+def verdict_card(summary: RunSummary, cpu_switch: bool = False, key: str = "verdict") -> None:
+    """st.container(key="verdict"): the answer in a few plain sentences, with figures and intervals. Several on
+    one page (History) each get their own key, starting with "verdict"."""
+    with st.container(key=key, border=True):
         lines = headline(summary).lines
         st.markdown("#### Verdict" + (" (so far)" if summary.run.status.value == "running" else ""))
         for line in lines or ("No stage has finished yet.",):

@@ -93,7 +93,7 @@ else:
         run = summary.run
         with st.expander(f"{run.preset} · {run.gpu or run.device} · run {run.run_id} — "
                          f"{headline(summary).one_liner}", expanded=len(summaries) == 1):
-            verdict_card(summary)
+            verdict_card(summary, key=f"verdict_{run.run_id}")
             job_view.results_table(summary, key=f"history_{run.run_id}")
             job_view.downloads(run, key=f"history_{run.run_id}")
     if summaries:
