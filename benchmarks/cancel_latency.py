@@ -15,8 +15,8 @@ import time
 from bench_core.config import BenchConfig
 from bench_core.jobs import JobManager
 from bench_core.levers import Stage
-from bench_core.metrics import timing_stats
 from bench_core.settings import Limits
+from bench_core.stats import timing_stats
 from bench_core.store import Store
 
 
@@ -38,7 +38,7 @@ def main() -> int:
         while manager.snapshot(job.job_id).active:
             time.sleep(0.005)
         latencies.append(time.perf_counter() - start)
-        steps.append(timing_stats(manager.snapshot(job.job_id).run.stages[0].times_ms)["median_ms"] / 1e3)
+        steps.append(timing_stats(manager.snapshot(job.job_id).run.stages[0].times_ms).median_ms / 1e3)
     manager.shutdown()
     print(f"cancel -> job cancelled, worker killed and reaped: median {statistics.median(latencies) * 1e3:.0f} ms, "
           f"max {max(latencies) * 1e3:.0f} ms (one iteration here: {statistics.median(steps) * 1e3:.0f} ms)")

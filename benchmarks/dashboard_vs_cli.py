@@ -15,18 +15,19 @@ import sys
 import tempfile
 import time
 
-from bench_core.config import MODEL_SIZES, BenchConfig, defaults_for
+from bench_core.config import WORKLOADS, BenchConfig, defaults_for
 from bench_core.jobs import JobManager
 from bench_core.levers import preset
-from bench_core.metrics import timing_stats
+from bench_core.records import Status
 from bench_core.settings import load_limits
+from bench_core.stats import timing_stats
 from bench_core.store import Store
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="seed")
-    ap.add_argument("--model", default="gpt2-small", choices=list(MODEL_SIZES))
+    ap.add_argument("--model", default="gpt2-small", choices=list(WORKLOADS))
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--cli-json", help="a CLI --json result of the same config to compare with")
@@ -34,8 +35,8 @@ def main() -> int:
     db = os.path.join(tempfile.mkdtemp(), "runs.sqlite3")
     manager = JobManager(Store(db), load_limits())
     probe = manager.probe(timeout=300)
-    device = "cuda" if (probe.get("cuda") or {}).get("available") else "cpu"
-    cfg = BenchConfig(**MODEL_SIZES[args.model], warmup=args.warmup, iters=args.iters, device=device) \
+    device = "cuda" if probe is not None and probe.cuda_available else "cpu"
+    cfg = BenchConfig(**WORKLOADS[args.model], warmup=args.warmup, iters=args.iters, device=device) \
         if args.model else defaults_for(device)
     start = time.perf_counter()
     job = manager.submit(cfg, preset(args.preset), args.preset, session_id="benchmark")
@@ -52,16 +53,18 @@ def main() -> int:
     distinct = sorted({done for _, done in samples})
     print(f"job {snap.status} in {elapsed:.1f} s; {len(samples)} distinct snapshots sampled at 0.5 s, "
           f"iterations seen advancing through {len(distinct)} values: {distinct[:12]}...")
-    stored = Store(db).load_run(job.job_id)
-    print(f"stored in SQLite: {sum(s.status != 'pending' for s in stored.stages)}/{len(stored.stages)} stages, "
+    deadline = time.time() + 30  # the job is marked done just before its final state is written
+    while (stored := Store(db).load_run(job.job_id)).status != snap.status and time.time() < deadline:
+        time.sleep(0.2)
+    print(f"stored in SQLite: {sum(s.status != Status.PENDING for s in stored.stages)}/{len(stored.stages)} stages, "
           f"run status {stored.status}")
     cli = {}
     if args.cli_json:
         with open(args.cli_json) as fh:
-            cli = {s["key"]: timing_stats(s["times_ms"])["median_ms"] for s in json.load(fh)["stages"] if s["times_ms"]}
+            cli = {s["key"]: timing_stats(s["times_ms"]).median_ms for s in json.load(fh)["stages"] if s["times_ms"]}
     print(f"{'stage':<40} {'dashboard ms':>13} {'CLI ms':>9} {'ratio':>7}")
     for stage in snap.run.stages:
-        med = timing_stats(stage.times_ms)["median_ms"]
+        med = timing_stats(stage.times_ms).median_ms
         ref = cli.get(stage.key)
         ratio = f"{med / ref:7.3f}" if med and ref else "      —"
         print(f"{stage.key:<40} {med or 0:>13.2f} {ref or 0:>9.2f} {ratio}   {stage.status} {stage.reason[:60]}")

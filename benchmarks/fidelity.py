@@ -12,11 +12,12 @@ import contextlib
 import statistics
 import sys
 
-from bench_core.config import MODEL_SIZES, BenchConfig
+from bench_core.config import WORKLOADS, BenchConfig
 from bench_core.levers import Stage
-from bench_core.metrics import timing_stats
 from bench_core.probe import run_probe
+from bench_core.records import Status
 from bench_core.runner import run_stage
+from bench_core.stats import timing_stats
 
 
 def bare_loop(cfg: BenchConfig, optimizer: str, norm: str, bf16: bool) -> float:
@@ -63,12 +64,12 @@ def bare_loop(cfg: BenchConfig, optimizer: str, norm: str, bf16: bool) -> float:
 def main() -> int:
     import torch
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="gpt2-small", choices=list(MODEL_SIZES))
+    ap.add_argument("--model", default="gpt2-small", choices=list(WORKLOADS))
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=2, help="alternate engine and bare this many times")
     args = ap.parse_args()
-    cfg = BenchConfig(**MODEL_SIZES[args.model], warmup=args.warmup, iters=args.iters, device="cuda")
+    cfg = BenchConfig(**WORKLOADS[args.model], warmup=args.warmup, iters=args.iters, device="cuda")
     probe = run_probe()
     apex_ok = Stage("apex-fusedadam", "layernorm", "fp32").unavailable_reason(probe, "cuda") is None
     cases = [Stage("apex-fusedadam" if apex_ok else "adam", "layernorm", "fp32"),
@@ -78,11 +79,11 @@ def main() -> int:
     for stage in cases:
         engine, bare = [], []
         for _ in range(args.repeats):  # alternate so drift hits both sides alike
-            result = run_stage(cfg, stage, 0, "cuda", probe)
-            if result.status != "ok":
+            result = run_stage(cfg, stage, probe)
+            if result.status != Status.OK:
                 print(f"{stage.key}: engine stage {result.status}: {result.reason}")
                 return 1
-            engine.append(timing_stats(result.times_ms)["median_ms"])
+            engine.append(timing_stats(result.times_ms).median_ms)
             bare.append(bare_loop(cfg, stage.optimizer, stage.norm, stage.precision == "bf16"))
             torch.cuda.empty_cache()
         e, b = statistics.median(engine), statistics.median(bare)

@@ -62,7 +62,7 @@ def jobs_done(db: str) -> int:
         return 0
 
 
-def browsers_submit(base: str, db: str, submitted: list[float]) -> None:
+def browsers_submit(base: str, db: str, submitted: list[float], messages: list[str], wait_s: float) -> None:
     with sync_playwright() as p:
         pages = []
         for _ in range(2):
@@ -77,11 +77,13 @@ def browsers_submit(base: str, db: str, submitted: list[float]) -> None:
                 box.press("Enter")
                 page.wait_for_selector(IDLE, timeout=60_000)
             pages.append((browser, page))
-        for _, page in pages:
-            page.get_by_role("button", name="▶ Run").click()
+        for _, page in pages:  # one click per browser: two jobs expected
+            page.get_by_role("button", name="Run", exact=True).click()
             submitted.append(time.time())
-            page.get_by_text("Submitted job").wait_for(timeout=30_000)
-        deadline = time.time() + 300
+            message = page.get_by_text("Submitted job")
+            message.wait_for(timeout=60_000)
+            messages.append(message.first.inner_text())
+        deadline = time.time() + wait_s
         while time.time() < deadline and jobs_done(db) < 2:
             time.sleep(1)  # the browsers stay open and keep their live fragments refreshing
         time.sleep(3)
@@ -98,6 +100,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=20)
     ap.add_argument("--renders", type=int, default=6)
+    ap.add_argument("--wait", type=float, default=600,
+                    help="seconds the browsers wait, after their clicks, for both jobs to finish")
     args = ap.parse_args()
     db = os.path.join(tempfile.mkdtemp(), "runs.sqlite3")
     port = free_port()
@@ -105,6 +109,7 @@ def main() -> int:
     base, ws_url = f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}/_stcore/stream"
     renders: list[float] = []
     submitted: list[float] = []
+    messages: list[str] = []
     rss: list[float] = []
     stop = threading.Event()
 
@@ -116,12 +121,13 @@ def main() -> int:
     sampler = threading.Thread(target=sample_rss, daemon=True)
     sampler.start()
     try:
-        driver = threading.Thread(target=browsers_submit, args=(base, db, submitted))
+        driver = threading.Thread(target=browsers_submit, args=(base, db, submitted, messages, args.wait))
         driver.start()
         while len(submitted) < 2 and driver.is_alive():
             time.sleep(0.2)
         asyncio.run(sessions(ws_url, args.sessions, args.renders, renders, time.time() + 180))
-        driver.join(timeout=300)
+        rendered_by = time.time()
+        driver.join(timeout=args.wait + 60)
     finally:
         stop.set()
         stop_server(server)
@@ -141,9 +147,18 @@ def main() -> int:
     print(f"jobs: {len(runs)} ({', '.join(r[2] for r in runs)}); stages run: {len(ran)}; overlapping stages: "
           f"{overlaps}; ran in submission order: {in_order}; duplicate stage rows: {dup}; "
           f"iteration rows per ok stage: {sorted({n for _, _, n in iters})}")
+    print(f"Run pressed {len(submitted)} times (once per browser); messages: {messages}; "
+          f"runs created: {len(runs)} at {', '.join(r[1] for r in runs)}")
     print(f"server RSS: start {rss[0]:.0f} MiB, peak {max(rss):.0f} MiB, end {rss[-1]:.0f} MiB")
-    ok = len(runs) == 2 and all(r[2] == "done" for r in runs) and overlaps == 0 and in_order and dup == 0
-    print("queue correctness:", "PASS" if ok else "FAIL")
+    print(f"the websocket sessions ended {rendered_by - submitted[-1]:.0f} s after the second click; "
+          f"the last job ended {max((s['finished_at'] for s in ran), default=submitted[-1]) - submitted[-1]:.0f} s "
+          f"after it")
+    checks = {"one run per click": len(runs) == len(submitted) == 2,
+              f"every run done within --wait {args.wait:.0f} s": all(r[2] == "done" for r in runs),
+              "no overlapping stages": overlaps == 0, "submission order": in_order, "no duplicate rows": dup == 0}
+    failed = [name for name, good in checks.items() if not good]
+    print("queue correctness:", "PASS" if not failed else f"FAIL ({'; '.join(failed)})")
+    ok = not failed
     return 0 if ok else 1
 
 

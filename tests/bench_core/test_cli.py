@@ -1,15 +1,43 @@
+"""`python -m bench_core …` as a person runs it: real processes, real files, a real history database."""
 import csv
+import json
+import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
+from sample_runs import gpu_run
 
-from tests.conftest import ROOT
+from bench_core.breakdown import CATEGORIES
+from bench_core.formats import to_csv, to_json
+from bench_core.store import Store
+
+ZWSP = "\u200b"  # the CLI table breaks long stage keys after each '+'
+APEX_ON_CPU = "Apex FusedAdam runs CUDA kernels only (amp_C); no CPU path"
 
 
-def cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "bench_core", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """One probe cache for the module (the first run measures, the others reuse it), and a default history
+    database of its own: no test writes to the user's."""
+    base = tmp_path_factory.mktemp("cli")
+    return {"BENCH_CACHE_DIR": str(base / "cache"), "BENCH_DB": str(base / "default.sqlite3"),
+            "XDG_DATA_HOME": str(base / "xdg")}
+
+
+@pytest.fixture
+def cli(home):
+    def run(*args, timeout=300, **env):
+        """From a neutral directory: the installed package, not a copy found via cwd."""
+        return subprocess.run([sys.executable, "-m", "bench_core", *args], cwd=tempfile.gettempdir(),
+                              capture_output=True, text=True, timeout=timeout, env={**os.environ, **home, **env})
+    return run
+
+
+def read_csv(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
 
 
 @pytest.mark.parametrize("args,message", [
@@ -18,30 +46,131 @@ def cli(*args, timeout=120):
     (["--iters", "ten"], "iters='ten': must be an integer"),
     (["--device", "cuda"], "device='cuda': no CUDA device is available"),
     (["--batch-size", "0"], "batch_size=0: must be a positive integer"),
+    (["--repeats", "9"], "repeats=9: exceeds the limit of 5"),
+    (["--gpus", "3"], "gpus='3': choose from 1, 2, 4, 8"),
 ])
-def test_bad_input_exits_2_without_traceback(args, message):
-    proc = cli("run", *args)
-    assert proc.returncode == 2
+def test_bad_input_exits_2_without_traceback(cli, tmp_path, args, message):
+    db = tmp_path / "h.sqlite3"
+    proc = cli("run", *args, BENCH_DB=str(db))
+    assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr + proc.stdout
+    assert not db.exists()  # refused before anything was saved
 
 
-def test_run_writes_csv_json_and_html(tmp_path):
-    out, js, html = tmp_path / "r.csv", tmp_path / "r.json", tmp_path / "r.html"
+def test_run_writes_csv_json_html_and_lands_in_the_history(cli, tmp_path):
+    out, js, html, db = tmp_path / "r.csv", tmp_path / "r.json", tmp_path / "r.html", tmp_path / "h.sqlite3"
     proc = cli("run", "--preset", "seed", "--device", "cpu", "--width", "64", "--iters", "3", "--warmup", "1",
-               "--out", str(out), "--json", str(js), "--html", str(html), "--quiet")
+               "--out", str(out), "--json", str(js), "--html", str(html), "--db", str(db), "--quiet")
     assert proc.returncode == 0, proc.stderr
-    rows = list(csv.DictReader(out.open()))
+    rows = read_csv(out)
     assert [r["status"] for r in rows] == ["ok", "unavailable", "unavailable", "unavailable"]
-    assert "adam+layernorm+fp32" in proc.stdout and "NVIDIA apex is not installed" not in rows[0]["reason"]
-    assert html.read_text().count("plotly") > 3
+    assert "adam+layernorm+fp32" in proc.stdout.replace(ZWSP, "")
+    # each stage says why it did not run: on a CPU it is the device, before any question of installing Apex
+    assert rows[0]["reason"] == "" and [r["reason"] for r in rows[1:]] == [APEX_ON_CPU] * 3
+    page = html.read_text()
+    assert all(f"<td>{r['stage']}</td>" in page for r in rows) and "Plotly.newPlot" in page
+    assert json.loads(js.read_text())["run_id"] == rows[0]["run_id"]
+    # the history has the run, as it finished
+    run_id = rows[0]["run_id"]
+    [listed] = Store(str(db)).list_runs()
+    assert listed["run_id"] == run_id and listed["status"] == "done" and listed["stages"] == 4 and listed["ok"] == 1
+    assert listed["imported"] == 0
+    saved = Store(str(db)).load_run(run_id)
+    assert len(saved.stages[0].times_ms) == 3 and saved.stages[0].profile is not None
+    assert f"saved to the history: {db} (run {run_id})" in proc.stderr
 
 
-def test_unwritable_output_is_refused_before_anything_runs(tmp_path):
+def test_no_db_writes_nothing(cli, tmp_path):
+    default, xdg = tmp_path / "default.sqlite3", tmp_path / "xdg"
+    proc = cli("run", "--preset", "seed", "--device", "cpu", "--iters", "2", "--warmup", "1", "--no-db", "--quiet",
+               BENCH_DB=str(default), XDG_DATA_HOME=str(xdg))
+    assert proc.returncode == 0, proc.stderr
+    assert not default.exists() and not xdg.exists()
+    assert "saved to the history" not in proc.stderr
+
+
+def test_repeats_fill_the_new_columns_without_making_up_gpu_figures(cli, home, tmp_path):
+    """Two rounds on CPU, the baseline at 1 and 2 gloo processes: a non-baseline ok stage with an interval.
+    No --db: the run goes to the default history ($BENCH_DB)."""
+    out, js = tmp_path / "r.csv", tmp_path / "r.json"
+    proc = cli("run", "--preset", "seed", "--gpus", "1,2", "--device", "cpu", "--iters", "3", "--warmup", "1",
+               "--repeats", "2", "--out", str(out), "--json", str(js), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    rows = read_csv(out)
+    keys = [r["stage"] for r in rows]
+    assert keys[:2] == ["adam+layernorm+fp32", "adam+layernorm+fp32+gpus2"] and len(rows) == 8
+    assert [r["status"] for r in rows] == ["ok", "ok"] + ["unavailable"] * 6, [r["reason"] for r in rows]
+    assert {r["baseline_stage"] for r in rows} == {"adam+layernorm+fp32"}
+    assert {r["repeats"] for r in rows} == {"2"}
+    for r in rows:
+        # GPU figures: nothing on a CPU, never a made-up 0
+        for col in ("host_ms", "gpu_kernel_ms", "gpu_busy", "kernels_per_step", "energy_j_per_token", "mfu"):
+            assert r[col] == "", (r["stage"], col, r[col])
+        # no launch/GPU split on a CPU: the verdict says it is unknown, never gpu- or launch-bound
+        assert r["bottleneck"] == "unknown", (r["stage"], r["bottleneck"])
+        assert (r["noisy"] == "True") == (r["noise_reason"] != "")
+    base, two = rows[0], rows[1]
+    assert base["speedup"] == "1.0" and base["speedup_ci_low"] == base["speedup_ci_high"] == ""
+    low, high = float(two["speedup_ci_low"]), float(two["speedup_ci_high"])
+    assert 0 < low <= high
+    assert all(r["speedup_ci_low"] == r["speedup_ci_high"] == "" for r in rows[2:])
+    assert float(two["scaling_efficiency"]) == pytest.approx(float(two["tokens_per_s"]) /
+                                                             (2 * float(base["tokens_per_s"])), rel=1e-9)
+    doc = json.loads(js.read_text())
+    assert [s["rounds"] for s in doc["stages"][:2]] == [[3, 3], [3, 3]]
+    summary = doc["summary"]
+    for row in summary[:2]:
+        breakdown = row["breakdown_ms"]
+        assert set(breakdown) == set(CATEGORIES) and sum(breakdown.values()) > 0, breakdown
+    assert all(row["breakdown_ms"] is None for row in summary[2:])
+    assert summary[0]["delta_vs_previous"] is None  # nothing before the first stage
+    delta = summary[1]["delta_vs_previous"]
+    assert set(delta["ms_by_category"]) <= set(CATEGORIES) and delta["text"]
+    assert delta["kernels_per_step"] is None  # a CPU profile counts no kernels
+    # no --db: saved to the default history
+    assert [r["run_id"] for r in Store(home["BENCH_DB"]).list_runs()] == [base["run_id"]]
+
+
+def test_import_exits_0_and_2_with_the_reason(cli, tmp_path):
+    db = tmp_path / "h.sqlite3"
+    good = tmp_path / "run.json"
+    good.write_text(to_json(gpu_run()))
+    proc = cli("import", str(good), "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"imported run abc123def456 into {db}"
+    again = cli("import", str(good), "--db", str(db))
+    assert again.returncode == 0 and "(run abc123def456 already exists: imported under a new id)" in again.stdout
+    runs = Store(str(db)).list_runs()
+    assert len(runs) == 2 and all(r["imported"] == 1 for r in runs)
+
+    bad = tmp_path / "bad.csv"
+    lines = to_csv(gpu_run()).splitlines()
+    header = lines[0].split(",")
+    cells = next(csv.reader([lines[1]]))
+    cells[header.index("median_ms")] = "nan"
+    bad.write_text(lines[0] + "\n" + ",".join(cells) + "\n")
+    proc = cli("import", str(bad), "--db", str(db))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("import rejected, nothing was imported: row 2, column median_ms: 'nan' is not a "
+                                   "finite number")
+    assert len(Store(str(db)).list_runs()) == 2
+
+    missing = cli("import", str(tmp_path / "nope.json"), "--db", str(db))
+    assert missing.returncode == 1 and "No such file" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_unwritable_output_is_refused_before_anything_runs(cli, tmp_path):
     proc = cli("run", "--device", "cpu", "--quiet", "--out", str(tmp_path / "missing-dir" / "r.csv"))
     assert proc.returncode == 2 and "out=" in proc.stderr and "does not exist" in proc.stderr
-    assert "Traceback" not in proc.stderr and "adam+layernorm" not in proc.stdout
+    assert "Traceback" not in proc.stderr and "adam+" not in proc.stdout
+    proc = cli("run", "--device", "cpu", "--quiet", "--db", str(tmp_path / "missing-dir" / "h.sqlite3"))
+    assert proc.returncode == 2 and "db=" in proc.stderr and "does not exist" in proc.stderr
 
 
-def test_probe_json():
+def test_probe_text_and_json(cli):
+    proc = cli("probe")
+    assert proc.returncode == 0, proc.stderr
+    assert "None" not in proc.stdout, proc.stdout
+    assert "GPU: none (CPU runs only" in proc.stdout and "Apex: not installed" in proc.stdout
     proc = cli("probe", "--json")
-    assert proc.returncode == 0 and '"apex"' in proc.stdout
+    assert proc.returncode == 0 and json.loads(proc.stdout)["apex"]["status"] == "missing"

@@ -99,3 +99,32 @@ def test_defaults_suit_the_device():
     assert defaults_for("cuda").width == 768 and defaults_for("cuda").depth == 12
     cpu = defaults_for("cpu")
     assert cpu.width <= 256 and validate(replace(cpu, device="cpu"), LIMITS, False, FREE)
+
+
+def test_field_lists_are_derived_from_the_dataclass():
+    from dataclasses import fields
+
+    from bench_core.config import FIELD_LABELS, INT_FIELDS, MODEL_FIELDS
+    names = [f.name for f in fields(BenchConfig)]
+    assert INT_FIELDS == tuple(n for n in names if n != "device")
+    assert MODEL_FIELDS == ("depth", "width", "heads", "seq_len", "batch_size", "vocab_size")
+    assert set(FIELD_LABELS) == set(names) and FIELD_LABELS["depth"] == "Depth (layers)"
+    assert BenchConfig.from_dict({**OK.to_dict(), "unknown": 1}) == OK
+
+
+def test_workloads():
+    from bench_core.config import WORKLOADS, workload
+    small = workload("gpt2-small", OK)
+    assert (small.depth, small.width, small.heads, small.seq_len, small.batch_size, small.vocab_size) == (
+        12, 768, 12, 1024, 8, 50304)
+    assert small.iters == OK.iters and small.device == OK.device  # only the workload's fields change
+    assert set(WORKLOADS) >= {"tiny", "gpt2-small", "gpt2-medium"}
+    with pytest.raises(ConfigError, match="unknown model size; choose one of tiny, gpt2-small"):
+        workload("gpt5", OK)
+
+
+def test_repeats_and_seed_bounds():
+    assert error_for(replace(OK, repeats=0)).field == "repeats"
+    err = error_for(replace(OK, repeats=LIMITS.max_repeats + 1))
+    assert err.field == "repeats" and f"exceeds the limit of {LIMITS.max_repeats}" in str(err)
+    assert validate(replace(OK, seed=0), LIMITS, False, FREE).seed == 0  # seed 0 is a valid seed

@@ -1,6 +1,8 @@
 """The real engine, real worker processes, a tiny CPU config."""
 import math
 import os
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -8,78 +10,199 @@ from dataclasses import replace
 import pytest
 
 from bench_core.levers import PRESETS, Stage
-from bench_core.results import stage_metrics
-from bench_core.runner import new_run, run_all, run_stage
+from bench_core.records import Status
+from bench_core.runner import RunHooks, new_run, run_all, run_stage
+from helpers import WorkerSpy, alive, group_members, kill_group
+
+
+def assert_workers_gone(workers):
+    """Every worker process the run started has exited and been reaped, and nothing is left in its group.
+    `workers`: (pid, start time) pairs from WorkerSpy."""
+    assert workers, "the run started no worker process"
+
+    def left():
+        return {pid: group_members(pid, started) for pid, started in workers
+                if alive(pid, started) or group_members(pid, started)}
+
+    # a worker that reported `finished` exits in the background; the engine kills one still there after 60 s
+    deadline = time.time() + 65
+    while time.time() < deadline and left():
+        time.sleep(0.05)
+    leftovers = left()
+    for pid, started in workers:
+        kill_group(pid, started)
+    assert not leftovers, f"worker processes (or their groups) outlived the stage: {leftovers}"
+
+
+# Warm-up of exactly `warmup` steps (no minimum time): every stage's first timed step is then the same step of
+# training, so first losses can be compared with the initial loss and with each other.
+COUNTED_WARMUP = {**os.environ, "BENCH_WARMUP_MIN_S": "0"}
 
 
 def test_seed_preset_on_cpu(tiny_cfg, cpu_probe):
     updates = []
-    run = run_all(new_run(tiny_cfg, PRESETS["seed"], cpu_probe, "seed"), cpu_probe, on_update=updates.append)
+    run = run_all(new_run(tiny_cfg, PRESETS["seed"], cpu_probe, "seed"), cpu_probe,
+                  RunHooks(on_update=updates.append, worker_env=COUNTED_WARMUP))
     base, *apex = run.stages
-    assert base.status == "ok" and base.verdict == "verified" and base.kernels["aten_native_layer_norm"]
+    assert base.warmup_steps == tiny_cfg.warmup
+    assert base.status == Status.OK and base.verdict == "verified" and base.kernels["aten_native_layer_norm"]
     assert len(base.times_ms) == tiny_cfg.iters and all(0 < t < 5000 for t in base.times_ms)
+    assert base.rounds == (tiny_cfg.iters,)
     assert abs(base.losses[0] - math.log(tiny_cfg.vocab_size)) < 0.3 and base.losses[-1] < base.losses[0]
     assert base.peak_rss_mib and base.peak_rss_mib > 50
+    assert base.host_ms == () and base.energy_j is None  # GPU figures: none on a CPU, never made up
     for stage in apex:
-        assert stage.status == "unavailable" and "Apex" in stage.reason and not stage.times_ms
-    m = stage_metrics(run, base)
-    assert m["speedup"] == 1.0 and m["tokens_per_s"] > 0 and m["p10_ms"] <= m["median_ms"] <= m["p90_ms"]
-    assert m["mfu"] is None  # no peak figure for a CPU
-    # progress streamed while the stage ran, one iteration at a time
+        assert stage.status == Status.UNAVAILABLE and not stage.times_ms
+        assert stage.reason == "Apex FusedAdam runs CUDA kernels only (amp_C); no CPU path"
+    s = run.summary.stages[0]
+    assert s.speedup == 1.0 and s.speedup_ci is None  # the baseline is the reference
+    assert s.timing.p10_ms <= s.timing.median_ms <= s.timing.p90_ms
+    assert s.rates.tokens_per_s == pytest.approx(tiny_cfg.tokens_per_step / (s.timing.median_ms / 1e3))
+    assert s.rates.mfu is None and s.rates.mfu_reason == "no GPU: MFU is a GPU figure"
+    assert s.profile is not None and s.profile.source == "cpu" and sum(s.profile.breakdown_ms.values()) > 0
+    # unavailable stages are marked before any worker runs; progress streamed one iteration at a time
+    first_ok = next(i for i, u in enumerate(updates) if u.stages[0].times_ms)
+    assert all(st.status == Status.UNAVAILABLE for st in updates[first_ok].stages[1:])
     counts = [len(u.stages[0].times_ms) for u in updates]
     assert set(range(tiny_cfg.iters + 1)) <= set(counts)
-    assert run.status == "done"
+    assert run.status == Status.DONE
 
 
 def test_native_preset_on_cpu(tiny_cfg, cpu_probe):
     cfg = replace(tiny_cfg, iters=3)
-    run = run_all(new_run(cfg, PRESETS["native"], cpu_probe, "native"), cpu_probe)
-    assert [s.status for s in run.stages] == ["ok"] * 4, [s.reason for s in run.stages]
+    run = run_all(new_run(cfg, PRESETS["native"], cpu_probe, "native"), cpu_probe,
+                  RunHooks(worker_env=COUNTED_WARMUP))
+    statuses = [s.status for s in run.stages]
+    assert statuses == [Status.OK] * 4 + [Status.UNAVAILABLE], [s.reason for s in run.stages]
+    assert run.stages[4].key == "adam-fused+layernorm+bf16+graphs"
+    assert run.stages[4].reason == "CUDA graphs capture GPU work: needs a CUDA device"
     fused = run.stages[1]
     assert fused.kernels["aten_fused_adam"] and fused.verdict == "verified"
-    assert run.stages[2].autocast_dtype == "bfloat16"
-    # identical data and init: every stage starts from the same loss
-    first = [s.losses[0] for s in run.stages]
+    assert run.stages[2].autocast_dtype == "bfloat16" and run.stages[2].kernels["gemm_bf16"]
+    compiled = run.stages[3]
+    assert compiled.kernels["compiled_region"] and compiled.verdict == "verified", compiled.warnings
+    # identical data and init, and the same number of warm-up steps: every stage starts from the same loss
+    assert [s.warmup_steps for s in run.stages[:4]] == [cfg.warmup] * 4
+    first = [s.losses[0] for s in run.stages[:4]]
     assert max(first) - min(first) < 0.05
 
 
 def test_fp16_stage_uses_grad_scaler(tiny_cfg, cpu_probe):
-    result = run_stage(tiny_cfg, Stage("adam", "layernorm", "fp16"), 0, "cpu", cpu_probe)
-    assert result.status == "ok" and result.autocast_dtype == "float16" and result.verdict == "verified"
+    result = run_stage(tiny_cfg, Stage("adam", "layernorm", "fp16"), cpu_probe)
+    assert result.status == Status.OK and result.autocast_dtype == "float16" and result.verdict == "verified"
     assert any("_amp_foreach_non_finite_check_and_unscale" in n for n in result.kernels["grad_scaler"])
-    bf16 = run_stage(tiny_cfg, Stage("adam", "layernorm", "bf16"), 0, "cpu", cpu_probe)
-    assert bf16.status == "ok" and bf16.kernels["grad_scaler"] == []
+    assert result.skipped_steps is not None and 0 <= result.skipped_steps <= tiny_cfg.iters
+    bf16 = run_stage(tiny_cfg, Stage("adam", "layernorm", "bf16"), cpu_probe)
+    assert bf16.status == Status.OK and bf16.kernels["grad_scaler"] == [] and bf16.skipped_steps is None
 
 
 @pytest.mark.parametrize("fault,expected", [("abort", "signal SIGABRT"), ("segfault", "signal SIGSEGV"),
                                             ("exit3", "exited with code 3")])
-def test_crashing_worker_is_failed_and_next_stage_runs(tiny_cfg, cpu_probe, fault, expected):
+def test_crashing_worker_is_failed_and_next_stage_runs(tiny_cfg, cpu_probe, monkeypatch, fault, expected):
+    spy = WorkerSpy(monkeypatch)
     env = {**os.environ, "BENCH_TEST_FAULT": f"{fault}@adam+layernorm+fp32"}
     stages = [Stage("adam"), Stage("adam-fused")]
-    run = run_all(new_run(tiny_cfg, stages, cpu_probe, "custom"), cpu_probe, env=env)
-    assert run.stages[0].status == "failed" and expected in run.stages[0].reason
-    assert run.stages[1].status == "ok"
+    run = run_all(new_run(tiny_cfg, stages, cpu_probe, "custom"), cpu_probe, RunHooks(worker_env=env))
+    assert run.stages[0].status == Status.FAILED and expected in run.stages[0].reason
+    assert run.stages[1].status == Status.OK
+    assert len(spy.pids) == 2  # one process per stage
+    assert_workers_gone(spy.workers)
 
 
-def test_hanging_worker_times_out(tiny_cfg, cpu_probe):
+def test_a_lever_that_cannot_be_built_in_the_worker_is_unavailable(tiny_cfg, cpu_probe):
+    """The worker-side path: the probe saw nothing wrong, the worker's own build raises ImportError."""
+    env = {**os.environ, "BENCH_TEST_FAULT": "build@adam+layernorm+fp32"}
+    stages = [Stage("adam"), Stage("adam-fused")]
+    run = run_all(new_run(tiny_cfg, stages, cpu_probe, "custom"), cpu_probe, RunHooks(worker_env=env))
+    broken, after = run.stages
+    assert Stage("adam").unavailable_reason(cpu_probe, "cpu") is None  # not the parent's judgement
+    assert broken.status == Status.UNAVAILABLE and not broken.times_ms, broken.reason
+    assert broken.reason == ("Adam · LayerNorm · FP32 could not be built: ImportError: test fault: the norm lever's "
+                             "extension could not be imported")
+    assert after.status == Status.OK and len(after.times_ms) == tiny_cfg.iters
+    assert run.summary.baseline_note == f"no speedups: the baseline stage adam+layernorm+fp32 is unavailable " \
+                                        f"({broken.reason})"
+
+
+def test_hanging_worker_times_out(tiny_cfg, cpu_probe, monkeypatch):
+    spy = WorkerSpy(monkeypatch)
     env = {**os.environ, "BENCH_TEST_FAULT": "hang"}
     start = time.monotonic()
-    result = run_stage(tiny_cfg, Stage(), 0, "cpu", cpu_probe, timeout_s=3, env=env)
-    assert result.status == "timeout" and "3 s limit" in result.reason
+    result = run_stage(tiny_cfg, Stage(), cpu_probe, RunHooks(timeout_s=3, worker_env=env))
+    assert result.status == Status.TIMEOUT and result.reason == "stage exceeded its 3 s limit"
     assert time.monotonic() - start < 10
+    assert_workers_gone(spy.workers)
 
 
-def test_cpu_oom_under_memory_cap(tiny_cfg, cpu_probe):
-    big = replace(tiny_cfg, width=1024, heads=8, vocab_size=32768, seq_len=256, batch_size=8)
-    env = {**os.environ, "BENCH_TEST_RLIMIT_AS_MIB": "1600"}
-    result = run_stage(big, Stage(), 0, "cpu", cpu_probe, env=env)
-    assert result.status == "oom", result.reason
-    assert "allocate" in result.reason or "MemoryError" in result.reason
+def _worker_baseline_vm_bytes() -> int:
+    """Address space a worker has mapped before its job: a fresh interpreter with what the worker imports."""
+    code = ("import re, torch; from bench_core import model, worker; "
+            "print(re.search(r'VmSize:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return int(out.stdout.strip()) * 1024
 
 
-def test_cancel_kills_the_running_stage(tiny_cfg, cpu_probe):
+def test_cpu_oom_during_a_training_step(tiny_cfg, cpu_probe):
+    """The model and Adam build under the cap; the first step's logits cannot be allocated.
+
+    Weights: (V + T) * d + a one-layer block, about 1.1M parameters here, so weights, grads and both Adam moments
+    take 16 B x 1.1M = 18 MiB. The logits alone are B * T * V fp32 = 16 * 1024 * 32768 * 4 B = 2 GiB in one
+    allocation. The cap leaves 1 GiB above what the worker has mapped after its imports: 50x the states, half the
+    logits. Threads and allocator arenas take well under 1 GiB, so the build fits and the step cannot."""
+    big = replace(tiny_cfg, depth=1, width=32, heads=2, seq_len=1024, batch_size=16, vocab_size=32768)
+    logits_bytes = big.batch_size * big.seq_len * big.vocab_size * 4
+    assert logits_bytes == 2 * 2**30
+    cap_mib = (_worker_baseline_vm_bytes() + 2**30) // 2**20
+    env = {**os.environ, "BENCH_TEST_RLIMIT_AS_MIB": f"{cap_mib}@adam+layernorm+fp32"}
+    result = run_stage(big, Stage(), cpu_probe, RunHooks(worker_env=env))
+    assert result.status == Status.OOM, result.reason
+    assert f"you tried to allocate {logits_bytes} bytes" in result.reason, result.reason
+    # it failed in a step, not in the build: the worker reported its built model and had started
+    assert result.params == 32768 * 32 + 1024 * 32 + 12 * 32 * 32 + 13 * 32 + 2 * 32
+    assert {"built", "started"} <= set(result.timeline) and not result.times_ms
+
+
+def test_cancel_kills_the_running_stage(tiny_cfg, cpu_probe, monkeypatch):
+    spy = WorkerSpy(monkeypatch)
     cancel = threading.Event()
     env = {**os.environ, "BENCH_TEST_FAULT": "hang"}
-    threading.Timer(1.0, cancel.set).start()
-    result = run_stage(tiny_cfg, Stage(), 0, "cpu", cpu_probe, cancel=cancel, env=env)
-    assert result.status == "cancelled"
+    timer = threading.Timer(1.0, cancel.set)
+    timer.start()
+    start = time.monotonic()
+    result = run_stage(tiny_cfg, Stage(), cpu_probe, RunHooks(cancel=cancel, worker_env=env))
+    timer.cancel()
+    assert result.status == Status.CANCELLED and result.reason == "cancelled by user"
+    assert time.monotonic() - start < 10
+    assert_workers_gone(spy.workers)
+
+
+def test_unavailable_stages_stay_unavailable_after_a_cancel(tiny_cfg, cpu_probe):
+    cancel = threading.Event()
+    env = {**os.environ, "BENCH_TEST_FAULT": "hang"}
+    stages = [Stage(), Stage("apex-fusedadam"), Stage("adam-fused")]
+    timer = threading.Timer(1.0, cancel.set)
+    timer.start()
+    run = run_all(new_run(tiny_cfg, stages, cpu_probe, "custom"), cpu_probe, RunHooks(cancel=cancel, worker_env=env))
+    timer.cancel()
+    assert run.status == Status.CANCELLED
+    assert [s.status for s in run.stages] == [Status.CANCELLED, Status.UNAVAILABLE, Status.CANCELLED]
+    assert run.stages[1].reason.startswith("Apex FusedAdam runs CUDA kernels only")
+    assert run.stages[2].reason == "job cancelled"
+
+
+def test_repeats_run_every_stage_each_round_in_alternating_order(tiny_cfg, cpu_probe, monkeypatch):
+    """Round 0 runs the ladder forwards, round 1 backwards; the series of both rounds accumulate per stage."""
+    spy = WorkerSpy(monkeypatch)
+    cfg = replace(tiny_cfg, iters=3, repeats=2)
+    run = run_all(new_run(cfg, [Stage(), Stage("adam-fused")], cpu_probe, "custom"), cpu_probe)
+    assert [s.status for s in run.stages] == [Status.OK, Status.OK]
+    for s in run.stages:
+        assert s.rounds == (3, 3) and len(s.times_ms) == 6 and len(s.losses) == 6
+        # warm-up: at least `warmup` steps and at least BENCH_WARMUP_MIN_S (0.2 s, tests/conftest.py) of them
+        assert s.warmup_steps >= cfg.warmup and s.warmup_s >= float(os.environ["BENCH_WARMUP_MIN_S"])
+    a, b = run.stages
+    # forwards then backwards: adam, adam-fused | adam-fused, adam
+    assert a.started_at < b.started_at and b.finished_at < a.finished_at
+    assert len(spy.pids) == 4  # a fresh process for every stage in every round
+    s = run.summary.stages[1]
+    assert len(s.round_medians) == 2 and s.speedup_ci is not None

@@ -13,7 +13,8 @@ def test_cpu_estimate_by_hand():
     step = flops_per_step(cfg) / (1e9 * 0.5)  # 3600 FLOPs at half of 1 GFLOP/s
     assert step_seconds(cfg, probe, "cpu", "fp32") == pytest.approx(step)
     # warm-up is at least WARMUP_MIN_S (2 s unless overridden); then 10 timed steps, the overhead, 5 profiled steps
-    assert run_seconds(cfg, probe, "cpu", ["fp32"]) == pytest.approx(WARMUP_MIN_S + 10 * step + STAGE_OVERHEAD_S + 5 * step)
+    expected = WARMUP_MIN_S + 10 * step + STAGE_OVERHEAD_S + 5 * step
+    assert run_seconds(cfg, probe, "cpu", ["fp32"]) == pytest.approx(expected)
 
 
 def test_no_rate_no_estimate():

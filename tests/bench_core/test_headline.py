@@ -23,3 +23,12 @@ def test_a_fallback_stage_is_never_the_fastest():
 
 def test_one_liner_for_history():
     assert headline(gpu_run().summary).one_liner.startswith("apex-fusedadam+apex-fusedln+bf16 ×5.00")
+
+
+def test_a_fastest_baseline_is_not_the_only_result():
+    run = gpu_run()
+    run = run.with_stage(replace(run.stages[1], times_ms=(200.0,) * 8))   # x0.5
+    run = run.with_stage(replace(run.stages[3], times_ms=(150.0,) * 8))   # x0.67
+    assert [s.ok for s in run.summary.stages] == [True, True, False, True]
+    first = headline(run.summary).lines[0]
+    assert "Only the baseline" not in first and "nothing to compare" not in first, first

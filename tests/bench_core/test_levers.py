@@ -1,27 +1,45 @@
-import torch
 import pytest
+import torch
 
-from bench_core.kernels import classify, verdict
-from bench_core.levers import KINDS, LEVERS, PRESETS, Stage
+from bench_core.levers import (
+    KINDS,
+    LEVERS,
+    PRESETS,
+    CompileLever,
+    GpusLever,
+    NormLever,
+    OptimizerLever,
+    PrecisionLever,
+    Stage,
+)
+from bench_core.probe import Probe
+from bench_core.proof import KEY_KERNELS, Facts, classify, gemm_pseudo_names, verdict
 
 
 def params():
     return [torch.nn.Parameter(torch.randn(4, 4))]
 
 
-def test_every_lever_kind_is_registered():
+def test_every_lever_kind_is_registered_with_its_own_class():
     assert {lever.kind for lever in LEVERS.values()} == set(KINDS)
+    classes = {"optimizer": OptimizerLever, "norm": NormLever, "precision": PrecisionLever,
+               "compile": CompileLever, "gpus": GpusLever}
+    for lever in LEVERS.values():
+        assert type(lever) is classes[lever.kind], lever.name
 
 
 def test_optimizer_builds():
     adam = LEVERS["adam"].build(params())
     assert type(adam) is torch.optim.Adam and adam.defaults["foreach"] is None and not adam.defaults["fused"]
+    assert not adam.defaults["capturable"]
     assert LEVERS["adam-loop"].build(params()).defaults["foreach"] is False
     assert LEVERS["adam-fused"].build(params()).defaults["fused"] is True
+    # a graphs stage builds its optimizer capturable; the stage's Stage levers say which kinds can be
+    assert LEVERS["adam-fused"].build(params(), capturable=True).defaults["capturable"] is True
+    assert Stage("adam-fused").optimizer_lever is LEVERS["adam-fused"]
 
 
 def test_apex_optimizer_build_needs_apex():
-    pytest.importorskip("torch")
     try:
         import apex.optimizers  # noqa: F401
         pytest.skip("apex installed here")
@@ -32,6 +50,7 @@ def test_apex_optimizer_build_needs_apex():
 
 def test_norm_builds():
     assert LEVERS["layernorm"].build() is torch.nn.LayerNorm
+    assert Stage().norm_lever.build() is torch.nn.LayerNorm
 
 
 @pytest.mark.parametrize("name,dtype,tf32,scaler", [("fp32", None, False, False), ("tf32", None, True, False),
@@ -40,70 +59,159 @@ def test_norm_builds():
 def test_precision_plans(name, dtype, tf32, scaler):
     plan = LEVERS[name].build()
     assert (plan.autocast_dtype, plan.tf32, plan.grad_scaler) == (dtype, tf32, scaler)
+    assert Stage(precision=name).precision_lever.build() == plan
 
 
-def test_compile_lever_wraps_model():
+def test_compile_lever_wraps_the_model_and_eager_does_not():
+    from torch._dynamo.eval_frame import OptimizedModule
     model = torch.nn.Linear(2, 2)
+    compiled = LEVERS["compile"].build(model)
+    assert isinstance(compiled, OptimizedModule) and compiled._orig_mod is model
     assert LEVERS["eager"].build(model) is model
-    assert LEVERS["compile"].build(model) is not model
+    # graphs: the model stays as it is; the worker captures the whole step after warm-up
+    assert LEVERS["graphs"].build(model) is model and LEVERS["graphs"].captures_graph
+    assert not LEVERS["compile"].captures_graph and not LEVERS["eager"].captures_graph
+    assert Stage(compile="compile").compile_lever.mode == "compile"
 
 
-def test_seed_preset_is_the_article_ladder():
+def test_gpus_lever_builds_its_world_size():
+    assert [LEVERS[n].build() for n in ("1", "2", "4", "8")] == [1, 2, 4, 8]
+    assert Stage(gpus=2).world_size == 2 and Stage(gpus="2").gpus == "2"
+
+
+def test_presets():
     assert [s.key for s in PRESETS["seed"]] == [
         "adam+layernorm+fp32", "apex-fusedadam+layernorm+fp32",
         "apex-fusedadam+apex-fusedln+fp32", "apex-fusedadam+apex-fusedln+bf16"]
-    assert [s.key for s in PRESETS["native"]][-1] == "adam-fused+layernorm+bf16+compile"
+    assert [s.key for s in PRESETS["native"]] == [
+        "adam+layernorm+fp32", "adam-fused+layernorm+fp32", "adam-fused+layernorm+bf16",
+        "adam-fused+layernorm+bf16+compile", "adam-fused+layernorm+bf16+graphs"]
     assert set(PRESETS["seed"]) | set(PRESETS["native"]) <= set(PRESETS["all"])
+    assert len(set(PRESETS["all"])) == len(PRESETS["all"])
 
 
 def test_stage_snippets_show_the_change():
     assert "FusedAdam" in Stage("apex-fusedadam").snippet()
     assert "torch.compile" in Stage("adam-fused", "layernorm", "bf16", "compile").snippet()
+    assert "CUDAGraph" in Stage("adam-fused", "layernorm", "bf16", "graphs").snippet()
     assert "GradScaler" in Stage(precision="fp16").snippet()
     assert "baseline" in Stage().snippet()
 
 
-NO_APEX = {"apex": {"status": "missing"}, "adam_fused": {"cpu": True, "cuda": True},
-           "bf16": {"cpu": True, "cuda": False}, "compile": {"cuda": {"usable": True}}}
-GOOD_APEX = {**NO_APEX, "apex": {"status": "genuine", "extensions": {
-    "amp_C": {"found": True, "loadable": True, "smoke": {"ok": True}},
-    "fused_layer_norm_cuda": {"found": True, "loadable": True, "smoke": {"ok": True}}}}}
+CPU_PROBE = Probe.from_dict({"apex": {"status": "missing"}, "adam_fused": {"cpu": True},
+                             "bf16": {"cpu": True}, "compile": {"cpu": {"usable": True}}})
+NO_APEX = {"cuda": {"available": True, "device_count": 1}, "apex": {"status": "missing"},
+           "adam_fused": {"cpu": True, "cuda": True}, "bf16": {"cpu": True, "cuda": False},
+           "compile": {"cuda": {"usable": True}}}
+GOOD_EXTENSIONS = {"amp_C": {"found": True, "loadable": True, "smoke": {"ok": True}},
+                   "fused_layer_norm_cuda": {"found": True, "loadable": True, "smoke": {"ok": True}}}
+GOOD_APEX = {**NO_APEX, "apex": {"status": "genuine", "extensions": GOOD_EXTENSIONS}}
+
+
+def apex(**state):
+    return Probe.from_dict({**NO_APEX, "apex": state})
+
+
+def test_apex_absent_is_judged_from_the_probe():
+    """The tool, not the test: Stage.unavailable_reason reads Probe.apex_reason for each Apex lever."""
+    fused_adam, fused_ln = Stage("apex-fusedadam"), Stage(norm="apex-fusedln")
+    missing = apex(status="missing")
+    assert fused_adam.unavailable_reason(missing, "cuda") == "NVIDIA apex is not installed"
+    assert fused_ln.unavailable_reason(missing, "cuda") == "NVIDIA apex is not installed"
+    impostor = apex(status="impostor", distribution={"name": "apex", "version": "0.9.10dev"})
+    assert fused_adam.unavailable_reason(impostor, "cuda") == "not NVIDIA apex (found 'apex' 0.9.10dev)"
+    no_amp = apex(status="genuine", extensions={**GOOD_EXTENSIONS, "amp_C": {"found": False}})
+    assert fused_adam.unavailable_reason(no_amp, "cuda") == \
+        "apex amp_C extension not built (FusedAdam needs --cuda_ext)"
+    assert fused_ln.unavailable_reason(no_amp, "cuda") is None  # its own extension is fine
+    no_ln = apex(status="genuine", extensions={"amp_C": GOOD_EXTENSIONS["amp_C"]})  # not even listed
+    assert fused_ln.unavailable_reason(no_ln, "cuda") == \
+        "apex fused_layer_norm_cuda extension not built (FusedLayerNorm needs --cuda_ext)"
+    undefined = "ImportError: undefined symbol: _ZN3c10"
+    broken = apex(status="genuine", extensions={
+        **GOOD_EXTENSIONS, "amp_C": {"found": True, "loadable": False, "error": undefined}})
+    assert fused_adam.unavailable_reason(broken, "cuda") == \
+        "apex amp_C extension fails to load: ImportError: undefined symbol: _ZN3c10"
+    smoke = apex(status="genuine", extensions={
+        **GOOD_EXTENSIONS, "fused_layer_norm_cuda": {"found": True, "loadable": True,
+                                                     "smoke": {"ok": False, "error": "no kernel image"}}})
+    assert fused_ln.unavailable_reason(smoke, "cuda") == \
+        "apex fused_layer_norm_cuda failed its smoke test on this GPU: no kernel image"
+    good = Probe.from_dict(GOOD_APEX)
+    assert good.apex_healthy and not missing.apex_healthy and not smoke.apex_healthy
+    assert fused_adam.unavailable_reason(good, "cuda") is None and fused_ln.unavailable_reason(good, "cuda") is None
 
 
 def test_unavailability_reasons_are_specific():
     seed = PRESETS["seed"]
-    assert seed[1].unavailable_reason(NO_APEX, "cuda") == "NVIDIA apex is not installed"
-    impostor = {**NO_APEX, "apex": {"status": "impostor", "distribution": {"name": "apex", "version": "0.9.10dev"}}}
-    assert seed[1].unavailable_reason(impostor, "cuda") == "not NVIDIA apex (found 'apex' 0.9.10dev)"
-    python_only = {**NO_APEX, "apex": {"status": "genuine", "extensions": {"amp_C": {"found": False}}}}
-    assert seed[1].unavailable_reason(python_only, "cuda").startswith("apex amp_C extension not built")
-    broken = {**GOOD_APEX, "apex": {"status": "genuine", "extensions": {
-        "amp_C": {"found": True, "loadable": False, "error": "ImportError: undefined symbol: _ZN3c10"}}}}
-    assert "fails to load: ImportError: undefined symbol" in seed[1].unavailable_reason(broken, "cuda")
-    assert seed[3].unavailable_reason(GOOD_APEX, "cuda") == "bf16 autocast not supported on this GPU"
-    assert seed[2].unavailable_reason(GOOD_APEX, "cpu").startswith("Apex FusedAdam runs CUDA kernels only")
+    good = Probe.from_dict(GOOD_APEX)
+    assert seed[3].unavailable_reason(good, "cuda") == "bf16 autocast not supported on this GPU"
+    assert seed[2].unavailable_reason(good, "cpu").startswith("Apex FusedAdam runs CUDA kernels only")
     compiled_ln = Stage("adam", "apex-fusedln", "fp32", "compile")
-    assert compiled_ln.unavailable_reason(GOOD_APEX, "cuda") == \
+    assert compiled_ln.unavailable_reason(good, "cuda") == \
         "Apex FusedLayerNorm falls back to F.layer_norm under torch.compile"
-    assert Stage(norm="apex-fusedln").unavailable_reason(GOOD_APEX, "cpu") == \
+    assert Stage(norm="apex-fusedln").unavailable_reason(good, "cpu") == \
         "Apex FusedLayerNorm falls back to F.layer_norm on CPU"
-    assert seed[2].unavailable_reason(GOOD_APEX, "cuda") is None
-    assert Stage(precision="tf32").unavailable_reason(GOOD_APEX, "cpu") == "TF32 (a tensor-core mode) needs a CUDA device"
+    assert seed[2].unavailable_reason(good, "cuda") is None
+    assert Stage(precision="tf32").unavailable_reason(good, "cpu") == "TF32 (a tensor-core mode) needs a CUDA device"
+    no_fused = Probe.from_dict({**GOOD_APEX, "torch": "2.13.0", "adam_fused": {"cuda": False}})
+    assert Stage("adam-fused").unavailable_reason(no_fused, "cuda") == \
+        "torch.optim.Adam(fused=True) is not supported on cuda in torch 2.13.0"
+    no_compile = Probe.from_dict({**GOOD_APEX, "compile": {"cuda": {"usable": False, "reason": "triton is not "
+                                                                                               "installed"}}})
+    assert Stage(compile="compile").unavailable_reason(no_compile, "cuda") == \
+        "torch.compile not usable on cuda: triton is not installed"
+
+
+def test_graphs_stage_needs_a_gpu_and_a_capturable_step():
+    good = Probe.from_dict({**GOOD_APEX, "bf16": {"cuda": True}, "fp16": {"cuda": True}})
+    graphs = PRESETS["native"][-1]
+    assert graphs.unavailable_reason(CPU_PROBE, "cpu") == "CUDA graphs capture GPU work: needs a CUDA device"
+    assert graphs.unavailable_reason(good, "cuda") is None
+    assert Stage("adam-fused", precision="fp16", compile="graphs").unavailable_reason(good, "cuda") == \
+        "GradScaler's inf checks sync with the host: FP16 + GradScaler cannot be captured in one graph"
+    assert Stage("adam-loop", compile="graphs").unavailable_reason(good, "cuda") == \
+        "Adam (for-loop) has no capturable mode for CUDA graphs"
+    two = Probe.from_dict({**GOOD_APEX, "cuda": {"available": True, "device_count": 2}})
+    assert Stage("adam-fused", compile="graphs", gpus=2).unavailable_reason(two, "cuda") == \
+        "the graphs stage captures one process's step: gpus must be 1"
 
 
 def test_fallback_is_never_counted_as_apex():
     stage = Stage("apex-fusedadam", "apex-fusedln", "fp32")
+    fp32 = gemm_pseudo_names(["float"], tf32=False)
     honest = classify(["void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>, float>",
-                       "apex::fused_layer_norm_affine_fwd", "void cuApplyLayerNorm<float, float, float>"])
+                       "apex::fused_layer_norm_affine_fwd", "void cuApplyLayerNorm<float, float, float>", *fp32])
     assert verdict(stage, "cuda", honest) == ("verified", [])
     fallback = classify(["void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>, float>",
-                         "aten::native_layer_norm"])
+                         "aten::native_layer_norm", *fp32])
     state, warnings = verdict(stage, "cuda", fallback)
     assert state == "fallback" and "Apex FusedLN fell back to PyTorch" in warnings[0]
     assert "aten::native_layer_norm" in warnings[0]
+    # the right kernels but the wrong class built: still a fallback
+    state, warnings = verdict(stage, "cuda", honest, Facts(optimizer_class="torch.optim.adam.Adam"))
+    assert state == "fallback"
+    assert warnings == ["Apex FusedAdam fell back to PyTorch: the worker built torch.optim.adam.Adam, not "
+                        "apex.optimizers.fused_adam.FusedAdam"]
+
+
+def test_precision_is_proven_by_the_gemm_dtype():
+    bf16 = Stage("adam", "layernorm", "bf16")
+    base = ["aten::native_layer_norm"]
+    assert verdict(bf16, "cpu", classify(base + sorted(gemm_pseudo_names(["c10::BFloat16"], False))))[0] == "verified"
+    state, warnings = verdict(bf16, "cpu", classify(base + sorted(gemm_pseudo_names(["float"], False))))
+    assert state == "unconfirmed" and "expected BF16 GEMM but the trace did not show it" in warnings[0]
+    assert gemm_pseudo_names(["float"], tf32=True) == {"gemm:float+tf32"}
+    assert classify(["gemm:float+tf32"])["gemm_tf32"] and not classify(["gemm:float+tf32"])["gemm_fp32"]
+    # a switch the stage did not ask for is reported, even with the right kernels
+    fp32 = Stage()
+    state, warnings = verdict(fp32, "cpu", classify(base + ["gemm:float"]), Facts(tf32_matmul=True))
+    assert state == "unconfirmed" and warnings == ["TF32 matmul was on, the stage asked for off"]
 
 
 def test_torch_multi_tensor_kernels_are_not_mistaken_for_apex():
     seen = classify(["void at::native::(anonymous namespace)::multi_tensor_apply_kernel<"
                      "at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4>>", "aten::_fused_adam_"])
     assert not seen["apex_adam"] and seen["aten_fused_adam"]
+    assert {"gemm_fp32", "gemm_tf32", "gemm_bf16", "gemm_fp16", "triton", "compiled_region",
+            "graph_launch"} <= set(KEY_KERNELS)

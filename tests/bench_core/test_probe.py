@@ -1,42 +1,86 @@
-import os
-import textwrap
+"""The probe: collected in a fresh process, read into a typed, frozen Probe."""
+import dataclasses
+import json
+import subprocess
+import sys
 
-from bench_core.probe import run_probe
+import pytest
+
+from bench_core.probe import Probe, cached_probe, run_probe
+from helpers import PROBE_DATA, fake_package
 
 
 def test_probe_without_apex(cpu_probe):
-    assert cpu_probe["torch"] and cpu_probe["cuda"]["available"] is False
-    assert cpu_probe["apex"]["status"] == "missing"
-    assert cpu_probe["adam_fused"]["cpu"] is True and cpu_probe["bf16"]["cpu"] is True
-    assert set(cpu_probe["sdpa"]) >= {"flash", "mem_efficient", "math"}
-    assert "usable" in cpu_probe["compile"]["cpu"]
+    assert isinstance(cpu_probe, Probe) and cpu_probe.error is None
+    assert cpu_probe.torch and not cpu_probe.cuda_available and cpu_probe.gpu_name is None
+    assert cpu_probe.apex.status == "missing" and cpu_probe.apex.label == "missing"
+    assert cpu_probe.apex_reason("amp_C") == "NVIDIA apex is not installed" and not cpu_probe.apex_healthy
+    assert cpu_probe.adam_fused["cpu"] is True and cpu_probe.bf16["cpu"] is True
+    assert set(cpu_probe.raw["sdpa"]) >= {"flash", "mem_efficient", "math"}
+    assert "cpu" in cpu_probe.compile and isinstance(cpu_probe.compile["cpu"][0], bool)
+    assert cpu_probe.compile["cuda"] == (False, "no CUDA device")
+    free = cpu_probe.free_bytes
+    assert free["cuda"] is None and free["cpu"] > 0
 
 
-def fake_package(tmp_path, summary, version, ext_source=None):
-    pkg = tmp_path / "apex"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    info = tmp_path / f"apex-{version}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: apex\nVersion: {version}\nSummary: {summary}\n")
-    if ext_source is not None:
-        (tmp_path / "amp_C.py").write_text(textwrap.dedent(ext_source))
-    return {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+def test_probe_collect_prints_the_json_the_probe_reads():
+    proc = subprocess.run([sys.executable, "-m", "bench_core.probe_collect"], capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    probe = Probe.from_dict(data)
+    assert probe.to_dict() == data and probe.torch == data["torch"]
+
+
+def test_partial_dicts_and_round_trip():
+    probe = Probe.from_dict(PROBE_DATA)
+    assert not probe.cuda_available and probe.cuda.device_count == 0 and probe.free_bytes == {
+        "cuda": None, "cpu": 8 * 2**30}
+    assert probe.compile == {"cpu": (True, "unknown")}  # no reason given: said so, not invented
+    assert Probe.from_dict(probe.to_dict()) == probe
+    empty = Probe.from_dict(None)
+    assert empty.apex.status == "missing" and not empty.cuda_available and empty.torch is None
+    gpu = Probe.from_dict({"cuda": {"available": True, "name": "NVIDIA H200", "capability": [9, 0],
+                                    "free_bytes": 100}})
+    assert gpu.gpu_name == "NVIDIA H200" and gpu.cuda.capability == (9, 0) and gpu.free_bytes["cuda"] == 100
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        gpu.error = "x"
 
 
 def test_probe_detects_an_impostor(tmp_path):
     env = fake_package(tmp_path, "Rapid prototyping toolkit for Pyramid", "0.9.10dev")
-    apex = run_probe(env=env)["apex"]
-    assert apex["status"] == "impostor"
-    assert apex["distribution"] == {"name": "apex", "version": "0.9.10dev",
-                                    "summary": "Rapid prototyping toolkit for Pyramid"}
+    apex = run_probe(env=env).apex
+    assert apex.status == "impostor"
+    assert dict(apex.distribution) == {"name": "apex", "version": "0.9.10dev",
+                                       "summary": "Rapid prototyping toolkit for Pyramid"}
+    assert apex.label == "impostor 0.9.10dev"
 
 
 def test_probe_reports_a_broken_extension(tmp_path):
     env = fake_package(tmp_path, "PyTorch Extensions written by NVIDIA", "0.1",
                        ext_source="raise ImportError('undefined symbol: _ZN3c104cuda9SetDeviceEi')")
-    apex = run_probe(env=env)["apex"]
-    assert apex["status"] == "genuine"
-    amp = apex["extensions"]["amp_C"]
-    assert amp["found"] and not amp["loadable"] and "undefined symbol" in amp["error"]
-    assert apex["extensions"]["fused_layer_norm_cuda"]["found"] is False
+    probe = run_probe(env=env)
+    apex = probe.apex
+    assert apex.status == "genuine"
+    amp = apex.extensions["amp_C"]
+    assert amp.found and not amp.loadable and "undefined symbol" in amp.error
+    assert apex.extensions["fused_layer_norm_cuda"].found is False
+    assert probe.apex_reason("amp_C").startswith("apex amp_C extension fails to load: ImportError: undefined symbol")
+    assert probe.apex_reason("fused_layer_norm_cuda") == \
+        "apex fused_layer_norm_cuda extension not built (FusedLayerNorm needs --cuda_ext)"
+
+
+def test_a_failing_probe_reports_instead_of_raising():
+    probe = run_probe(env={"PATH": "/nonexistent", "PYTHONPATH": "/nonexistent"}, timeout=0.001)
+    assert probe.error and probe.error.startswith("probe failed: ")
+    assert not probe.cuda_available and probe.apex.status == "missing"
+
+
+def test_cached_probe_is_measured_once_per_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    first, was_cached = cached_probe()
+    assert not was_cached and first.error is None and list(tmp_path.glob("probe-*.json"))
+    second, was_cached = cached_probe()
+    assert was_cached and second.torch == first.torch and second.apex == first.apex
+    third, was_cached = cached_probe(refresh=True)
+    assert not was_cached

@@ -6,8 +6,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import free_port, start_server, stop_server
-from tests.e2e.test_browser import wait_idle
+from live_server import free_port, start_server, stop_server, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -41,9 +40,9 @@ def run_preset(page, url, preset):
     page.goto(url)
     wait_idle(page)
     page.get_by_text("Machine:").wait_for(timeout=60_000)
-    page.get_by_text(preset, exact=True).click()
+    page.get_by_test_id("stRadioGroup").get_by_text(preset, exact=True).click()
     wait_idle(page)
-    page.get_by_role("button", name="▶ Run").click()
+    page.get_by_role("button", name="Run", exact=True).click()
 
 
 def test_kill_9_mid_job_then_restart(page, tmp_path):

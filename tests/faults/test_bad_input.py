@@ -6,8 +6,9 @@ import pytest
 from bench_core.config import ConfigError
 from bench_core.jobs import JobManager, LimitExceeded, NotAllowed
 from bench_core.levers import Stage
+from bench_core.probe import Probe
 from bench_core.settings import Limits
-from tests.bench_core.test_jobs import CFG, PROBE, FakeRunner
+from helpers import CFG, PROBE_DATA, FakeRunner
 
 LIMITS = Limits(max_params=50_000_000, max_tokens_per_step=4096, max_stages_per_job=4)
 
@@ -21,6 +22,8 @@ BAD_CONFIGS = [
     ({"iters": 0}, "iters=0: must be a positive integer"),
     ({"warmup": -5}, "warmup=-5: must be a positive integer"),
     ({"seed": -1}, "seed=-1: must be >= 0"),
+    ({"repeats": 0}, "repeats=0: must be a positive integer"),
+    ({"repeats": 6}, "repeats=6: exceeds the limit of 5"),
     ({"depth": 2.5}, "depth=2.5: must be an integer"),
     ({"width": "768"}, "width='768': must be an integer"),
     ({"batch_size": True}, "batch_size=True: must be an integer"),
@@ -48,8 +51,8 @@ BAD_CONFIGS = [
 def manager(tmp_path):
     from bench_core.store import Store
     runner = FakeRunner()
-    probe = {**PROBE, "cpu": {"available_bytes": 2**29}}
-    m = JobManager(Store(str(tmp_path / "db.sqlite3")), LIMITS, probe=probe, stage_runner=runner)
+    probe = Probe.from_dict({**PROBE_DATA, "cpu": {"available_bytes": 2**29}})
+    m = JobManager(Store(str(tmp_path / "db.sqlite3")), LIMITS, probe=probe, runner=runner)
     m.runner = runner
     yield m
     m.shutdown()
@@ -62,7 +65,7 @@ def test_bad_config_is_refused_and_nothing_is_launched(manager, changes, message
     with pytest.raises(ConfigError) as info:
         manager.submit(replace(CFG, **changes), [Stage()], "custom", "s")
     assert message in str(info.value), str(info.value)
-    assert manager.jobs() == [] and manager.runner.calls == []
+    assert manager.jobs() == [] and manager.runner.calls == [] and manager.store.list_runs() == []
 
 
 @pytest.mark.parametrize("stages,message", [

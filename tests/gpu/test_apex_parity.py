@@ -8,13 +8,21 @@ import pytest
 
 from bench_core.config import BenchConfig
 from bench_core.levers import PRESETS, Stage
-from bench_core.runner import ROOT, run_stage
+from bench_core.probe import run_probe
+from bench_core.processes import StageJob
+from bench_core.runner import run_stage
 
 pytestmark = pytest.mark.gpu
+FP32_EPS = 2.0 ** -24  # unit roundoff of float32
 
 
 def rel_err(a, b) -> float:
     return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
+
+
+@pytest.fixture(scope="module")
+def probe():
+    return run_probe()
 
 
 @pytest.fixture(scope="module")
@@ -30,32 +38,36 @@ def apex_or_skip():
 
 
 def test_fused_adam_matches_torch_adam_over_20_steps(apex_or_skip):
+    """Apex casts β1, β2 to float before computing 1−β (Apex's multi_tensor_adam takes them as float), while
+    torch computes 1−β in double. With β=0.999 that alone differs by 1.29e-5 relative in exp_avg_sq. Give torch
+    the same fp32-rounded betas and the two agree to rounding: each moment after 20 steps is a sum of 20 terms,
+    each with at most 3 float32 roundings (scale, square, add), so |error| ≤ 60·ε relative (ε = 2⁻²⁴)."""
+    import numpy as np
     import torch
 
     from bench_core.model import GPT, GPTConfig
     FusedAdam, _ = apex_or_skip
+    betas32 = (float(np.float32(0.9)), float(np.float32(0.999)))
     torch.manual_seed(0)
     model = GPT(GPTConfig(depth=2, width=768, heads=12, seq_len=1024, vocab_size=50304)).cuda()
     ref = [p.detach().clone().requires_grad_() for p in model.parameters()]
     mine = [p.detach().clone().requires_grad_() for p in model.parameters()]
-    opt_ref = torch.optim.Adam(ref, lr=3e-4)
-    opt_apex = FusedAdam(mine, lr=3e-4, adam_w_mode=False)
+    opt_ref = torch.optim.Adam(ref, lr=3e-4, betas=betas32)
+    opt_apex = FusedAdam(mine, lr=3e-4, betas=(0.9, 0.999), adam_w_mode=False)
     gen = torch.Generator(device="cuda").manual_seed(1)
     worst = {"param": 0.0, "exp_avg": 0.0, "exp_avg_sq": 0.0}
     for _ in range(20):
-        for a, b in zip(ref, mine):
+        for a, b in zip(ref, mine, strict=True):
             g = torch.randn(a.shape, device="cuda", generator=gen) * 1e-2
             a.grad, b.grad = g.clone(), g.clone()
         opt_ref.step()
         opt_apex.step()
-    for a, b in zip(ref, mine):
+    for a, b in zip(ref, mine, strict=True):
         worst["param"] = max(worst["param"], rel_err(b, a))
         for key in ("exp_avg", "exp_avg_sq"):
             worst[key] = max(worst[key], rel_err(opt_apex.state[b][key], opt_ref.state[a][key]))
-    print("FusedAdam vs Adam worst relative error:", worst)
-    # Apex builds with --use_fast_math. Measured on an H200 (docs/BENCHMARKS.md): param 1.6e-7,
-    # exp_avg 2.0e-7, exp_avg_sq 1.3e-5; the bounds leave about 4x headroom.
-    assert worst["param"] < 1e-6 and worst["exp_avg"] < 1e-6 and worst["exp_avg_sq"] < 5e-5
+    print("FusedAdam vs Adam (fp32 betas) worst relative error:", worst)
+    assert all(v < 60 * FP32_EPS for v in worst.values()), worst
 
 
 @pytest.mark.parametrize("shape", [(8, 1024, 768), (4, 1024, 1024)])
@@ -76,9 +88,12 @@ def test_fused_layer_norm_matches_torch_forward_and_backward(apex_or_skip, shape
     grad = torch.randn_like(ya)
     ya.backward(grad)
     yb.backward(grad)
-    errs = {"out": rel_err(yb, ya), "dx": rel_err(xb.grad, xa.grad), "dweight": rel_err(mine.weight.grad, ref.weight.grad),
-            "dbias": rel_err(mine.bias.grad, ref.bias.grad)}
+    errs = {"out": rel_err(yb, ya), "dx": rel_err(xb.grad, xa.grad),
+            "dweight": rel_err(mine.weight.grad, ref.weight.grad), "dbias": rel_err(mine.bias.grad, ref.bias.grad)}
     print(shape, "FusedLayerNorm vs nn.LayerNorm relative errors:", errs)
+    # dweight/dbias sum over rows·batch (8192) terms in a different order: ≤ log2(8192)·ε ≈ 13ε per element
+    # for a pairwise sum, far under 1e-5; 1e-5 is the float32 bound of a plain sequential sum of 8192 terms (~8e-4
+    # worst case is never reached by random signs, whose error grows as √n·ε ≈ 5e-6).
     assert all(e < 1e-5 for e in errs.values()), errs
 
 
@@ -87,9 +102,8 @@ SMALL = BenchConfig(depth=2, width=256, heads=4, seq_len=256, batch_size=4, voca
 
 
 @pytest.mark.parametrize("stage", PRESETS["seed"], ids=lambda s: s.key)
-def test_profiler_proves_each_seed_stage(stage, apex_or_skip):
-    from bench_core.probe import run_probe
-    result = run_stage(SMALL, stage, 0, "cuda", run_probe())
+def test_profiler_proves_each_seed_stage(stage, apex_or_skip, probe):
+    result = run_stage(SMALL, stage, probe)
     assert result.status == "ok", result.reason
     assert result.verdict == "verified", result.warnings
     k = result.kernels
@@ -102,14 +116,49 @@ def test_profiler_proves_each_seed_stage(stage, apex_or_skip):
     else:
         assert k["aten_native_layer_norm"] and not k["apex_layernorm"]
     if stage.precision == "bf16":
-        assert result.autocast_dtype == "bfloat16"
+        assert result.autocast_dtype == "bfloat16" and k["gemm_bf16"] and not k["gemm_fp32"]
+    else:
+        assert k["gemm_fp32"] and not k["gemm_bf16"]
+    assert result.profile is not None and result.profile.kernels_per_step > 0 and result.profile.gpu_kernel_ms > 0
+
+
+def test_bf16_stage_is_proven_by_its_gemm_kernels(probe):
+    result = run_stage(SMALL, Stage("adam-fused", "layernorm", "bf16"), probe)
+    assert result.status == "ok" and result.verdict == "verified", result.warnings
+    assert result.kernels["gemm_bf16"] and not result.kernels["gemm_fp32"]
+    assert result.profile.breakdown_ms["gemm"] > 0
+
+
+def test_graphs_stage_matches_its_eager_twin_over_10_steps():
+    """In one process, step for step: the graph's 3 side-stream warm-up steps are eager steps 1–3, its replays
+    steps 4–13. Same init, data and optimizer math, so the losses agree to bf16 rounding (8 significant bits:
+    2⁻⁸ relative); a graph replaying stale inputs or skipping the optimizer would drift far beyond it."""
+    import torch
+
+    from bench_core.step import GRAPH_WARMUP_STEPS, build_stage
+    eager_stage, graph_stage = Stage("adam-fused", "layernorm", "bf16"), Stage("adam-fused", "layernorm", "bf16",
+                                                                                "graphs")
+    eager = build_stage(StageJob(SMALL.to_dict(), eager_stage.as_dict(), "cuda"), eager_stage, torch)
+    eager_losses = [float(eager.step().detach()) for _ in range(GRAPH_WARMUP_STEPS + 10)][GRAPH_WARMUP_STEPS:]
+    graphs = build_stage(StageJob(SMALL.to_dict(), graph_stage.as_dict(), "cuda"), graph_stage, torch)
+    graphs.capture()
+    graph_losses = [float(graphs.step().detach()) for _ in range(10)]
+    assert all(abs(a - b) <= 2 ** -8 * abs(a) for a, b in zip(eager_losses, graph_losses, strict=True)), \
+        (eager_losses, graph_losses)
+    assert graph_losses[-1] < graph_losses[0]  # it trains: the optimizer step is in the graph
+
+
+def test_graphs_stage_is_proven_by_graph_launches(probe):
+    result = run_stage(SMALL, Stage("adam-fused", "layernorm", "bf16", "graphs"), probe)
+    assert result.status == "ok" and result.verdict == "verified", (result.reason, result.warnings)
+    assert result.kernels["graph_launch"]
 
 
 def test_apex_layernorm_under_compile_is_flagged_as_fallback(apex_or_skip):
     """Bypass the parent's refusal and run the worker directly: the trace must betray the fallback."""
-    job = {"config": SMALL.to_dict(), "stage": Stage("adam-fused", "apex-fusedln", "fp32", "compile").as_dict(),
-           "device": "cuda"}
-    proc = subprocess.run([sys.executable, "-m", "bench_core.worker"], input=json.dumps(job), cwd=ROOT,
+    job = StageJob(config=SMALL.to_dict(), stage=Stage("adam-fused", "apex-fusedln", "fp32", "compile").as_dict(),
+                   device="cuda")
+    proc = subprocess.run([sys.executable, "-m", "bench_core.worker"], input=job.to_json() + "\ngo\n",
                           capture_output=True, text=True, timeout=600, env=os.environ)
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     kernels = next(e for e in events if e["event"] == "kernels")
@@ -117,29 +166,22 @@ def test_apex_layernorm_under_compile_is_flagged_as_fallback(apex_or_skip):
     assert any("Apex FusedLN fell back to PyTorch" in w for w in kernels["warnings"])
 
 
-def test_real_cuda_oom_is_reported_and_memory_freed():
+def test_real_cuda_oom_is_reported_and_memory_freed(probe):
     import torch
-
-    from bench_core.probe import run_probe
-    probe = run_probe()
     huge = BenchConfig(depth=4, width=1024, heads=16, seq_len=4096, batch_size=256, vocab_size=50304, warmup=1,
                        iters=2, device="cuda")
-    result = run_stage(huge, Stage(), 0, "cuda", probe)
+    result = run_stage(huge, Stage(), probe)
     assert result.status == "oom" and "Tried to allocate" in result.reason, result.reason
     free, total = torch.cuda.mem_get_info()
-    assert free > 0.8 * (probe["cuda"]["free_bytes"]), (free, probe["cuda"]["free_bytes"])
-    ok = run_stage(SMALL, Stage(), 1, "cuda", probe)
-    assert ok.status == "ok"
+    assert free > 0.8 * probe.cuda.free_bytes, (free, probe.cuda.free_bytes)
+    assert run_stage(SMALL, Stage(), probe).status == "ok"
 
 
-def test_ddp_stage_over_nccl():
+def test_ddp_stage_over_nccl(probe):
     import torch
-
-    from bench_core.probe import run_probe
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs")
-    probe = run_probe()
-    one = run_stage(SMALL, Stage("adam-fused", "layernorm", "bf16"), 0, "cuda", probe)
-    two = run_stage(SMALL, Stage("adam-fused", "layernorm", "bf16", gpus="2"), 1, "cuda", probe)
+    one = run_stage(SMALL, Stage("adam-fused", "layernorm", "bf16"), probe)
+    two = run_stage(SMALL, Stage("adam-fused", "layernorm", "bf16", gpus="2"), probe)
     assert one.status == two.status == "ok", two.reason
     assert len(two.rank_peak_mib) == 2 and two.verdict == "verified"

@@ -2,8 +2,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-import pages.common
-from tests.conftest import ROOT
+import dashboard.session
 
 
 @pytest.fixture
@@ -11,16 +10,16 @@ def app_env(tmp_path, monkeypatch, cpu_probe):
     """A fresh manager per test, on a temp DB, with the real CPU probe already measured."""
     monkeypatch.setenv("BENCH_DB", str(tmp_path / "runs.sqlite3"))
     monkeypatch.delenv("BENCH_OPERATOR_TOKEN", raising=False)
-    monkeypatch.setattr(pages.common, "PROBE_OVERRIDE", cpu_probe)
+    monkeypatch.setattr(dashboard.session, "PROBE_OVERRIDE", cpu_probe)
     st.cache_resource.clear()
     yield tmp_path
     st.cache_resource.clear()
 
 
 @pytest.fixture
-def app(app_env):
+def app(app_env, root):
     def make(page: str | None = None) -> AppTest:
-        at = AppTest.from_file(f"{ROOT}/app.py", default_timeout=30)
+        at = AppTest.from_file(str(root / "app.py"), default_timeout=90)
         at.run()
         if page:
             at.switch_page(page)
@@ -32,4 +31,4 @@ def app(app_env):
 
 @pytest.fixture
 def manager(app_env):
-    return pages.common.get_manager()
+    return dashboard.session.get_manager()

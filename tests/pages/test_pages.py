@@ -1,52 +1,111 @@
+"""The dashboard's pages under Streamlit's AppTest: a real JobManager, real CPU stages, a temp DB."""
 import json
-import time
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
 
-from bench_core.config import BenchConfig
-from bench_core.levers import PRESETS
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from bench_core.config import FIELD_LABELS, BenchConfig
+from bench_core.formats import to_json
+from bench_core.jobs import NotAllowed
+from bench_core.levers import PRESETS, Stage
+from bench_core.records import Status
 from bench_core.store import Store
-from tests.bench_core.test_results import sample_run
+from helpers import sample_run, sample_runs, wait, wait_for
+
+CFG = BenchConfig(depth=1, width=32, heads=2, seq_len=16, batch_size=2, vocab_size=64, warmup=1, iters=3,
+                  device="cpu")
 
 
 def texts(at, kind):
     return [e.value for e in at.get(kind)]
 
 
-def wait_done(manager, job_id, timeout=120):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        snap = manager.snapshot(job_id)
-        if not snap.active:
-            return snap
-        time.sleep(0.2)
-    raise AssertionError("job did not finish")
+def walk(node):
+    for child in getattr(node, "children", {}).values():
+        yield child
+        yield from walk(child)
+
+
+def block(at, key):
+    """The st.container(key=...) block of the page."""
+    found = [n for n in walk(at.main) if type(n).__name__ == "Block" and getattr(n, "key", None) == key]
+    assert len(found) == 1, f"{len(found)} blocks with key {key!r}"
+    return found[0]
+
+
+def verdict_lines(at):
+    return [n.value for n in walk(block(at, "verdict")) if type(n).__name__ == "Markdown"]
+
+
+def figure(at, title_start):
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        if spec["layout"].get("title", {}).get("text", "").startswith(title_start):
+            return spec
+    raise AssertionError(f"no chart titled {title_start!r}")
+
+
+def run_button(at):
+    [button] = [b for b in at.button if b.label == "Run"]
+    return button
+
+
+def select_history_rows(at, rows):
+    """What clicking the row checkboxes of the History table does: the dataframe's selection state."""
+    at.session_state["runs"] = {"selection": {"rows": list(rows), "columns": []}}
+    return at.run()
 
 
 def test_every_page_renders_without_a_gpu(app):
-    for page in (None, "pages/kernels.py", "pages/history.py", "pages/method.py"):
+    for page in (None, "pages/components.py", "pages/kernels.py", "pages/history.py", "pages/method.py"):
         at = app(page)
         assert at.title, page
     kernels = app("pages/kernels.py")
-    assert any("No GPU" in c for c in texts(kernels, "caption"))
-    assert any("NVIDIA apex is not installed" in m for m in texts(kernels, "markdown"))
-    assert any("APEX_CUDA_EXT=1" in c for c in texts(kernels, "code"))
+    captions = " ".join(texts(kernels, "caption"))
+    assert "No GPU" in captions
+    assert "there is nothing to build Apex for here" in captions  # no install commands that cannot apply
+    assert not [c for c in texts(kernels, "code") if "APEX_CUDA_EXT=1" in c]
+    assert any("not installed — and Apex's kernels need a CUDA build of torch" in m for m in texts(kernels, "markdown"))
+    assert [b.label for b in kernels.button if b.label == "Probe again"] == ["Probe again"]  # an operator
 
 
-def test_validation_error_shows_next_to_its_field_and_queues_nothing(app, manager):
+def test_validation_error_shows_under_its_field_and_clears_once_fixed(app, manager):
     at = app()
-    at.number_input(key="cfg_width").set_value(66)
-    at.number_input(key="cfg_heads").set_value(4)
-    at.button[0].click().run()
-    errors = texts(at, "error")
-    assert any("width=66: must be divisible by heads (4)" in e for e in errors), errors
+    assert not run_button(at).disabled
+    at.text_input(key="cfg_width").set_value("66")
+    at.text_input(key="cfg_heads").set_value("4").run()
+    # under the field: the error is the element right after the Width input, in the same column
+    column = next(n for n in walk(at.main) if hasattr(n, "children") and any(
+        getattr(c, "key", None) == "cfg_width" for c in n.children.values()))
+    children = list(column.children.values())
+    after = children[[getattr(c, "key", None) for c in children].index("cfg_width") + 1]
+    assert type(after).__name__ == "Error" and after.value == "width=66: must be divisible by heads (4)"
+    assert texts(at, "error") == ["width=66: must be divisible by heads (4)"]
+    assert run_button(at).disabled and manager.jobs() == []
+    at.text_input(key="cfg_width").set_value("64").run()
+    assert texts(at, "error") == [] and not run_button(at).disabled
     assert manager.jobs() == []
 
 
-def test_cap_violation_names_the_limit(app, manager):
+@pytest.mark.parametrize("field,value,message", [
+    ("iters", "1000000", "iters=1000000: exceeds the limit of 2000"),
+    ("depth", "two", "depth='two': must be an integer"),
+    ("batch_size", "", "batch_size='': is empty: enter a number"),
+    ("depth", "0", "depth=0: must be a positive integer"),
+])
+def test_a_bad_field_names_the_limit_and_nothing_runs(app, manager, field, value, message):
     at = app()
-    at.number_input(key="cfg_iters").set_value(10**6)
-    at.button[0].click().run()
-    assert any("iters=1000000: exceeds the limit of 2000" in e for e in texts(at, "error"))
-    assert manager.jobs() == []
+    box = at.text_input(key=f"cfg_{field}")
+    assert box.label == FIELD_LABELS[field]
+    box.set_value(value).run()
+    assert message in texts(at, "error")
+    assert run_button(at).disabled
+    assert manager.jobs() == [] and manager.store.list_runs() == []
 
 
 def test_unavailable_levers_show_their_reason(app):
@@ -54,10 +113,16 @@ def test_unavailable_levers_show_their_reason(app):
     seed_lines = " ".join(texts(at, "markdown"))
     assert "unavailable: Apex FusedAdam runs CUDA kernels only" in seed_lines
     at.radio(key="stage_choice").set_value("custom").run()
-    disabled = [c for c in at.checkbox if c.disabled]
-    names = {c.label for c in disabled}
-    assert {"apex-fusedadam", "apex-fusedln", "tf32"} <= names
-    assert any("Apex FusedLayerNorm falls back to F.layer_norm on CPU" in c for c in texts(at, "caption"))
+    assert "apex-fusedadam" not in at.radio(key="lever_optimizer").options
+    assert "apex-fusedln" not in at.radio(key="lever_norm").options
+    assert "tf32" not in at.radio(key="lever_precision").options
+    assert "graphs" not in at.radio(key="lever_compile").options
+    captions = texts(at, "caption")
+    for line in ("apex-fusedadam: Apex FusedAdam runs CUDA kernels only (amp_C); no CPU path",
+                 "apex-fusedln: Apex FusedLayerNorm falls back to F.layer_norm on CPU",
+                 "tf32: TF32 (a tensor-core mode) needs a CUDA device",
+                 "graphs: CUDA graphs capture GPU work: needs a CUDA device"):
+        assert line in captions, captions
 
 
 def test_history_lists_runs_from_the_db(app, app_env):
@@ -67,6 +132,20 @@ def test_history_lists_runs_from_the_db(app, app_env):
     at = app("pages/history.py")
     table = at.dataframe[0].value
     assert run.run_id in set(table["run_id"])
+
+
+def test_a_cli_run_lands_in_the_history_page(app, app_env):
+    db = app_env / "runs.sqlite3"
+    proc = subprocess.run([sys.executable, "-m", "bench_core", "run", "--preset", "seed", "--device", "cpu",
+                           "--iters", "2", "--warmup", "1", "--quiet"], cwd=tempfile.gettempdir(),
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "BENCH_DB": str(db)})
+    assert proc.returncode == 0, proc.stderr
+    [row] = Store(str(db)).list_runs()
+    at = app("pages/history.py")
+    table = at.dataframe[0].value
+    listed = table[table["run_id"] == row["run_id"]]
+    assert len(listed) == 1 and listed.iloc[0]["status"] == "done" and listed.iloc[0]["preset"] == "seed"
+    assert listed.iloc[0]["gpu"] == "CPU" and listed.iloc[0]["ok"] == 1
 
 
 def test_bad_import_is_rejected_and_nothing_is_imported(app, app_env):
@@ -79,7 +158,6 @@ def test_bad_import_is_rejected_and_nothing_is_imported(app, app_env):
 
 
 def test_good_import_appears_in_history(app, app_env):
-    from bench_core.results import to_json
     at = app("pages/history.py")
     run = sample_run()
     at.radio(key="paste_kind").set_value("json")
@@ -90,51 +168,133 @@ def test_good_import_appears_in_history(app, app_env):
     assert run.run_id in set(at.dataframe[0].value["run_id"])
 
 
-def test_finished_job_shows_charts_table_and_downloads(app, manager):
-    cfg = BenchConfig(depth=1, width=32, heads=2, seq_len=16, batch_size=2, vocab_size=64, warmup=1, iters=3,
-                      device="cpu")
-    snap = manager.submit(cfg, PRESETS["seed"], "seed", session_id="someone-else")
-    done = wait_done(manager, snap.job_id)
-    assert [s.status for s in done.run.stages] == ["ok", "unavailable", "unavailable", "unavailable"]
+def test_finished_cpu_seed_run_shows_its_verdict_charts_table_and_downloads(app, manager):
+    snap = manager.submit(CFG, PRESETS["seed"], "seed", session_id="someone-else")
+    done = wait(manager, snap.job_id, timeout=300)
+    assert [s.status for s in done.run.stages] == [Status.OK] + [Status.UNAVAILABLE] * 3
     at = app()
     charts = at.get("plotly_chart")
     assert len(charts) >= 6
     titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts]
-    assert any(t.startswith("Speedup") for t in titles) and any("Kernel proof" in t for t in titles)
-    speedup = json.loads(next(c for c in charts if "Speedup" in json.loads(c.proto.spec)["layout"]["title"]["text"])
-                         .proto.spec)
+    assert any("Kernel proof" in t for t in titles)
+    speedup = figure(at, "Speedup")
     assert speedup["data"][0]["text"][0] == "×1.00"
+    assert speedup["data"][0]["y"] == [s.key for s in PRESETS["seed"]]
     assert at.dataframe and len(at.dataframe[0].value) == 4
-    assert len(at.get("download_button")) == 2
+    assert sorted(b.label for b in at.get("download_button")) == ["Download CSV", "Download JSON"]
     assert any("another viewer" in s for s in texts(at, "subheader"))
+    # the verdict, in words: what ran, and why the Apex stages did not, with a way to a ladder that runs here
+    lines = verdict_lines(at)
+    assert lines[0] == "#### Verdict"
+    assert any(line.startswith("- Only the baseline **adam+layernorm+fp32** gave a result here (") and
+               line.endswith("ms a step): there is nothing to compare it with.") for line in lines), lines
+    assert "- Did not run: 3 of 4 stages (Apex needs a CUDA GPU and a CUDA build of torch)." in lines
+    [switch] = [b for b in at.button if b.label == "Switch to the native ladder (runs on this CPU)"]
+    switch.click().run()
+    assert at.radio(key="stage_choice").value == "native"
+    assert "adam-fused+layernorm+bf16+graphs" in " ".join(texts(at, "markdown"))
 
 
-def test_a_viewer_cannot_run(app_env, monkeypatch):
+def test_a_run_with_a_failed_stage_says_so_in_its_verdict(app, manager, monkeypatch):
+    monkeypatch.setenv("BENCH_TEST_FAULT", "exit3@adam-fused+layernorm+fp32")  # the worker's environment
+    snap = manager.submit(CFG, [Stage(), Stage("adam-fused")], "custom", session_id="s")
+    done = wait(manager, snap.job_id, timeout=300)
+    assert [s.status for s in done.run.stages] == [Status.OK, Status.FAILED]
+    at = app()
+    lines = verdict_lines(at)
+    assert "- Failed: adam-fused+layernorm+fp32 (failed: worker exited with code 3)." in lines, lines
+    assert not any("adam-fused+layernorm+fp32" in line for line in lines if "Fastest" in line)
+    speedup = figure(at, "Speedup")
+    assert speedup["data"][0]["text"][1] == "failed" and speedup["data"][0]["x"][1] == 0
+    assert speedup["data"][0]["hovertext"][1] == "worker exited with code 3"
+
+
+def test_an_imported_gpu_run_is_never_shown_as_verified_here(app, manager):
+    gpu_run = sample_runs().gpu_run()
+    message = manager.import_file("h200.json", to_json(gpu_run).encode())
+    assert message == "Imported 1 run(s) from h200.json: run abc123def456."
+    at = app("pages/history.py")
+    table = at.dataframe[0].value
+    assert list(table["run_id"]) == ["abc123def456"] and bool(table.iloc[0]["imported"])
+    assert table.iloc[0]["best_speedup"] is None or table.iloc[0]["best_speedup"] != table.iloc[0]["best_speedup"]
+    at = select_history_rows(at, [0])
+    assert not at.exception, at.exception
+    stages = at.dataframe[1].value
+    verdicts = list(stages["verdict"])
+    assert verdicts == ["imported: verified on NVIDIA H200"] * 2 + ["—"] + ["imported: verified on NVIDIA H200"]
+    shown = [*texts(at, "markdown"), *texts(at, "caption"), *verdicts, *[e.label for e in at.get("expandable")]]
+    assert not [t for t in shown if "verified" in t and "imported: verified on NVIDIA H200" not in t], shown
+    lines = verdict_lines(at)
+    assert any(line.startswith("- Fastest: **apex-fusedadam+apex-fusedln+bf16** at 20.00 ms a step, ×5.00")
+               for line in lines), lines
+    # the kernel grid marks what was seen there as imported, never as used here
+    grid = figure(at, "Kernel proof")
+    marks = {mark for row in grid["data"][0]["text"] for mark in row}
+    assert "✓ (imported)" in marks and "✓" not in marks
+
+
+def test_two_runs_compared_in_history_line_up_by_stage(app, app_env):
+    store = Store(str(app_env / "runs.sqlite3"))
+    first, second = sample_run(), sample_runs().gpu_run()
+    store.save_run(first)
+    store.save_run(second)
+    at = select_history_rows(app("pages/history.py"), [0, 1])
+    assert not at.exception, at.exception
+    speedup = figure(at, "Speedup")
+    keys = [s.key for s in PRESETS["seed"]]
+    assert [trace["y"] for trace in speedup["data"] if trace.get("type") == "bar"] == [keys, keys]
+    assert speedup["layout"]["yaxis"]["categoryarray"] == keys
+
+
+def test_a_viewer_cannot_run(app_env, monkeypatch, root):
     monkeypatch.setenv("BENCH_OPERATOR_TOKEN", "s3cret")
-    from streamlit.testing.v1 import AppTest
-
-    from tests.conftest import ROOT
-    at = AppTest.from_file(f"{ROOT}/app.py", default_timeout=30).run()
-    run_button = next(b for b in at.button if "Run" in b.label)
-    assert run_button.disabled
+    at = AppTest.from_file(str(root / "app.py"), default_timeout=90).run()
+    assert run_button(at).disabled
     assert any("viewer" in c for c in texts(at, "caption"))
     at.text_input(key="operator_token_input").set_value("s3cret").run()
-    run_button = next(b for b in at.button if "Run" in b.label)
-    assert not run_button.disabled
+    assert not run_button(at).disabled
 
 
-def test_viewer_cannot_import(app_env, monkeypatch):
+def test_a_viewer_cannot_import_or_probe_again_even_past_the_page(app_env, monkeypatch, root, manager):
     monkeypatch.setenv("BENCH_OPERATOR_TOKEN", "s3cret")
-    from streamlit.testing.v1 import AppTest
-
-    from tests.conftest import ROOT
-    at = AppTest.from_file(f"{ROOT}/app.py", default_timeout=30).run()
+    at = AppTest.from_file(str(root / "app.py"), default_timeout=90).run()
     at.switch_page("pages/history.py").run()
     assert any("Only operators may import runs." in c for c in texts(at, "caption"))
     assert not [b for b in at.button if b.label.startswith("Import")]
+    at.switch_page("pages/kernels.py").run()
+    assert not [b for b in at.button if b.label == "Probe again"]
+    # the page hides the buttons; the manager refuses on its own
+    with pytest.raises(NotAllowed):
+        manager.import_file("run.json", to_json(sample_run()).encode(), role="viewer")
+    with pytest.raises(NotAllowed):
+        manager.reprobe(role="viewer")
+    assert manager.store.list_runs() == []
 
 
-def test_a_failing_database_is_never_silent(app, manager):
-    manager.persistence_error = "1 write(s) kept in memory, NOT saved to /x.sqlite3: OperationalError: disk full"
-    at = app()
-    assert any("NOT saved" in e for e in texts(at, "error"))
+def test_a_failing_database_is_never_silent(app, app_env, manager):
+    """A real write failure: another connection holds the database's write lock while a run is submitted."""
+    path = str(app_env / "runs.sqlite3")
+    blocker = sqlite3.connect(path)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        at = app()
+        for name, value in {"depth": "1", "width": "32", "heads": "2", "seq_len": "16", "batch_size": "2",
+                            "vocab_size": "64", "warmup": "1", "iters": "3"}.items():
+            at.text_input(key=f"cfg_{name}").set_value(value)
+        at.run()
+        run_button(at).click().run()
+        [job] = manager.jobs()
+        banner = [e for e in texts(at, "error") if e.startswith("Saving to the history database failed")]
+        assert banner and f"NOT saved to {path}: OperationalError: database is locked" in banner[0], texts(at, "error")
+    finally:
+        blocker.rollback()
+        blocker.close()
+    done = wait(manager, job.job_id, timeout=300)
+    assert done.status == Status.DONE
+    # the lock is gone: the next write replayed what was kept (the run's final state is written just after the
+    # job is marked done), and the banner is gone with the error
+    wait_for(lambda: Store(path).load_run(job.job_id).status == Status.DONE, timeout=30, what="the final write")
+    assert manager.persistence_error is None
+    assert [s.status for s in Store(path).load_run(job.job_id).stages] == [Status.OK] + [Status.UNAVAILABLE] * 3
+    at.run()
+    assert not [e for e in texts(at, "error") if e.startswith("Saving to the history database failed")]
