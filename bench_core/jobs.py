@@ -36,7 +36,7 @@ def _disk_full(path: str) -> str:
     except OSError:
         return ""
     full = stat.f_bavail * stat.f_frsize < 64 * 1024
-    return " — the disk holding it is full (no space left on device)" if full else ""
+    return " — No space left on device: the disk holding it is full" if full else ""
 
 
 def cpu_threads_for_server() -> int:

@@ -33,7 +33,8 @@ def walk(node):
 
 def block(at, key):
     """The st.container(key=...) block of the page."""
-    found = [n for n in walk(at.main) if type(n).__name__ == "Block" and getattr(n, "key", None) == key]
+    found = [n for n in walk(at.main) if type(n).__name__ == "Block"
+             and (getattr(n, "key", None) == key or str(getattr(n, "key", None) or "").startswith(key + "_"))]
     assert len(found) == 1, f"{len(found)} blocks with key {key!r}"
     return found[0]
 
