@@ -27,15 +27,21 @@ def verdict_card(summary: RunSummary, cpu_switch: bool = False, key: str = "verd
 
 @st.fragment(run_every=1.0)
 def live(manager: JobManager, operator: bool) -> None:
+    if st.session_state.pop("redraw_page", False):
+        st.rerun()  # the job ended a tick ago: now redraw the whole page with its final results
     snap = manager.active()
     queued = manager.queued()
     if snap is None:
         if st.session_state.get("was_live"):
             st.session_state["was_live"] = False
             done = next((j for j in manager.jobs() if not j.active), None)
-            if done is not None:  # the verdict at once, from this fragment; the full page follows
+            if done is not None:
+                # The verdict at once, from this fragment (a whole-page rerun takes a second or more on a small
+                # server); the page with every chart follows on the next tick.
                 verdict_card(done.run.summary)
-            st.rerun()  # the job just ended: redraw the page with its final results
+                st.session_state["redraw_page"] = True
+                return
+            st.rerun()
         if queued:
             st.info(f"{len(queued)} job(s) queued; starting…")
         return
