@@ -271,7 +271,6 @@ def kernel_grid(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
 def roofline(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     """Achieved model TFLOP/s per stage against this GPU's ceilings: the datasheet's dense peak and the peak
     measured here (a large square GEMM), each for the stage's precision."""
-    from .metrics import peak_tflops
     summaries = _summaries(runs)
     several = len(summaries) > 1
     fig = go.Figure()
@@ -281,7 +280,8 @@ def roofline(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                          marker_color=NEUTRAL, cliponaxis=False, textposition="outside",
                          text=[f"{s.rates.tflops:.0f}" + (f" · {s.mfu_measured_peak:.0%} of measured" if
                                                          s.mfu_measured_peak else "") for _, s in rows]))
-    datasheet = [peak_tflops(summary.run.gpu, s.precision)[0] for summary, s in rows]
+    # the peaks the summary divided by: tflops / mfu (datasheet) and tflops / mfu_measured_peak (measured)
+    datasheet = [(s.rates.tflops or 0) / s.rates.mfu if s.rates.mfu else None for _, s in rows]
     measured = [(s.rates.tflops or 0) / s.mfu_measured_peak if s.mfu_measured_peak else None for _, s in rows]
     for name, xs, symbol in (("datasheet dense peak", datasheet, "line-ns-open"),
                              ("measured peak (GEMM)", measured, "diamond")):

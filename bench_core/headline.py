@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .levers import LEVERS
+from .levers import LEVERS, Stage
 from .records import Status
 from .summary import RunSummary, StageSummary
 
@@ -23,16 +23,11 @@ def _x(s: StageSummary) -> str:
 
 
 def _twin_key(s: StageSummary) -> str | None:
-    names = dict(s.result.lever_names)
-    changed = False
-    for kind, name in names.items():
-        if name in NATIVE_TWIN:
-            names[kind], changed = NATIVE_TWIN[name], True
-    if not changed:
+    """The key of the same stage with each Apex lever swapped for its native twin; None if it has none."""
+    names = s.result.lever_names
+    if not any(name in NATIVE_TWIN for name in names.values()):
         return None
-    parts = [names["optimizer"], names["norm"], names["precision"]]
-    parts += [names["compile"]] if names["compile"] != "eager" else []
-    return "+".join(parts + ([f"gpus{names['gpus']}"] if names["gpus"] != "1" else []))
+    return Stage(**{kind: NATIVE_TWIN.get(name, name) for kind, name in names.items()}).key
 
 
 def headline(summary: RunSummary) -> Headline:

@@ -23,7 +23,6 @@ from .processes import child_env
 from .records import RUN_ACTIVE, RunResult, Status
 from .runner import RunHooks, new_run, run_all
 from .settings import Limits
-from .stats import timing_stats
 from .store import Store
 
 RunAll = Callable[[RunResult, Probe, RunHooks], RunResult]
@@ -85,7 +84,7 @@ class JobSnapshot:
         timed = [s for s in self.run.stages if s.times_ms]
         if not timed:
             return None
-        step_s = (timing_stats(timed[-1].times_ms).median_ms or 0) / 1e3
+        step_s = (self.run.summary.stage(timed[-1].index).timing.median_ms or 0) / 1e3
         overhead = (sum(max((s.wall_s or 0.0) - len(s.times_ms) * step_s, 0.0) for s in done) / len(done)
                     if done else None)
         remaining = 0.0

@@ -363,10 +363,6 @@ class Stage:
     def label(self) -> str:
         return " · ".join(lever.title for lever in self.levers if lever.name not in ("eager", "1"))
 
-    @property
-    def uses_apex(self) -> bool:
-        return any(lever.is_apex for lever in self.levers)
-
     def as_dict(self) -> dict[str, str]:
         return {kind: getattr(self, kind) for kind in KINDS}
 

@@ -195,17 +195,6 @@ def save(kind: str, fingerprint: str, data: dict) -> bool:
     return True
 
 
-def forget(kind: str, fingerprint: str | None = None) -> None:
-    """Drop one cached entry (or every fingerprint of a kind). Silently ignores what cannot be removed."""
-    pattern = _path(kind, fingerprint) if fingerprint else (
-        os.path.join(cache_dir(), f"{kind}-*.json") if _KIND.match(kind or "") else None)
-    for path in glob.glob(pattern) if pattern else ():
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-
-
 def _prune(kind: str, folder: str, keep: str) -> None:
     try:
         paths = sorted(glob.glob(os.path.join(folder, f"{kind}-*.json")), key=os.path.getmtime, reverse=True)

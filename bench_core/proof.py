@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from .levers import LEVERS, Stage
+from .levers import Stage
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,3 @@ def kernel_cells(stage_names: Mapping[str, str], status: str, reason: str, kerne
             cells[key] = KernelCell("not used", "not in the trace")
     return cells
 
-
-def apex_lever_names() -> set[str]:
-    return {name for name, lever in LEVERS.items() if lever.is_apex}

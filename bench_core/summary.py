@@ -102,14 +102,17 @@ def summarize(run: RunResult) -> RunSummary:
     out: list[StageSummary] = []
     for stage in run.stages:
         prev = out[-1] if out else None
-        out.append(_stage_summary(run, stage, base if base_ok else None, prev, imported_gpu, ceilings))
+        # the baseline is the first stage: its median is read from its own summary, never computed again
+        base_median = (out[0].timing.median_ms if out else None) if base_ok else None
+        out.append(_stage_summary(run, stage, base if base_ok else None, base_median, prev, imported_gpu, ceilings))
     out = [replace(s, scaling_efficiency=_scaling(s, out)) if s.gpus > 1 and s.scaling_efficiency is None else s
            for s in out]
     return RunSummary(run=run, baseline_key=base.key if base else None,
                       baseline_status=base.status if base else None, baseline_note=note, stages=tuple(out))
 
 
-def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None, prev: StageSummary | None,
+def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None, base_median: float | None,
+                   prev: StageSummary | None,
                    imported_gpu: str | None, ceilings: dict) -> StageSummary:
     imported_csv = bool(stage.imported_metrics) and not stage.times_ms
     metrics = stage.imported_metrics or {}
@@ -130,7 +133,7 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
         base_world = int(base.gpus)
         # throughput ratio: equal to the step-time ratio at equal world sizes
         scale = world / base_world
-        speedup = scale * (stats.timing_stats(base.times_ms).median_ms or 0) / timing.median_ms
+        speedup = scale * (timing.median_ms if stage is base else base_median or 0) / timing.median_ms
         interval = stats.bootstrap_speedup_ci(base.round_series, rounds) if stage is not base else None
         ci = (interval[0] * scale, interval[1] * scale) if interval else None  # the baseline is the reference
     bottleneck = (breakdown.bottleneck(stage.profile, timing.median_ms, _median(stage.host_ms))

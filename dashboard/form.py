@@ -2,8 +2,6 @@
 validation, which says what is wrong under the field; nothing runs while a field is invalid."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import streamlit as st
 
 from bench_core.config import (
@@ -80,6 +78,3 @@ def draw(device_kind: str, errors: dict[str, str]) -> None:
     for message in other.values():
         st.error(message)
 
-
-def with_device(cfg: BenchConfig, device: str) -> BenchConfig:
-    return replace(cfg, device=device)
