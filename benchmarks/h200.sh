@@ -56,6 +56,7 @@ for mode in "$@"; do
       done ;;
     small) for i in 1 2; do run seed_small_$i --preset seed --model gpt2-small --repeats 2
                             run native_small_$i --preset native --model gpt2-small --repeats 2; done ;;
+    small_seed) for i in 1 2; do run seed_small_$i --preset seed --model gpt2-small --repeats 2; done ;;
     medium_seed) for i in 1 2; do run seed_medium_$i --preset seed --model gpt2-medium --repeats 2; done ;;
     medium_native) for i in 1 2; do run native_medium_$i --preset native --model gpt2-medium --repeats 2; done ;;
     components) for m in gpt2-small gpt2-medium; do for i in 1 2; do log "components $m $i"
@@ -76,3 +77,6 @@ for mode in "$@"; do
   esac
 done
 log "done"
+# At most 8 files come back: everything but the Apex build travels in one archive.
+(cd "$OUT" && tar -czf results.tar.gz --exclude=apexlib.tar.xz --exclude=results.tar.gz ./* && \
+  find . -maxdepth 1 -type f ! -name results.tar.gz ! -name apexlib.tar.xz ! -name steps.log -delete)
