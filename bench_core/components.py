@@ -15,6 +15,7 @@ import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from .breakdown import BUSY_THRESHOLD
 from .config import WORKLOADS, BenchConfig, ConfigError, defaults_for  # WORKLOADS: tiny, gpt2-small, gpt2-medium
 
 VIEWS = ("optimizer", "layernorm")
@@ -103,6 +104,25 @@ class ComponentRow:
     extra_kernels: tuple[str, ...] = ()        # Apex LN under autocast: kernels its wrapper adds ("name x count")
     title: str = ""                            # human name, e.g. "Apex FusedAdam (capturable)"
 
+    @property
+    def gpu_busy(self) -> float | None:
+        """Kernel time over the call's wall time: below BUSY_THRESHOLD the host's launches set the pace."""
+        if self.kernel_ms is None or not self.median_ms:
+            return None
+        return min(1.0, self.kernel_ms / self.median_ms)
+
+    @property
+    def kernel_gb_per_s(self) -> float | None:
+        """bytes_moved over the kernels' own time: what the GPU achieves once the host's launch cost is left out."""
+        return None if self.bytes_moved is None else gbps(self.bytes_moved, self.kernel_ms)
+
+    @property
+    def bound(self) -> str | None:
+        """"gpu-bound" or "host-bound" (as for stages); None on CPU. A host-bound row's wall time follows the host
+        CPU and moves between runs; its kernel_ms is the stable figure."""
+        busy = self.gpu_busy
+        return None if busy is None else ("gpu-bound" if busy >= BUSY_THRESHOLD else "host-bound")
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -155,6 +175,7 @@ class ComponentsReport:
             d = r.to_dict()
             d["kernel_names"] = " | ".join(r.kernel_names)
             d["extra_kernels"] = " | ".join(r.extra_kernels)
+            d["gpu_busy"], d["bound"], d["kernel_gb_per_s"] = r.gpu_busy, r.bound, r.kernel_gb_per_s
             out.append({"model": self.model, "device": self.device, "params": self.params,
                         "rows": self.rows_x_width[0], "width": self.rows_x_width[1], **d,
                         "copy_ceiling_gbps": ceil.get("copy_gbps"), "created_at": self.created_at})
@@ -243,13 +264,14 @@ def format_table(report: ComponentsReport) -> str:
                      f"bf16 GEMM {ceil['bf16_tflops']:.0f} TFLOP/s, fp32 GEMM (TF32 off) {ceil['fp32_tflops']:.1f} "
                      f"TFLOP/s, copy {ceil['copy_gbps']:,.0f} GB/s")
     head = f"{'view':<10} {'row':<28} {'dtype':<13} {'status':<11} {'median ms':>10} {'p10-p90 ms':>17} " \
-           f"{'GB/s':>9} {'of copy':>8} {'kernels':>8} {'kernel ms':>10}  proof"
+           f"{'GB/s':>9} {'of copy':>8} {'kernels':>8} {'kernel ms':>10} {'bound':>10}  proof"
     lines += ["", head, "-" * len(head)]
     for r in report.rows:
         spread = "-" if r.p10_ms is None else f"{r.p10_ms:.3f}-{r.p90_ms:.3f}"
         lines.append(f"{r.view:<10} {r.name:<28} {r.dtype:<13} {r.status:<11} {_fmt(r.median_ms, '.3f'):>10} "
                      f"{spread:>17} {_fmt(r.gb_per_s, ',.1f'):>9} {_fmt(r.copy_fraction, '.0%'):>8} "
-                     f"{_fmt(r.kernels_per_call, 'd'):>8} {_fmt(r.kernel_ms, '.3f'):>10}  {r.proof or '-'}")
+                     f"{_fmt(r.kernels_per_call, 'd'):>8} {_fmt(r.kernel_ms, '.3f'):>10} {r.bound or '-':>10}  "
+                     f"{r.proof or '-'}")
     lines.append("")
     for r in report.rows:
         if r.reason:

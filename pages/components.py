@@ -7,6 +7,7 @@ import sqlite3
 import pandas as pd
 import streamlit as st
 
+from bench_core.breakdown import BUSY_THRESHOLD
 from bench_core.components import ComponentsReport, write_csv_text
 from bench_core.config import WORKLOADS
 from bench_core.figures import components_bars
@@ -71,8 +72,13 @@ else:
         st.plotly_chart(components_bars(report), width="stretch", key="components_chart")
         table = pd.DataFrame(report.to_csv_rows())
         cols = [c for c in ("view", "name", "dtype", "status", "median_ms", "p10_ms", "p90_ms", "gb_per_s",
-                            "copy_fraction", "kernels_per_call", "proof", "reason") if c in table]
+                            "copy_fraction", "kernels_per_call", "kernel_ms", "bound", "proof", "reason") if c in table]
         st.dataframe(table[cols], hide_index=True, width="stretch")
+        host_bound = [f"{r.name} [{r.dtype}]" for r in report.rows if r.bound == "host-bound"]
+        if host_bound:
+            st.caption(f"host-bound (kernels busy the GPU less than {BUSY_THRESHOLD:.0%} of the call): "
+                       f"{', '.join(host_bound)}. Their wall time follows the host CPU and moves between runs; "
+                       "kernel_ms is the stable figure.")
         for row in report.rows:
             if row.extra_kernels:
                 st.caption(f"{row.name} [{row.dtype}] adds: {'; '.join(row.extra_kernels)}")
