@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from .config import (
+    FAMILIES,
     FIELD_HELP,
     INT_FIELDS,
     WORKLOADS,
@@ -19,7 +20,7 @@ from .config import (
     validate,
     workload,
 )
-from .levers import PRESETS, across_gpus, preset
+from .presets import PRESETS, across_gpus, family_errors, preset
 from .probe import Probe, cached_probe
 from .records import RunResult
 from .runner import RunHooks, new_run, run_all
@@ -34,6 +35,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--preset", default="seed", help=f"one of {', '.join(PRESETS)}")
     run.add_argument("--model", default=None, help=f"a model size: {', '.join(WORKLOADS)}")
     run.add_argument("--device", default="auto", help="auto, cuda or cpu")
+    run.add_argument("--family", default=None, help=f"{', '.join(FAMILIES)} (default: the model size's, else gpt)")
     for name in INT_FIELDS:
         run.add_argument("--" + name.replace("_", "-"), dest=name, type=str, default=None, help=FIELD_HELP[name])
     run.add_argument("--gpus", default="1", help="GPU counts, comma separated (e.g. 1,2,4): each stage runs at "
@@ -72,7 +74,11 @@ def build_config(args: argparse.Namespace, probe: Probe) -> BenchConfig:
     cfg = replace(defaults_for(resolve_device(args.device, probe.cuda_available)), device=args.device)
     if args.model:
         cfg = workload(args.model, cfg)
-    overrides = {n: _int(n, getattr(args, n)) for n in INT_FIELDS if getattr(args, n) is not None}
+    overrides: dict[str, object] = {n: _int(n, getattr(args, n)) for n in INT_FIELDS if getattr(args, n) is not None}
+    if getattr(args, "family", None):
+        if args.family not in FAMILIES:
+            raise ConfigError("family", args.family, f"must be one of {', '.join(FAMILIES)}")
+        overrides["family"] = args.family
     return replace(cfg, **overrides)  # type: ignore[arg-type]
 
 
@@ -95,11 +101,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.device not in ("auto", "cuda", "cpu"):
         raise ConfigError("device", args.device, "must be one of auto, cuda, cpu")
     _check_outputs(args)
-    stages = across_gpus(preset(args.preset), [g.strip() for g in args.gpus.split(",") if g.strip()])
     probe, cached = cached_probe(refresh=args.reprobe)
     cfg = build_config(args, probe)
+    stages = across_gpus(preset(args.preset, cfg.family), [g.strip() for g in args.gpus.split(",") if g.strip()])
     limits = load_limits()
     validate(cfg, limits, probe.cuda_available, probe.free_bytes)
+    for error in family_errors(stages, cfg.family):
+        raise error
     store = None if args.no_db else open_store(args.db)
     run = new_run(cfg, stages, probe, args.preset)
     console.print(f"[bold]{args.preset}[/] · {len(stages)} stages × {cfg.repeats} round(s) · {run.device} {run.gpu}"

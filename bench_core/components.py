@@ -16,7 +16,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from .breakdown import BUSY_THRESHOLD
-from .config import WORKLOADS, BenchConfig, ConfigError, defaults_for  # WORKLOADS: tiny, gpt2-small, gpt2-medium
+from .config import WORKLOADS, BenchConfig, ConfigError, defaults_for
+
+# The rows measure GPT's parts (torch and Apex LayerNorm, Adam over GPT's parameter shapes): GPT sizes only.
+GPT_WORKLOADS = {name: shape for name, shape in WORKLOADS.items() if shape.get("family", "gpt") == "gpt"}
 
 VIEWS = ("optimizer", "layernorm")
 DTYPES = ("fp32", "bf16-autocast")
@@ -201,7 +204,7 @@ class _Parser(argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m bench_core.components",
                 description="Optimizer step and LayerNorm fwd+bwd alone, at a GPT model's real shapes")
-    p.add_argument("--model", default=None, help=f"one of {', '.join(WORKLOADS)} (default: tiny on CPU, "
+    p.add_argument("--model", default=None, help=f"one of {', '.join(GPT_WORKLOADS)} (default: tiny on CPU, "
                    "gpt2-small on CUDA)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--repeats", default=str(DEFAULT_REPEATS), help="timed calls per row (median, p10, p90)")
@@ -233,8 +236,9 @@ def resolve(args) -> tuple[str, BenchConfig, str, int, int]:
     """(model name, config, device, repeats, warmup) from parsed arguments; ConfigError on bad input."""
     if args.device not in ("auto", "cpu", "cuda"):
         raise ConfigError("device", args.device, "must be one of auto, cpu, cuda")
-    if args.model is not None and args.model not in WORKLOADS:
-        raise ConfigError("model", args.model, f"unknown model size; choose one of {', '.join(WORKLOADS)}")
+    if args.model is not None and args.model not in GPT_WORKLOADS:
+        raise ConfigError("model", args.model, f"the components view measures GPT models; choose one of "
+                          f"{', '.join(GPT_WORKLOADS)}")
     repeats = _count("repeats", args.repeats, 1, 100_000)
     warmup = _count("warmup", args.warmup, 0, 10_000)
     if args.out:
@@ -246,7 +250,7 @@ def resolve(args) -> tuple[str, BenchConfig, str, int, int]:
         raise ConfigError("device", "cuda", "no CUDA device is available on this machine")
     device = "cuda" if cuda else "cpu"
     name = args.model or ("gpt2-small" if device == "cuda" else "tiny")
-    cfg = replace(defaults_for(device), **WORKLOADS[name], device=device)
+    cfg = replace(defaults_for(device), **WORKLOADS[name], device=device)  # type: ignore[arg-type]
     return name, cfg, device, repeats, warmup
 
 

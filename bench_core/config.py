@@ -11,6 +11,7 @@ from typing import Any
 from .settings import Limits
 
 DEVICES = ("auto", "cuda", "cpu")
+FAMILIES = ("gpt", "llama")  # gpt: LayerNorm, GELU MLP, learned positions, tied head; llama: RMSNorm, SwiGLU, RoPE
 MIB = 1024 ** 2
 GIB = 1024 ** 3
 
@@ -30,6 +31,9 @@ def _int(default: int, label: str, group: str, help: str = "", minimum: int = 1)
 
 @dataclass(frozen=True)
 class BenchConfig:
+    family: str = field(default="gpt", metadata={"label": "Model family", "group": "model",
+                                                 "help": "gpt (LayerNorm, GELU, learned positions, tied head) or "
+                                                         "llama (RMSNorm, SwiGLU, rotary, no biases, untied head)"})
     depth: int = _int(12, "Depth (layers)", "model")
     width: int = _int(768, "Width", "model", "hidden size; must be divisible by heads")
     heads: int = _int(12, "Heads", "model")
@@ -69,24 +73,27 @@ FIELD_MINIMUM: dict[str, int] = {f.name: f.metadata.get("minimum", 1) for f in f
 WARMUP_MIN_S = float(os.environ.get("BENCH_WARMUP_MIN_S", "2.0"))
 
 # A workload: the model's shape and the batch it trains on (batch and sequence included).
-WORKLOADS: dict[str, dict[str, int]] = {
-    "tiny": dict(depth=2, width=128, heads=4, seq_len=64, batch_size=4, vocab_size=512),
-    "gpt2-small": dict(depth=12, width=768, heads=12, seq_len=1024, batch_size=8, vocab_size=50304),
-    "gpt2-medium": dict(depth=24, width=1024, heads=16, seq_len=1024, batch_size=8, vocab_size=50304),
+WORKLOADS: dict[str, dict[str, int | str]] = {
+    "tiny": dict(family="gpt", depth=2, width=128, heads=4, seq_len=64, batch_size=4, vocab_size=512),
+    "gpt2-small": dict(family="gpt", depth=12, width=768, heads=12, seq_len=1024, batch_size=8, vocab_size=50304),
+    "gpt2-medium": dict(family="gpt", depth=24, width=1024, heads=16, seq_len=1024, batch_size=8, vocab_size=50304),
+    "llama-tiny": dict(family="llama", depth=2, width=128, heads=4, seq_len=64, batch_size=4, vocab_size=512),
+    "llama-small": dict(family="llama", depth=12, width=768, heads=12, seq_len=1024, batch_size=8, vocab_size=32000),
+    "llama-1b": dict(family="llama", depth=16, width=2048, heads=32, seq_len=2048, batch_size=4, vocab_size=32000),
 }
 
 
 def describe_shape(cfg: BenchConfig) -> str:
     """One line naming every model and run field, for headers, reports and the CLI."""
-    return " · ".join(f"{FIELD_LABELS[n].split(' (')[0].lower()} {getattr(cfg, n)}" for n in INT_FIELDS
-                      if n != "seed")
+    return " · ".join([cfg.family] + [f"{FIELD_LABELS[n].split(' (')[0].lower()} {getattr(cfg, n)}"
+                                      for n in INT_FIELDS if n != "seed"])
 
 
 def defaults_for(device_kind: str) -> BenchConfig:
     """GPT-2-small on a GPU; a tiny model on CPU so the seed ladder ends in seconds on 2 cores."""
     if device_kind == "cuda":
-        return BenchConfig(**WORKLOADS["gpt2-small"], warmup=10, iters=30, device="auto")
-    return BenchConfig(**WORKLOADS["tiny"], warmup=3, iters=10, device="auto")
+        return BenchConfig(**WORKLOADS["gpt2-small"], warmup=10, iters=30, device="auto")  # type: ignore[arg-type]
+    return BenchConfig(**WORKLOADS["tiny"], warmup=3, iters=10, device="auto")  # type: ignore[arg-type]
 
 
 def workload(name: str, base: BenchConfig) -> BenchConfig:
@@ -95,11 +102,31 @@ def workload(name: str, base: BenchConfig) -> BenchConfig:
     return replace(base, **WORKLOADS[name])  # type: ignore[arg-type]
 
 
+def mlp_hidden(cfg: BenchConfig) -> int:
+    """The MLP's inner width: 4·d for GPT; Llama's SwiGLU takes 2/3 of 4·d, rounded up to a multiple of 256
+    (d 2048 -> 5632, d 768 -> 2048)."""
+    if cfg.family == "llama":
+        return -(-8 * cfg.width // 3 // 256) * 256
+    return 4 * cfg.width
+
+
 def param_count(cfg: BenchConfig) -> int:
-    """Exact parameter count of bench_core.model.GPT (LM head tied to the token embedding)."""
-    d, L = cfg.width, cfg.depth
+    """Exact parameter count of bench_core.model.GPT (LM head tied to the token embedding) or
+    bench_core.llama.Llama (no biases, RMSNorm weights only, untied head)."""
+    d, L, v, h = cfg.width, cfg.depth, cfg.vocab_size, mlp_hidden(cfg)
+    if cfg.family == "llama":
+        per_block = 4 * d * d + 3 * d * h + 2 * d
+        return 2 * v * d + L * per_block + d
     per_block = 12 * d * d + 13 * d
-    return cfg.vocab_size * d + cfg.seq_len * d + L * per_block + 2 * d
+    return v * d + cfg.seq_len * d + L * per_block + 2 * d
+
+
+def matmul_params(cfg: BenchConfig) -> int:
+    """Weights that take part in a matmul (the N of 6·N·tokens): all but the lookup-only embeddings. GPT's token
+    embedding counts (it is the tied LM head), its position embedding does not; Llama's input embedding does not,
+    its own head does."""
+    lookup = cfg.vocab_size * cfg.width if cfg.family == "llama" else cfg.seq_len * cfg.width
+    return param_count(cfg) - lookup
 
 
 def estimate_memory(cfg: BenchConfig) -> dict[str, int]:
@@ -128,6 +155,8 @@ def collect_errors(cfg: BenchConfig, limits: Limits, cuda_available: bool,
         elif value < FIELD_MINIMUM[name]:
             errors.append(ConfigError(name, value, "must be >= 0" if FIELD_MINIMUM[name] == 0
                                       else "must be a positive integer"))
+    if cfg.family not in FAMILIES:
+        errors.append(ConfigError("family", cfg.family, f"must be one of {', '.join(FAMILIES)}"))
     if cfg.device not in DEVICES:
         errors.append(ConfigError("device", cfg.device, f"must be one of {', '.join(DEVICES)}"))
     if errors:
@@ -145,6 +174,9 @@ def collect_errors(cfg: BenchConfig, limits: Limits, cuda_available: bool,
         errors.append(ConfigError("heads", cfg.heads, f"must not exceed width ({cfg.width})"))
     elif cfg.width % cfg.heads:
         errors.append(ConfigError("width", cfg.width, f"must be divisible by heads ({cfg.heads})"))
+    elif cfg.family == "llama" and (cfg.width // cfg.heads) % 2:
+        errors.append(ConfigError("heads", cfg.heads, f"llama's rotary embedding needs an even head size; width "
+                                  f"{cfg.width} / heads {cfg.heads} = {cfg.width // cfg.heads}"))
     if cfg.tokens_per_step > limits.max_tokens_per_step:
         errors.append(ConfigError("batch_size", cfg.batch_size,
                                   f"seq_len x batch_size = {cfg.tokens_per_step} exceeds the limit of "

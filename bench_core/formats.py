@@ -206,6 +206,7 @@ def parse_csv(data: bytes, max_bytes: int = 5 * 2**20) -> list[RunResult]:
                 raise ImportRejected(f"row {n}: wrong number of cells")
             row[column] = _cell(value, kinds.get(column, "str"), f"row {n}, column {column}")
         row["gpus"] = str(row.get("gpus") or "1")
+        row["head"] = str(row.get("head") or "ce")  # files written before the loss-head lever existed
         for kind in KINDS:
             if row[kind] not in LEVERS or LEVERS[row[kind]].kind != kind:
                 raise ImportRejected(f"row {n}, column {kind}: unknown lever {row[kind]!r}")
@@ -234,6 +235,7 @@ def _run_from_rows(run_id: str, rows: list[dict]) -> RunResult:
         stages.append(StageResult(
             index=i, key=row["stage"], label=row.get("label") or row["stage"], optimizer=str(row["optimizer"]),
             norm=str(row["norm"]), precision=str(row["precision"]), compile=str(row["compile"]), gpus=str(row["gpus"]),
+            head=str(row["head"]),
             status=Status(row["status"]), reason=row["reason"], iters_total=cfg.iters, kernels=kernels,
             verdict=row.get("verdict") or None,
             warnings=tuple(w for w in (row.get("warnings") or "").split(" | ") if w),
@@ -289,6 +291,7 @@ def _check_json_stage(i: int, stage: Any) -> None:
         v = stage.get(name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
             raise ImportRejected(f"{where}, field {name}: {v!r} is not a non-negative number")
+    stage.setdefault("head", "ce")  # files written before the loss-head lever existed
     for name in ("key", "label", "reason", *KINDS):
         v = stage.get(name, "")
         if not isinstance(v, str):

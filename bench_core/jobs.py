@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from .config import BenchConfig, collect_errors
 from .formats import ImportRejected, parse_upload
 from .levers import Stage
+from .presets import family_errors
 from .probe import Probe, run_probe
 from .processes import child_env
 from .records import RUN_ACTIVE, RunResult, Status
@@ -217,7 +218,8 @@ class JobManager:
             raise LimitExceeded("max_stages_per_job", f"{len(stages)} stages exceed the limit of "
                                 f"{self.limits.max_stages_per_job} stages per job")
         probe = self.probe(timeout=180) or Probe.from_dict({})
-        errors = collect_errors(cfg, self.limits, probe.cuda_available, probe.free_bytes)
+        errors = collect_errors(cfg, self.limits, probe.cuda_available, probe.free_bytes) or \
+            family_errors(stages, cfg.family)
         if errors:
             raise errors[0]
         with self._lock:

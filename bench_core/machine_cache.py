@@ -30,7 +30,8 @@ from typing import Any
 
 SCHEMA = 1                       # bump when the meaning of cached data changes: old files become misses
 KEEP_PER_KIND = 8                # older fingerprints of one kind are pruned on save
-DISTRIBUTIONS = ("torch", "apex", "triton", "pytorch-triton")
+DISTRIBUTIONS = ("torch", "apex", "triton", "pytorch-triton", "liger-kernel", "torchao", "transformer-engine",
+                 "transformer_engine", "transformer-engine-torch")
 APEX_EXTENSIONS = ("amp_C", "fused_layer_norm_cuda")
 _KIND = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 

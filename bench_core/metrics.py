@@ -5,7 +5,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .config import BenchConfig, param_count
+from .config import BenchConfig, matmul_params
 
 # Dense (no sparsity) peak TFLOP/s per precision, from the vendors' datasheets. Each GPU is matched by a full
 # regular expression over the name the driver reports, so "H200 NVL" never takes the SXM figures and
@@ -30,12 +30,13 @@ PEAK_TFLOPS: list[tuple[str, re.Pattern[str], dict[str, float]]] = [
 def flops_per_step(cfg: BenchConfig) -> float:
     """Training FLOPs of one step: 6·N·tokens + 12·L·d·T·tokens (PaLM appendix B, as in nanoGPT).
 
-    N counts every weight that takes part in a matmul: all parameters but the position embedding (the token
-    embedding counts, as the tied LM head). The attention term counts the full T×T score matrix (forward and
-    backward), not the causal half a FlashAttention kernel actually computes: it is the standard formula that
-    MFU figures in the literature use, so the same step is compared with them on equal terms.
+    N counts every weight that takes part in a matmul (config.matmul_params): GPT's tied token embedding
+    counts as its LM head, Llama's untied head counts and its input embedding does not. The attention term
+    counts the full T×T score matrix (forward and backward), not the causal half a FlashAttention kernel
+    actually computes: it is the standard formula that MFU figures in the literature use, so the same step is
+    compared with them on equal terms.
     """
-    n = param_count(cfg) - cfg.seq_len * cfg.width
+    n = matmul_params(cfg)
     tokens = cfg.tokens_per_step
     return 6.0 * n * tokens + 12.0 * cfg.depth * cfg.width * cfg.seq_len * tokens
 

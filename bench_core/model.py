@@ -1,12 +1,25 @@
-"""A GPT-style decoder in the spirit of nanoGPT's model.py. The norm class is injected by the stage."""
+"""A GPT-style decoder in the spirit of nanoGPT's model.py. The norm class and the loss head come from the stage."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+# A loss head: (final hidden states, LM-head weight, targets or None) -> (logits or None, loss or None).
+LossHead = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"],
+                    tuple["torch.Tensor | None", "torch.Tensor | None"]]
+
+
+def cross_entropy_head(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor | None):
+    """The LM head and cross-entropy as two steps: the full (tokens x vocab) logits exist, in fp32 for the loss."""
+    logits = F.linear(hidden, weight)
+    if targets is None:
+        return logits, None
+    return logits, F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
 
 
 @dataclass(frozen=True)
@@ -57,9 +70,10 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg: GPTConfig, norm_cls: type[nn.Module] = nn.LayerNorm):
+    def __init__(self, cfg: GPTConfig, norm_cls: type[nn.Module] = nn.LayerNorm, head: LossHead = cross_entropy_head):
         super().__init__()
         self.cfg = cfg
+        self.head = head
         self.wte = nn.Embedding(cfg.vocab_size, cfg.width)
         self.wpe = nn.Embedding(cfg.seq_len, cfg.width)
         self.blocks = nn.ModuleList(Block(cfg, norm_cls) for _ in range(cfg.depth))
@@ -88,11 +102,7 @@ class GPT(nn.Module):
         x = self.wte(idx) + self.wpe(pos)
         for block in self.blocks:
             x = block(x)
-        logits = self.lm_head(self.ln_f(x))
-        if targets is None:
-            return logits, None
-        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
-        return logits, loss
+        return self.head(self.ln_f(x), self.lm_head.weight, targets)
 
 
 def synthetic_batch(vocab_size: int, batch_size: int, seq_len: int, seed: int, device: str):

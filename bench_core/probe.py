@@ -45,6 +45,13 @@ class ApexState:
 
 
 @dataclass(frozen=True)
+class PackageState:
+    version: str | None = None
+    importable: bool = False
+    error: str | None = None          # "not installed", or the import's exact failure
+
+
+@dataclass(frozen=True)
 class CudaState:
     available: bool = False
     device_count: int = 0
@@ -70,6 +77,8 @@ class Probe:
     adam_fused: Mapping[str, bool]
     compile: Mapping[str, tuple[bool, str]]   # device -> (usable, reason)
     error: str | None = None
+    packages: Mapping[str, PackageState] = field(default_factory=dict)  # liger_kernel, torchao, transformer_engine
+    apex_rms: bool = False            # fused_layer_norm_cuda has the RMSNorm entry points
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Probe:
@@ -99,7 +108,11 @@ class Probe:
             adam_fused=dict(data.get("adam_fused") or {}),
             compile={d: (bool(v.get("usable")), str(v.get("reason", "unknown")))
                      for d, v in (data.get("compile") or {}).items() if isinstance(v, dict)},
-            error=data.get("error"))
+            error=data.get("error"),
+            packages={name: PackageState(version=info.get("version"), importable=bool(info.get("importable")),
+                                         error=info.get("error"))
+                      for name, info in (data.get("packages") or {}).items() if isinstance(info, dict)},
+            apex_rms=bool(((apex.get("extensions") or {}).get("fused_layer_norm_cuda") or {}).get("rms")))
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.raw)
@@ -141,6 +154,15 @@ class Probe:
         if info.smoke_ok is False:
             return f"apex {extension} failed its smoke test on this GPU: {info.smoke_error}"
         return None
+
+    def package_reason(self, name: str) -> str | None:
+        """None when `name` imported in the probe; else why not (not installed, or the import's error)."""
+        state = self.packages.get(name)
+        if state is None:
+            return "not probed (the probe predates it: measure the machine again)"
+        if state.importable:
+            return None
+        return state.error or "not importable"
 
     @property
     def apex_healthy(self) -> bool:

@@ -179,6 +179,8 @@ def probe_apex(torch, cuda_available: bool) -> dict:
                 if not entry["loadable"]:
                     entry["error"] = "missing functions: " + ", ".join(
                         f for f, ok in entry["functions"].items() if not ok)
+                if ext == "fused_layer_norm_cuda":  # FusedRMSNorm shares the extension (Apex >= 2021)
+                    entry["rms"] = all(hasattr(module, f) for f in ("rms_forward_affine", "rms_backward_affine"))
             except Exception as exc:  # e.g. "undefined symbol": built against another torch
                 entry["error"] = f"{type(exc).__name__}: {exc}"
         if entry["loadable"] and cuda_available:
@@ -193,6 +195,33 @@ def probe_apex(torch, cuda_available: bool) -> dict:
         info["multi_tensor_apply_error"] = f"{type(exc).__name__}: {exc}"
     info["distributed_adam"] = importlib.util.find_spec("distributed_adam_cuda") is not None
     return info
+
+
+# Third-party kernel packages the levers use: import name -> (distribution names, the module the lever imports)
+PACKAGES = {
+    "liger_kernel": (("liger-kernel",), "liger_kernel.transformers"),
+    "torchao": (("torchao",), "torchao.float8"),
+    "transformer_engine": (("transformer-engine", "transformer_engine", "transformer-engine-torch"),
+                           "transformer_engine.pytorch"),
+}
+
+
+def probe_packages() -> dict:
+    """Version and importability of each package, imported here, in the probe's fresh process."""
+    out = {}
+    for name, (dists, module) in PACKAGES.items():
+        version = next((v for v in map(_dist_version, dists) if v), None)
+        entry: dict[str, Any] = {"version": version, "importable": False, "error": None}
+        if importlib.util.find_spec(name) is None:
+            entry["error"] = "not installed"
+        else:
+            try:
+                importlib.import_module(module)
+                entry["importable"] = True
+            except Exception as exc:  # e.g. TE built for another torch or CUDA: the exact reason is the point
+                entry["error"] = f"import {module} failed: {type(exc).__name__}: {str(exc)[:300]}"
+        out[name] = entry
+    return out
 
 
 def collect() -> dict:
@@ -220,6 +249,7 @@ def collect() -> dict:
         "compile": {d: _compile_usable(torch, d, cuda) for d in ("cpu", "cuda")},
         "adam_fused": {d: _fused_adam_works(torch, d) for d in devices},
         "apex": _guard(probe_apex, torch, cuda_ok),
+        "packages": _guard(probe_packages),
         "ceilings": _guard(_ceilings, torch) if cuda_ok else None,
         "nccl": _guard(lambda: ".".join(map(str, torch.cuda.nccl.version())) if cuda_ok else None),
         "topology": _guard(gpu_topology) if cuda_ok else None,

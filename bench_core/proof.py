@@ -42,9 +42,33 @@ KEY_KERNELS: dict[str, KeyKernel] = {
     "compiled_region": KeyKernel("compiled region (CPU)", lambda n: n.startswith(
         ("CompiledFunction", "Torch-Compiled Region", "## Call CompiledFxGraph"))),
     "graph_launch": KeyKernel("CUDA graph launch", lambda n: n.startswith("cudaGraphLaunch")),
+    "apex_rmsnorm": KeyKernel("Apex RMSNorm", lambda n: "cuApplyRMSNorm" in n or n.startswith("apex::fused_rms_norm")),
+    # torch's RMSNorm: the fused op where torch has one (CUDA), else its decomposition's entry op
+    "aten_rms_norm": KeyKernel("aten::_fused_rms_norm / rms_norm", lambda n: n.startswith(
+        ("aten::_fused_rms_norm", "aten::rms_norm"))),
+    # Liger-Kernel's Triton kernels are named after their Python functions
+    "liger_layernorm": KeyKernel("Liger LayerNorm (Triton)", lambda n: n.startswith(
+        ("_layer_norm_forward_kernel", "_layer_norm_backward_kernel"))),
+    "liger_rmsnorm": KeyKernel("Liger RMSNorm (Triton)", lambda n: "_rms_norm_forward_kernel" in n
+                               or "_rms_norm_backward_kernel" in n),
+    "liger_flce": KeyKernel("Liger fused linear cross-entropy", lambda n: n.startswith("liger_cross_entropy_kernel")),
+    # FP8 GEMMs: torch._scaled_mm (torchao) and cuBLASLt's e4m3/e5m2 kernels
+    "fp8_gemm": KeyKernel("FP8 GEMM (_scaled_mm / cuBLASLt)", lambda n: n.startswith("aten::_scaled_mm")
+                          or ("gemm" in n.lower() and ("e4m3" in n.lower() or "e5m2" in n.lower()))),
+    "te_kernels": KeyKernel("Transformer Engine kernels", lambda n: "transformer_engine" in n
+                            or n.startswith(("te::", "nvte_"))),
 }
 
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+# The input that is the GEMM's first operand: addmm/baddbmm take the addend (`self`) first, and a fused head such
+# as Liger's FLCE adds bf16 x bf16 products into an fp32 accumulator, which is not an fp32 GEMM.
+GEMM_OPERAND = {"aten::mm": 0, "aten::bmm": 0, "aten::addmm": 1, "aten::baddbmm": 1}
+
+
+def gemm_operand_dtype(op: str, dtypes: list[str]) -> str | None:
+    """The dtype of a GEMM op's first operand, from the profiler's input dtypes; None if not a GEMM or unknown."""
+    index = GEMM_OPERAND.get(op)
+    return dtypes[index] if index is not None and len(dtypes) > index and dtypes[index] else None
 DTYPE_NAMES = {"c10::BFloat16": "bfloat16", "c10::Half": "half", "float": "float", "double": "double"}
 
 SDPA_BACKENDS = {
@@ -97,7 +121,7 @@ def verdict(stage: Stage, device: str, seen: Mapping[str, list[str]], facts: Fac
         missing = [k for k in lever.expects(device, stage) if not seen.get(k)]
         betrayed = [k for k in lever.betrayed_by if seen.get(k)]
         wrong_class = _wrong_class(lever, facts)
-        if lever.is_apex and (missing or betrayed or wrong_class):
+        if lever.vendor and (missing or betrayed or wrong_class):  # a named library (Apex, Liger...) not used
             state = "fallback"
             parts = [f"no {', '.join(KEY_KERNELS[k].label for k in missing)} kernel in the trace"] if missing else []
             parts += [f"trace shows {', '.join(KEY_KERNELS[k].label for k in betrayed)}"] if betrayed else []
@@ -168,7 +192,7 @@ def kernel_cells(stage_names: Mapping[str, str], status: str, reason: str, kerne
                                     f"shows {names[0]}")
         elif names:
             cells[key] = KernelCell("used", "seen: " + "<br>".join(names))
-        elif expecting and any(lv.is_apex for lv in expecting) and verdict_state == "fallback":
+        elif expecting and any(lv.vendor for lv in expecting) and verdict_state == "fallback":
             cells[key] = KernelCell("fallback", "not in the trace: the stage's verdict is fallback")
         elif expecting:
             cells[key] = KernelCell("expected, not seen", "not in the trace")

@@ -56,6 +56,7 @@ class StageResult:
     precision: str
     compile: str
     gpus: str = "1"
+    head: str = "ce"                     # the loss-head lever (older results: the plain LM head + CE)
     status: Status = Status.PENDING
     reason: str = ""
     iters_total: int = 0                 # timed iterations of one round
@@ -108,7 +109,7 @@ class StageResult:
     @property
     def lever_names(self) -> dict[str, str]:
         return {"optimizer": self.optimizer, "norm": self.norm, "precision": self.precision,
-                "compile": self.compile, "gpus": self.gpus}
+                "compile": self.compile, "gpus": self.gpus, "head": self.head}
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

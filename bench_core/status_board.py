@@ -16,6 +16,10 @@ class BoardItem:
     detail: str
 
 
+PACKAGE_TITLES = {"liger_kernel": "Liger-Kernel", "torchao": "torchao (float8)",
+                  "transformer_engine": "Transformer Engine (optional)"}
+
+
 def probe_board(probe: Probe) -> list[BoardItem]:
     cuda = probe.cuda
     cap = ".".join(map(str, cuda.capability or ()))
@@ -55,6 +59,15 @@ def probe_board(probe: Probe) -> list[BoardItem]:
         mta = apex.multi_tensor_apply_available
         rows.append(BoardItem("Apex", "MultiTensorApply.available", GREEN if mta else RED,
                               str(mta) + ("" if mta else f" — {apex.multi_tensor_apply_error or 'amp_C missing'}")))
+        if "fused_layer_norm_cuda" in apex.extensions:
+            rows.append(BoardItem("Apex", "FusedRMSNorm entry points", GREEN if probe.apex_rms else AMBER,
+                                  "rms_forward_affine / rms_backward_affine in fused_layer_norm_cuda" if probe.apex_rms
+                                  else "missing: apex-fusedrms is unavailable (an Apex older than 2021)"))
+    for name, title in PACKAGE_TITLES.items():
+        state = probe.packages.get(name)
+        reason = probe.package_reason(name)
+        rows.append(BoardItem("Kernel libraries", title, GREEN if reason is None else AMBER,
+                              f"{state.version if state else ''} importable".strip() if reason is None else reason))
     devices = ["cuda", "cpu"] if cuda.available else ["cpu"]
     for table, label in ((probe.bf16, "bf16 autocast"), (probe.fp16, "fp16 autocast"),
                          (probe.adam_fused, "Adam(fused=True)")):

@@ -43,9 +43,20 @@ def _qualname(obj: Any) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+def build_model(cfg: BenchConfig, norm_cls: Any, head: Any) -> Any:
+    """The config's model family, with the stage's norm class and loss head."""
+    from .config import mlp_hidden
+    if cfg.family == "llama":
+        from .llama import Llama, LlamaConfig
+        return Llama(LlamaConfig(cfg.depth, cfg.width, cfg.heads, cfg.seq_len, cfg.vocab_size, mlp_hidden(cfg)),
+                     norm_cls, head)
+    from .model import GPT, GPTConfig
+    return GPT(GPTConfig(cfg.depth, cfg.width, cfg.heads, cfg.seq_len, cfg.vocab_size), norm_cls, head)
+
+
 def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
     from .distributed import Distributed, nccl_version
-    from .model import GPT, GPTConfig, synthetic_batch
+    from .model import synthetic_batch
 
     cfg = BenchConfig.from_dict(job.config)
     device, cuda = job.device, job.device == "cuda"
@@ -63,7 +74,9 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
     norm_cls = stage.norm_lever.build()
     torch.manual_seed(cfg.seed)
     with torch.device(target):
-        model = GPT(GPTConfig(cfg.depth, cfg.width, cfg.heads, cfg.seq_len, cfg.vocab_size), norm_cls)
+        model = build_model(cfg, norm_cls, stage.head_lever.build())
+        if plan.convert is not None:  # FP8: swap the blocks' modules before DDP, optimizer and compile see them
+            model = plan.convert(model)
     if not stage.optimizer_lever.reduces_gradients:
         model = ddp.wrap(model)
     graphs = stage.compile_lever.captures_graph
@@ -76,8 +89,12 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
 
     def autocast() -> Any:
         # autocast's weight-cast cache must be off inside a CUDA graph capture
-        return (torch.autocast(device, dtype=dtype, cache_enabled=not graphs) if dtype
-                else contextlib.nullcontext())
+        stack = contextlib.ExitStack()
+        if plan.context is not None:   # te.fp8_autocast, around autocast as TE documents
+            stack.enter_context(plan.context())
+        if dtype:
+            stack.enter_context(torch.autocast(device, dtype=dtype, cache_enabled=not graphs))
+        return stack
 
     built = Built(cfg=cfg, step=lambda: None, sync=torch.cuda.synchronize if cuda else (lambda: None), ddp=ddp,
                   params=sum(p.numel() for p in model.parameters()), optimizer_class=_qualname(opt),
@@ -88,7 +105,8 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
         opt.zero_grad()  # Apex FusedAdam.zero_grad takes no arguments; both default to set_to_none
         with autocast():
             logits, loss = model(x, y)
-        built.last_dtype = str(logits.dtype).replace("torch.", "")
+        # a fused loss head (Liger FLCE) returns no logits: nothing to read the autocast dtype from
+        built.last_dtype = None if logits is None else str(logits.dtype).replace("torch.", "")
         if scaler:
             scaler.scale(loss).backward()
             scaler.step(opt)
@@ -216,7 +234,7 @@ def profile(built: Built, torch: Any) -> tuple[Any, set[str], set[str]] | None:
     from torch.profiler import profile as torch_profile
 
     from .breakdown import collect
-    from .proof import GEMM_OPS
+    from .proof import gemm_operand_dtype
     if not built.ddp.leader:  # the other ranks take the same steps, or rank 0's all-reduces would wait for ever
         for _ in range(PROFILE_STEPS):
             built.step()
@@ -231,8 +249,9 @@ def profile(built: Built, torch: Any) -> tuple[Any, set[str], set[str]] | None:
     dtypes = set()
     try:
         for event in prof.profiler.kineto_results.events():
-            if event.name() in GEMM_OPS and event.dtypes():
-                dtypes.add(event.dtypes()[0])
+            dtype = gemm_operand_dtype(event.name(), list(event.dtypes() or ()))
+            if dtype:
+                dtypes.add(dtype)
     except (AttributeError, RuntimeError):  # an older profiler without raw kineto events
         dtypes = set()
     return stage_profile, names, dtypes

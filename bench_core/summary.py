@@ -24,6 +24,7 @@ class StageSummary:
     reason: str
     gpus: int
     precision: str
+    mfu_peak: str                     # which datasheet peak MFU counts against (FP8 stages: bf16)
     timing: stats.TimingStats
     partial: bool                     # timings exist but the stage did not finish ok: not a result
     round_medians: tuple[float, ...]
@@ -122,7 +123,9 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
     rounds = stage.round_series
     round_medians = tuple(m for m in (stats.timing_stats(r).median_ms for r in rounds if r) if m is not None)
     gpu = run.gpu if run.device == "cuda" else None
-    stage_rates = rates(run.config, timing.median_ms, gpu, stage.precision, world) if ok else Rates(
+    from .levers import LEVERS
+    mfu_peak = LEVERS[stage.precision].peak  # type: ignore[attr-defined]
+    stage_rates = rates(run.config, timing.median_ms, gpu, mfu_peak, world) if ok else Rates(
         mfu_reason=f"stage {stage.status.value}: no result")
     speedup = ci = None
     if imported_csv:
@@ -142,14 +145,14 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
              if prev is not None and prev.profile and stage.profile else None)
     # measured ceilings: bf16 GEMM for the autocast stages, fp32 with TF32 off for fp32; none is measured for TF32
     peak = {"bf16": ceilings.get("bf16_tflops"), "fp16": ceilings.get("bf16_tflops"),
-            "fp32": ceilings.get("fp32_tflops")}.get(stage.precision)
+            "fp32": ceilings.get("fp32_tflops")}.get(mfu_peak)
     tokens_timed = len(stage.times_ms) * run.config.tokens_per_step * world
     verdict = stage.verdict
     if imported_gpu and verdict and not verdict.startswith("imported:"):
         verdict = f"imported: {verdict} on {imported_gpu}"
     return StageSummary(
         index=stage.index, key=stage.key, label=stage.label, status=stage.status, reason=stage.reason,
-        gpus=world, precision=stage.precision, timing=timing,
+        gpus=world, precision=stage.precision, mfu_peak=mfu_peak, timing=timing,
         partial=not ok and bool(stage.times_ms), round_medians=round_medians,
         noise_reason=stats.noise_reason(stage.times_ms, list(round_medians)) if stage.times_ms else
         metrics.get("noise_reason"),
@@ -175,8 +178,8 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
 
 
 def _changed_title(prev: StageResult, cur: StageResult) -> str:
-    from .levers import LEVERS, Stage
-    changed = [LEVERS[getattr(cur, k)].title for k in ("optimizer", "norm", "precision", "compile", "gpus")
+    from .levers import KINDS, LEVERS, Stage
+    changed = [LEVERS[getattr(cur, k)].title for k in KINDS
                if getattr(prev, k) != getattr(cur, k)]
     return " + ".join(changed) or Stage.of(cur).label
 

@@ -36,7 +36,8 @@ def print_table(summary: RunSummary, console: Any = None) -> None:
         table.add_row(s.key.replace("+", "+\u200b"), status, _f(t.median_ms, ".2f"), spread, speed,
                       _f(s.rates.tokens_per_s, ",.0f"),
                       _f(s.peak_mem_mib if run.device == "cuda" else None, ",.0f"),
-                      "—" if s.rates.mfu is None else f"{s.rates.mfu:.1%}",
+                      "—" if s.rates.mfu is None else f"{s.rates.mfu:.1%}" + (
+                          f" of {s.mfu_peak}" if s.mfu_peak != s.precision else ""),
                       "—" if busy is None else f"{busy:.0%}", s.bottleneck.verdict,
                       ("⚠ " if s.warnings else "") + (s.verdict or "—"))
     console.print(table)

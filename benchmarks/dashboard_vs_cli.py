@@ -17,7 +17,7 @@ import time
 
 from bench_core.config import WORKLOADS, BenchConfig, defaults_for
 from bench_core.jobs import JobManager
-from bench_core.levers import preset
+from bench_core.presets import preset
 from bench_core.records import Status
 from bench_core.settings import load_limits
 from bench_core.stats import timing_stats

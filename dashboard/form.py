@@ -6,6 +6,7 @@ import streamlit as st
 
 from bench_core.config import (
     DEVICES,
+    FAMILIES,
     FIELD_HELP,
     FIELD_LABELS,
     INT_FIELDS,
@@ -26,6 +27,7 @@ def init(device_kind: str) -> None:
     for name in FORM_FIELDS:
         st.session_state.setdefault(f"cfg_{name}", str(getattr(defaults, name)))
     st.session_state.setdefault("cfg_device", "auto")
+    st.session_state.setdefault("cfg_family", defaults.family)
 
 
 def apply_size() -> None:
@@ -44,7 +46,8 @@ def parse() -> tuple[BenchConfig | None, dict[str, str]]:
             errors[name] = str(ConfigError(name, raw, "must be an integer" if raw else "is empty: enter a number"))
     if errors:
         return None, errors
-    return BenchConfig(**values, seed=1234, device=st.session_state["cfg_device"]), {}
+    return BenchConfig(**values, seed=1234, device=st.session_state["cfg_device"],
+                       family=st.session_state.get("cfg_family", "gpt")), {}
 
 
 def validate(limits: Limits, probe: Probe | None) -> tuple[BenchConfig | None, dict[str, str]]:
@@ -63,13 +66,15 @@ def draw(device_kind: str, errors: dict[str, str]) -> None:
     st.selectbox("Start from a model size", list(WORKLOADS), key="size_preset", on_change=apply_size,
                  index=list(WORKLOADS).index("gpt2-small" if device_kind == "cuda" else "tiny"))
     # Two fields a row, in reading order, so a narrow screen stacks them in the same order.
-    names = FORM_FIELDS + ["device"]
+    names = ["family"] + FORM_FIELDS + ["device"]
     for start in range(0, len(names), 2):
         cols = st.columns(2)
         for col, name in zip(cols, names[start:start + 2], strict=False):
             with col:
                 if name == "device":
                     st.selectbox(FIELD_LABELS["device"], DEVICES, key="cfg_device", help=FIELD_HELP["device"])
+                elif name == "family":
+                    st.selectbox(FIELD_LABELS["family"], FAMILIES, key="cfg_family", help=FIELD_HELP["family"])
                 else:
                     st.text_input(FIELD_LABELS[name], key=f"cfg_{name}", help=FIELD_HELP[name] or None)
                 if name in errors:

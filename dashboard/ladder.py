@@ -3,22 +3,31 @@ from __future__ import annotations
 
 import streamlit as st
 
-from bench_core.levers import KINDS, PRESETS, Stage, across_gpus, names_of
+from bench_core.levers import KINDS, Stage, names_of
+from bench_core.presets import across_gpus, preset
 from bench_core.probe import Probe
 
-PRESET_CAPTIONS = {"seed": "Apex's 4 steps", "native": "PyTorch's own", "all": "both + peers",
-                   "custom": "build your own"}
+# seed under the llama family is the llama-seed ladder: each preset takes the form's family's norms
+PRESET_CAPTIONS = {"seed": "Apex's 4 steps", "native": "PyTorch's own", "peers": "Apex vs Liger, FP8",
+                   "all": "seed + native + more", "custom": "build your own"}
+
+
+def family() -> str:
+    return st.session_state.get("cfg_family", "gpt")
 
 
 def chosen(probe: Probe | None, device: str) -> tuple[str, list[Stage]]:
     choice = st.session_state.get("stage_choice", "seed")
     if choice == "custom":
         return "custom", [Stage(**s) for s in st.session_state.get("custom_ladder", [])]
-    return choice, across_gpus(PRESETS[choice], st.session_state.get("gpu_counts") or ["1"])
+    name = "llama-seed" if choice == "seed" and family() == "llama" else choice
+    return name, across_gpus(preset(name, family()), st.session_state.get("gpu_counts") or ["1"])
 
 
 def runnable(stages: list[Stage], probe: Probe | None, device: str) -> list[tuple[Stage, str | None]]:
-    return [(s, s.unavailable_reason(probe, device) if probe else "waiting for the probe") for s in stages]
+    def reason(s: Stage) -> str | None:
+        return s.family_error(family()) or (s.unavailable_reason(probe, device) if probe else "waiting for the probe")
+    return [(s, reason(s)) for s in stages]
 
 
 def draw(probe: Probe | None, device: str, max_stages: int) -> None:
@@ -30,7 +39,8 @@ def draw(probe: Probe | None, device: str, max_stages: int) -> None:
         if len(counts) > 1:
             st.multiselect("GPU counts (each stage runs at each; > 1 through torchrun + DDP)", counts,
                            default=["1"], key="gpu_counts")
-        for i, (stage, reason) in enumerate(runnable(list(PRESETS[choice]), probe, device)):
+        for i, (stage, reason) in enumerate(runnable(list(preset(choice if family() == "gpt" or choice != "seed"
+                                                                   else "llama-seed", family())), probe, device)):
             st.markdown(f"{i + 1}. `{stage.key}` — " + (f"*unavailable: {reason}*" if reason else "runs here"))
         return
     ladder = st.session_state.setdefault("custom_ladder", [])
@@ -38,7 +48,7 @@ def draw(probe: Probe | None, device: str, max_stages: int) -> None:
         st.caption("No stage yet: build one below, lever by lever, and add it to the ladder.")
     for i, spec in enumerate(list(ladder)):
         a, b = st.columns([5, 1])
-        reason = Stage(**spec).unavailable_reason(probe, device) if probe else None
+        reason = runnable([Stage(**spec)], probe, device)[0][1] if probe else None
         a.markdown(f"{i + 1}. `{Stage(**spec).key}`" + (f" — *unavailable: {reason}*" if reason else ""))
         if b.button("Remove", key=f"remove_{i}", help="remove this stage"):
             ladder.pop(i)
@@ -59,7 +69,8 @@ def builder(probe: Probe | None, device: str, max_stages: int) -> None:
                 if probe is None:
                     return "waiting for the probe"
                 try:
-                    return Stage(**{**picked, kind: name}).unavailable_reason(probe, device)
+                    stage = Stage(**{**picked, kind: name})
+                    return stage.family_error(family()) or stage.unavailable_reason(probe, device)
                 except Exception as exc:  # an invalid combination so far
                     return str(exc)
             available = [n for n in names_of(kind) if not reason_of(n)]

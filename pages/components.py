@@ -8,8 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from bench_core.breakdown import BUSY_THRESHOLD
-from bench_core.components import ComponentsReport, write_csv_text
-from bench_core.config import WORKLOADS
+from bench_core.components import GPT_WORKLOADS, ComponentsReport, write_csv_text
 from bench_core.figures import components_bars
 from bench_core.jobs import LimitExceeded, NotAllowed
 from dashboard.session import access_panel, get_manager, is_operator, persistence_banner, role
@@ -34,7 +33,7 @@ elif probe is not None:
     st.caption("No GPU here: no ceilings. On CPU the for-loop, foreach and fused Adam rows and torch's LayerNorm "
                "run; the Apex rows are unavailable, with the reason.")
 
-model = st.selectbox("Model size", list(WORKLOADS), index=list(WORKLOADS).index(
+model = st.selectbox("Model size", list(GPT_WORKLOADS), index=list(GPT_WORKLOADS).index(
     "gpt2-small" if probe and probe.cuda_available else "tiny"))
 
 

@@ -36,7 +36,7 @@ def import_file(name: str, data: bytes) -> None:
 def model_size(config_json: str) -> str:
     cfg = json.loads(config_json)
     for name, shape in WORKLOADS.items():
-        if all(cfg.get(k) == v for k, v in shape.items()):
+        if all(cfg.get(k, "gpt" if k == "family" else None) == v for k, v in shape.items()):
             return name
     return f"d{cfg.get('width')}×L{cfg.get('depth')}"
 

@@ -38,10 +38,13 @@ tokens/s = batch × sequence ÷ median step time. Model FLOPs per step follow th
 
 $$\text{FLOPs} = (6N + 12\,L\,d\,T)\times B\,T$$
 
-with $N$ the parameters that take part in matmuls (all but the position embedding; the token embedding counts
-as the tied LM head), $L$ layers, $d$ width, $T$ sequence length and $B$ batch. **MFU** divides the achieved
-FLOP/s by the GPU's dense datasheet peak for the stage's math: FP32 for `fp32`, TF32 for `tf32`, BF16/FP16 for
-the autocast stages (e.g. H100/H200 SXM: 66.9, 494.7 and 989.4 TFLOP/s). GPUs are matched by their exact name
+with $N$ the parameters that take part in matmuls (GPT: all but the position embedding, the token embedding
+counting as the tied LM head; Llama: all but the input embedding, its own LM head counting), $L$ layers, $d$
+width, $T$ sequence length and $B$ batch. **MFU** divides the achieved FLOP/s by the GPU's dense datasheet peak
+for the stage's math: FP32 for `fp32`, TF32 for `tf32`, BF16/FP16 for the autocast stages (e.g. H100/H200 SXM:
+66.9, 494.7 and 989.4 TFLOP/s). **FP8 stages** (torchao, Transformer Engine) count the same model FLOPs against
+the **BF16** peak, and the table labels their MFU "of bf16": an FP8 stage above a BF16 one did the same work
+faster, not more of it. GPUs are matched by their exact name
 pattern (an H200 NVL never takes the SXM figures); a GPU not in the table gets no MFU, with the reason.
 CPUs have no peak, so no MFU.
 
@@ -82,11 +85,15 @@ every stage.
 ### Proof of use
 The profiled steps must show what every lever claims — Apex's `multi_tensor_apply_kernel<…AdamFunctor…>` and
 `cuApplyLayerNorm`, or PyTorch's `aten::_fused_adam_`, `aten::_foreach_*`, `aten::native_layer_norm`; BF16/FP16
-stages GEMMs with bf16/fp16 inputs and no fp32 GEMM (read from the input dtypes of `aten::mm`/`addmm`/`bmm`);
-TF32 stages TF32 GEMM kernels; compile stages Triton kernels; graphs stages CUDA graph launches. The worker
-also reports the optimizer and norm classes it built and the TF32 and GradScaler switches, and the verdict
-checks them. A stage whose levers say Apex but whose trace shows the aten fallback (or no Apex kernel) is
-marked **fallback** with a visible warning, and is never counted as Apex. An imported run's proof was seen on
+stages GEMMs with bf16/fp16 inputs and no fp32 GEMM (read from the dtype of each GEMM's first operand: `mm`/`bmm`
+input 0, `addmm`/`baddbmm` input 1, since their input 0 is the addend); TF32 stages TF32 GEMM kernels; compile
+stages Triton kernels; graphs stages CUDA graph launches; Apex FusedRMSNorm `cuApplyRMSNorm` and no
+`aten::_fused_rms_norm`/`aten::rms_norm`; Liger's Triton kernels (`_layer_norm_forward_kernel`,
+`_rms_norm_forward_kernel`, `liger_cross_entropy_kernel`) and no aten norm they replace; FP8 stages
+`aten::_scaled_mm` or cuBLASLt e4m3/e5m2 GEMMs. The worker also reports the optimizer and norm classes it built
+and the TF32 and GradScaler switches, and the verdict checks them. A stage whose levers name a library (Apex,
+Liger, torchao, Transformer Engine) but whose trace shows the aten fallback (or none of the library's kernels) is
+marked **fallback** with a visible warning, and is never counted as that library. An imported run's proof was seen on
 another machine: it is shown as "imported: verified on <gpu>", never as verified here.
 
 ### Several GPUs

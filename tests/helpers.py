@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench_core.config import BenchConfig
-from bench_core.levers import PRESETS
+from bench_core.presets import PRESETS
 from bench_core.probe import Probe
 from bench_core.records import RunResult, Status, initial_stage
 

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 from bench_core.breakdown import StageProfile
 from bench_core.config import BenchConfig
-from bench_core.levers import PRESETS
+from bench_core.presets import PRESETS
 from bench_core.probe import Probe
 from bench_core.records import RunResult, Status, initial_stage
 

@@ -48,6 +48,8 @@ def read_csv(path):
     (["--batch-size", "0"], "batch_size=0: must be a positive integer"),
     (["--repeats", "9"], "repeats=9: exceeds the limit of 5"),
     (["--gpus", "3"], "gpus='3': choose from 1, 2, 4, 8"),
+    (["--family", "mamba"], "family='mamba': must be one of gpt, llama"),
+    (["--preset", "llama-seed", "--model", "gpt2-small"], "preset='llama-seed': is the seed ladder for the llama"),
 ])
 def test_bad_input_exits_2_without_traceback(cli, tmp_path, args, message):
     db = tmp_path / "h.sqlite3"
@@ -174,3 +176,18 @@ def test_probe_text_and_json(cli):
     assert "GPU: none (CPU runs only" in proc.stdout and "Apex: not installed" in proc.stdout
     proc = cli("probe", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["apex"]["status"] == "missing"
+
+
+def test_llama_seed_runs_the_rms_ladder_on_cpu(cli, tmp_path):
+    """The llama family end to end: a real worker trains Llama with torch's RMSNorm; the Apex stages say why not."""
+    out = tmp_path / "r.json"
+    proc = cli("run", "--preset", "llama-seed", "--model", "llama-tiny", "--device", "cpu", "--iters", "3",
+               "--warmup", "1", "--no-db", "--quiet", "--json", str(out), BENCH_WARMUP_MIN_S="0")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["config"]["family"] == "llama"
+    base, *apex = data["stages"]
+    assert base["key"] == "adam+rmsnorm+fp32" and base["status"] == "ok" and base["verdict"] == "verified"
+    assert base["norm_class"] == "torch.nn.modules.normalization.RMSNorm" and len(base["times_ms"]) == 3
+    assert [s["status"] for s in apex] == ["unavailable"] * 3
+    assert apex[1]["norm"] == "apex-fusedrms"

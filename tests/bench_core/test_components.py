@@ -64,7 +64,7 @@ def test_gemm_flops_and_copy_bytes_by_hand():
     assert ceilings.copy_bytes(2 * 1024 ** 3) == 4 * 1024 ** 3   # read once, written once
 
 
-@pytest.mark.parametrize("name", sorted(components.WORKLOADS))
+@pytest.mark.parametrize("name", sorted(components.GPT_WORKLOADS))
 def test_param_shapes_sum_to_param_count(name):
     cfg = BenchConfig(**components.WORKLOADS[name])
     assert sum(numel(s) for s in gpt_param_shapes(cfg)) == param_count(cfg)

@@ -3,7 +3,8 @@ from dataclasses import replace
 import pytest
 
 from bench_core.config import GIB, BenchConfig, ConfigError, collect_errors, defaults_for, estimate_memory, validate
-from bench_core.levers import Stage, preset
+from bench_core.levers import Stage
+from bench_core.presets import preset
 from bench_core.settings import Limits, load_limits
 
 LIMITS = Limits()
@@ -106,8 +107,8 @@ def test_field_lists_are_derived_from_the_dataclass():
 
     from bench_core.config import FIELD_LABELS, INT_FIELDS, MODEL_FIELDS
     names = [f.name for f in fields(BenchConfig)]
-    assert INT_FIELDS == tuple(n for n in names if n != "device")
-    assert MODEL_FIELDS == ("depth", "width", "heads", "seq_len", "batch_size", "vocab_size")
+    assert INT_FIELDS == tuple(n for n in names if n not in ("device", "family"))
+    assert MODEL_FIELDS == ("family", "depth", "width", "heads", "seq_len", "batch_size", "vocab_size")
     assert set(FIELD_LABELS) == set(names) and FIELD_LABELS["depth"] == "Depth (layers)"
     assert BenchConfig.from_dict({**OK.to_dict(), "unknown": 1}) == OK
 

@@ -7,7 +7,8 @@ import pytest
 
 from bench_core.config import BenchConfig
 from bench_core.formats import summary_rows, to_csv
-from bench_core.levers import Stage, across_gpus
+from bench_core.levers import Stage
+from bench_core.presets import across_gpus
 from bench_core.probe import Probe
 from bench_core.records import RunResult, Status, initial_stage
 from bench_core.runner import new_run, run_all

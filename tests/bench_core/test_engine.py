@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from bench_core.levers import PRESETS, Stage
+from bench_core.levers import Stage
+from bench_core.presets import PRESETS
 from bench_core.records import Status
 from bench_core.runner import RunHooks, new_run, run_all, run_stage
 from helpers import WorkerSpy, alive, group_members, kill_group

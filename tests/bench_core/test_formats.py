@@ -179,7 +179,7 @@ def _json_with(change):
     (lambda d: d["stages"][1].__setitem__("warnings", ["@SUM(A1)"]),
      "stage 1, field warnings: '@SUM(A1)' starts with '@' (a spreadsheet formula)"),
     (lambda d: d["stages"][3].__setitem__("status", "great"), "stage 3, field status: unknown status 'great'"),
-    (lambda d: d["stages"][0].__setitem__("norm", "rmsnorm"), "stage 0, field norm: unknown lever 'rmsnorm'"),
+    (lambda d: d["stages"][0].__setitem__("norm", "groupnorm"), "stage 0, field norm: unknown lever 'groupnorm'"),
     (lambda d: d["config"].__setitem__("depth", True), "config field depth: True is not an integer"),
     (lambda d: d["config"].__setitem__("iters", 2.5), "config field iters: 2.5 is not an integer"),
     (lambda d: d["config"].__setitem__("heads", 3), "config: width=64: must be divisible by heads (3)"),

@@ -7,7 +7,8 @@ import pytest
 
 from bench_core.formats import ImportRejected, to_json
 from bench_core.jobs import JobManager, JobSnapshot, LimitExceeded, NotAllowed
-from bench_core.levers import PRESETS, Stage
+from bench_core.levers import Stage
+from bench_core.presets import PRESETS
 from bench_core.probe import Probe
 from bench_core.records import Status
 from bench_core.runner import new_run

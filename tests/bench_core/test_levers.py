@@ -4,14 +4,15 @@ import torch
 from bench_core.levers import (
     KINDS,
     LEVERS,
-    PRESETS,
     CompileLever,
     GpusLever,
+    HeadLever,
     NormLever,
     OptimizerLever,
     PrecisionLever,
     Stage,
 )
+from bench_core.presets import PRESETS
 from bench_core.probe import Probe
 from bench_core.proof import KEY_KERNELS, Facts, classify, gemm_pseudo_names, verdict
 
@@ -23,7 +24,7 @@ def params():
 def test_every_lever_kind_is_registered_with_its_own_class():
     assert {lever.kind for lever in LEVERS.values()} == set(KINDS)
     classes = {"optimizer": OptimizerLever, "norm": NormLever, "precision": PrecisionLever,
-               "compile": CompileLever, "gpus": GpusLever}
+               "compile": CompileLever, "gpus": GpusLever, "head": HeadLever}
     for lever in LEVERS.values():
         assert type(lever) is classes[lever.kind], lever.name
 

@@ -79,9 +79,16 @@ def test_bad_stage_lists_are_refused(manager, stages, message):
 
 
 def test_unknown_levers_are_refused_before_anything_runs():
-    for kind, name in (("optimizer", "sgd"), ("norm", "rmsnorm"), ("precision", "fp8"), ("compile", "jit")):
+    for kind, name in (("optimizer", "sgd"), ("norm", "groupnorm"), ("precision", "fp8"), ("compile", "jit"),
+                       ("head", "softmax")):
         with pytest.raises(ConfigError, match=f"unknown {kind} lever"):
             Stage(**{kind: name})
+
+
+def test_a_norm_of_the_other_family_is_refused_before_anything_runs(manager):
+    with pytest.raises(ConfigError, match="rmsnorm is an RMS norm, valid only for the llama family"):
+        manager.submit(CFG, [Stage("adam", "rmsnorm")], "custom", "s")
+    assert manager.jobs() == []
 
 
 def test_viewer_is_refused_at_the_api(manager):

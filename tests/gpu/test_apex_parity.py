@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from bench_core.config import BenchConfig
-from bench_core.levers import PRESETS, Stage
+from bench_core.levers import Stage
+from bench_core.presets import PRESETS
 from bench_core.probe import run_probe
 from bench_core.processes import StageJob
 from bench_core.runner import run_stage

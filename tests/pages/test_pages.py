@@ -12,7 +12,8 @@ from streamlit.testing.v1 import AppTest
 from bench_core.config import FIELD_LABELS, BenchConfig
 from bench_core.formats import to_json
 from bench_core.jobs import NotAllowed
-from bench_core.levers import PRESETS, Stage
+from bench_core.levers import Stage
+from bench_core.presets import PRESETS
 from bench_core.records import Status
 from bench_core.store import Store
 from helpers import sample_run, sample_runs, wait, wait_for
@@ -124,6 +125,21 @@ def test_unavailable_levers_show_their_reason(app):
                  "tf32: TF32 (a tensor-core mode) needs a CUDA device",
                  "graphs: CUDA graphs capture GPU work: needs a CUDA device"):
         assert line in captions, captions
+
+
+def test_the_llama_family_takes_the_rms_ladder_and_refuses_layernorm(app):
+    at = app()
+    at.selectbox(key="cfg_family").set_value("llama").run()
+    seed_lines = " ".join(texts(at, "markdown"))
+    assert "`adam+rmsnorm+fp32` — runs here" in seed_lines and "apex-fusedrms" in seed_lines
+    assert "layernorm" not in seed_lines
+    at.radio(key="stage_choice").set_value("custom").run()
+    assert at.radio(key="lever_norm").options == ["rmsnorm"]  # LayerNorm levers are the other family's
+    captions = texts(at, "caption")
+    assert "layernorm: layernorm is a LayerNorm, valid only for the gpt family; for llama use rmsnorm" in captions
+    assert "liger-flce: Liger's Triton kernels needs a CUDA device" in captions
+    at.selectbox(key="size_preset").set_value("llama-small").run()  # a size sets its family too
+    assert at.selectbox(key="cfg_family").value == "llama" and at.text_input(key="cfg_vocab_size").value == "32000"
 
 
 def test_history_lists_runs_from_the_db(app, app_env):

@@ -1,0 +1,111 @@
+"""Liger-Kernel, torchao FP8, Apex FusedRMSNorm and the Llama family on a real GPU: kernel proof, loss against the
+BF16 twin, and FLCE's memory. Marked gpu: skipped without CUDA; each lever skips itself when the probe says it is
+unavailable here (with the probe's reason)."""
+from dataclasses import replace
+
+import pytest
+
+from bench_core.config import BenchConfig
+from bench_core.levers import Stage
+from bench_core.presets import preset
+from bench_core.probe import run_probe
+from bench_core.processes import StageJob
+from bench_core.runner import run_stage
+
+pytestmark = pytest.mark.gpu
+BF16_U = 2.0 ** -8   # unit roundoff of bfloat16 (8 significant bits)
+E4M3_U = 2.0 ** -4   # unit roundoff of float8 e4m3 (4 significant bits)
+STEPS = 20
+
+GPT = BenchConfig(family="gpt", depth=2, width=256, heads=4, seq_len=256, batch_size=4, vocab_size=4096, warmup=2,
+                  iters=3, device="cuda")
+LLAMA = replace(GPT, family="llama")
+
+
+@pytest.fixture(scope="module")
+def probe():
+    return run_probe()
+
+
+def runnable(stage: Stage, probe) -> Stage:
+    reason = stage.unavailable_reason(probe, "cuda")
+    if reason:
+        pytest.skip(f"{stage.key}: {reason}")
+    return stage
+
+
+def losses(cfg: BenchConfig, stage: Stage, steps: int = STEPS) -> list[float]:
+    """The stage's first `steps` training losses, built by the worker's own code, in this process."""
+    import torch
+
+    from bench_core.step import build_stage
+    built = build_stage(StageJob(cfg.to_dict(), stage.as_dict(), "cuda"), stage, torch)
+    return [float(built.step().detach()) for _ in range(steps)]
+
+
+# (cfg, lever stage, its BF16 twin, tolerance of step 1, tolerance of the last 5 steps' mean), both relative.
+# Step 1 runs on identical weights and data, so only the forward's arithmetic differs: a norm kernel rounds its
+# bf16 output once (BF16_U), the loss averages 4096 tokens, so 2·BF16_U covers a different reduction order too.
+# FP8 rounds each GEMM input to e4m3 (E4M3_U per element; the dot products average it down), so E4M3_U.
+# Twenty Adam steps at lr 3e-4 move each weight by at most 20·3e-4; the trajectories stay within the step-1
+# bound's order, so the last 5 steps are held to twice it.
+CASES = [
+    (GPT, Stage("adam-fused", "liger-ln", "bf16"), Stage("adam-fused", "layernorm", "bf16"), 2 * BF16_U),
+    (LLAMA, Stage("adam-fused", "liger-rms", "bf16"), Stage("adam-fused", "rmsnorm", "bf16"), 2 * BF16_U),
+    (LLAMA, Stage("adam-fused", "apex-fusedrms", "bf16"), Stage("adam-fused", "rmsnorm", "bf16"), 2 * BF16_U),
+    (GPT, Stage("adam-fused", "layernorm", "bf16", head="liger-flce"), Stage("adam-fused", "layernorm", "bf16"),
+     2 * BF16_U),
+    (GPT, Stage("adam-fused", "layernorm", "fp8-torchao"), Stage("adam-fused", "layernorm", "bf16"), E4M3_U),
+    (LLAMA, Stage("adam-fused", "rmsnorm", "fp8-torchao"), Stage("adam-fused", "rmsnorm", "bf16"), E4M3_U),
+    (GPT, Stage("adam-fused", "layernorm", "te-fp8"), Stage("adam-fused", "layernorm", "bf16"), E4M3_U),
+]
+
+
+@pytest.mark.parametrize("cfg,stage,twin,tol", CASES, ids=[f"{c.family}-{s.key}" for c, s, _, _ in CASES])
+def test_lever_tracks_its_bf16_twin_over_20_steps(probe, cfg, stage, twin, tol):
+    mine, ref = losses(cfg, runnable(stage, probe)), losses(cfg, twin)
+    assert abs(mine[0] - ref[0]) <= tol * abs(ref[0]), (mine[0], ref[0])
+    tail_mine, tail_ref = sum(mine[-5:]) / 5, sum(ref[-5:]) / 5
+    assert abs(tail_mine - tail_ref) <= 2 * tol * abs(tail_ref), (mine, ref)
+    assert mine[-1] < mine[0]  # it trains
+
+
+@pytest.mark.parametrize("stage,key,absent", [
+    (Stage("adam-fused", "liger-ln", "bf16"), "liger_layernorm", "aten_native_layer_norm"),
+    (Stage("adam-fused", "layernorm", "bf16", head="liger-flce"), "liger_flce", None),
+    (Stage("adam-fused", "layernorm", "fp8-torchao"), "fp8_gemm", None),
+])
+def test_gpt_lever_is_proven_by_its_kernels(probe, stage, key, absent):
+    result = run_stage(GPT, runnable(stage, probe), probe)
+    assert result.status == "ok" and result.verdict == "verified", (result.reason, result.warnings)
+    assert result.kernels[key]
+    assert absent is None or not result.kernels[absent]
+
+
+@pytest.mark.parametrize("stage,key,absent", [
+    (Stage("adam-fused", "liger-rms", "bf16"), "liger_rmsnorm", "aten_rms_norm"),
+    (Stage("adam-fused", "apex-fusedrms", "bf16"), "apex_rmsnorm", "aten_rms_norm"),
+])
+def test_llama_lever_is_proven_by_its_kernels(probe, stage, key, absent):
+    result = run_stage(LLAMA, runnable(stage, probe), probe)
+    assert result.status == "ok" and result.verdict == "verified", (result.reason, result.warnings)
+    assert result.kernels[key] and not result.kernels[absent]
+
+
+def test_llama_seed_runs_on_the_gpu(probe):
+    for stage in preset("llama-seed", "llama")[:1]:
+        result = run_stage(LLAMA, stage, probe)
+        assert result.status == "ok" and result.verdict == "verified", (result.reason, result.warnings)
+
+
+def test_flce_never_materialises_the_logits(probe):
+    """The plain head holds the bf16 logits (2 B per token and vocab entry) and their fp32 copy for the loss (4 B)
+    at once; Liger's FLCE holds one chunk of logits at a time. Its peak is therefore lower by at least 4 B per
+    token and vocab entry (6 B less the chunk buffers, which Liger sizes to at most about the hidden states)."""
+    cfg = replace(GPT, vocab_size=32768, batch_size=8)
+    flce = run_stage(cfg, runnable(Stage("adam-fused", "layernorm", "bf16", head="liger-flce"), probe), probe)
+    plain = run_stage(cfg, Stage("adam-fused", "layernorm", "bf16"), probe)
+    assert flce.status == plain.status == "ok"
+    saved_bytes = (plain.peak_allocated_mib - flce.peak_allocated_mib) * 2 ** 20
+    assert saved_bytes >= 4 * cfg.tokens_per_step * cfg.vocab_size, (plain.peak_allocated_mib,
+                                                                     flce.peak_allocated_mib)
