@@ -16,11 +16,16 @@ def family() -> str:
     return st.session_state.get("cfg_family", "gpt")
 
 
+def preset_name(choice: str) -> str:
+    """The preset a radio choice runs for the form's family (seed on llama is llama-seed, as the history names it)."""
+    return "llama-seed" if choice == "seed" and family() == "llama" else choice
+
+
 def chosen(probe: Probe | None, device: str) -> tuple[str, list[Stage]]:
     choice = st.session_state.get("stage_choice", "seed")
     if choice == "custom":
         return "custom", [Stage(**s) for s in st.session_state.get("custom_ladder", [])]
-    name = "llama-seed" if choice == "seed" and family() == "llama" else choice
+    name = preset_name(choice)
     return name, across_gpus(preset(name, family()), st.session_state.get("gpu_counts") or ["1"])
 
 
@@ -39,8 +44,7 @@ def draw(probe: Probe | None, device: str, max_stages: int) -> None:
         if len(counts) > 1:
             st.multiselect("GPU counts (each stage runs at each; > 1 through torchrun + DDP)", counts,
                            default=["1"], key="gpu_counts")
-        for i, (stage, reason) in enumerate(runnable(list(preset(choice if family() == "gpt" or choice != "seed"
-                                                                   else "llama-seed", family())), probe, device)):
+        for i, (stage, reason) in enumerate(runnable(list(preset(preset_name(choice), family())), probe, device)):
             st.markdown(f"{i + 1}. `{stage.key}` — " + (f"*unavailable: {reason}*" if reason else "runs here"))
         return
     ladder = st.session_state.setdefault("custom_ladder", [])
