@@ -191,7 +191,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
     NormLever("liger-ln", "Liger LayerNorm",
               "from liger_kernel.transformers import LigerLayerNorm\n"
               "norm = LigerLayerNorm(width, eps=1e-5)  # Triton kernels, instead of torch.nn.LayerNorm\n",
-              requires=impl.all_of(impl.needs_cuda("Liger's Triton kernels"), impl.needs_package("liger_kernel",
+              requires=impl.all_of(impl.needs_cuda("Liger-Kernel (Triton)"), impl.needs_package("liger_kernel",
                                                                                                _LIGER)),
               expects=_both("liger_layernorm"), betrayed_by=("aten_native_layer_norm",), vendor="liger",
               factory=impl.liger_ln, family="gpt", twin="liger-rms"),
@@ -208,7 +208,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
     NormLever("liger-rms", "Liger RMSNorm",
               "from liger_kernel.transformers import LigerRMSNorm\n"
               "norm = LigerRMSNorm(width, eps=1e-6)  # Triton kernels, instead of torch.nn.RMSNorm\n",
-              requires=impl.all_of(impl.needs_cuda("Liger's Triton kernels"), impl.needs_package("liger_kernel",
+              requires=impl.all_of(impl.needs_cuda("Liger-Kernel (Triton)"), impl.needs_package("liger_kernel",
                                                                                                _LIGER)),
               expects=_both("liger_rmsnorm"), betrayed_by=("aten_rms_norm",), vendor="liger",
               factory=impl.liger_rms, family="llama", twin="liger-ln"),
@@ -259,7 +259,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
               "from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss\n"
               "loss = LigerFusedLinearCrossEntropyLoss()(model.lm_head.weight, hidden.view(-1, width), y.view(-1))"
               "  # no logits tensor\n",
-              requires=impl.all_of(impl.needs_cuda("Liger's Triton kernels"), impl.needs_package("liger_kernel",
+              requires=impl.all_of(impl.needs_cuda("Liger-Kernel (Triton)"), impl.needs_package("liger_kernel",
                                                                                                _LIGER)),
               expects=_both("liger_flce"), vendor="liger", factory=impl.liger_flce_head),
     GpusLever("1", "1 GPU", "", world=1),

@@ -59,7 +59,7 @@ def test_new_levers_run_on_a_capable_gpu_and_say_why_not_elsewhere():
                   Stage("adam-fused", "layernorm", "fp8-torchao"), Stage("apex-fusedadam", "apex-fusedrms", "bf16")):
         assert stage.unavailable_reason(good, "cuda") is None, stage.key
         assert stage.unavailable_reason(good, "cpu"), stage.key  # CPU: each says why
-    assert "Liger's Triton kernels needs a CUDA device" == Stage(norm="liger-ln").unavailable_reason(good, "cpu")
+    assert "Liger-Kernel (Triton) needs a CUDA device" == Stage(norm="liger-ln").unavailable_reason(good, "cpu")
     assert "compute capability >= 8.9" in Stage(precision="fp8-torchao").unavailable_reason(
         probe(cuda={**H200["cuda"], "capability": [8, 0]}), "cuda")
     te = Stage("adam-fused", "layernorm", "te-fp8").unavailable_reason(good, "cuda")

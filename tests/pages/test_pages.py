@@ -137,7 +137,7 @@ def test_the_llama_family_takes_the_rms_ladder_and_refuses_layernorm(app):
     assert at.radio(key="lever_norm").options == ["rmsnorm"]  # LayerNorm levers are the other family's
     captions = texts(at, "caption")
     assert "layernorm: layernorm is a LayerNorm, valid only for the gpt family; for llama use rmsnorm" in captions
-    assert "liger-flce: Liger's Triton kernels needs a CUDA device" in captions
+    assert "liger-flce: Liger-Kernel (Triton) needs a CUDA device" in captions
     at.selectbox(key="size_preset").set_value("llama-small").run()  # a size sets its family too
     assert at.selectbox(key="cfg_family").value == "llama" and at.text_input(key="cfg_vocab_size").value == "32000"
 
