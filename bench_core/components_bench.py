@@ -29,9 +29,9 @@ from .components import (
     layernorm_shape,
 )
 from .config import BenchConfig, ConfigError, param_count
+from .lever_impl import LR  # the stages' learning rate, so a row times the same Adam math
 from .stats import quantile
 
-LR = 3e-4
 NAME_CHARS = 160
 COMPILE_CPU_REASON = ("compiled LayerNorm row runs on CUDA only (CPU inductor compile takes minutes on small "
                       "machines)")

@@ -61,15 +61,14 @@ def requires_apex_adam(probe: Probe, device: str, stage: Stage) -> str | None:
     return probe.apex_reason("amp_C")
 
 
-def requires_apex_norm(title: str, fallback: str) -> Requirement:
+def requires_apex_norm(title: str, fallback: str, judge: Callable[[Probe], str | None]) -> Requirement:
+    """Apex's norm runs its CUDA kernel only eagerly on a GPU; there, `judge` (the probe's verdict) decides."""
     def check(probe: Probe, device: str, stage: Stage) -> str | None:
         if stage.compile == "compile":
             return f"Apex {title} falls back to {fallback} under torch.compile"
         if device != "cuda":
             return f"Apex {title} falls back to {fallback} on CPU"
-        if title == "FusedRMSNorm" and probe.apex.status == "genuine" and not probe.apex_rms:
-            return "this Apex build's fused_layer_norm_cuda has no rms_forward_affine (an Apex older than 2021)"
-        return probe.apex_reason("fused_layer_norm_cuda")
+        return judge(probe)
     return check
 
 
@@ -123,8 +122,8 @@ def requires_graphs(probe: Probe, device: str, stage: Stage) -> str | None:
         return "GradScaler's inf checks sync with the host: FP16 + GradScaler cannot be captured in one graph"
     if not stage.optimizer_lever.capturable:
         return f"{stage.optimizer_lever.title} has no capturable mode for CUDA graphs"
-    if stage.precision in ("fp8-torchao", "te-fp8"):
-        return "FP8 scaling reads amax on the host between steps: not captured in this tool's graphs stage"
+    if stage.precision_lever.plan.convert is not None:
+        return "FP8 modules rescale from amax on the host between steps: not captured in this tool's graphs stage"
     return None
 
 

@@ -17,9 +17,7 @@ from .probe import Probe
 if TYPE_CHECKING:
     import torch
 
-LR = impl.LR
 KINDS = ("optimizer", "norm", "precision", "compile", "gpus", "head")
-MAX_CPU_PROCESSES = impl.MAX_CPU_PROCESSES
 
 Expectation = Callable[[str, "Stage"], "tuple[str, ...]"]
 
@@ -126,10 +124,6 @@ class GpusLever(Lever):
         return self.world
 
 
-def _unless_compiled(*keys: str) -> Expectation:
-    return lambda device, stage: () if stage.compile == "compile" else keys
-
-
 def _gemm_dtype(*keys: str) -> Expectation:
     # A graph replay records no CPU ops, so there is no GEMM dtype to read in a graphs stage.
     return lambda device, stage: () if stage.compile == "graphs" else keys
@@ -147,6 +141,7 @@ APEX_RMS_CLASS = "apex.normalization.fused_layer_norm.FusedRMSNorm"
 _LIGER = "Liger-Kernel (pip install liger-kernel)"
 _TORCHAO = "torchao float8 (pip install torchao)"
 _TE = "Transformer Engine (see README: Transformer Engine)"
+_NEEDS_LIGER = impl.all_of(impl.needs_cuda("Liger-Kernel (Triton)"), impl.needs_package("liger_kernel", _LIGER))
 
 
 def _both(*keys: str) -> Expectation:
@@ -185,14 +180,14 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
     NormLever("apex-fusedln", "Apex FusedLN",
               "from apex.normalization import FusedLayerNorm\n"
               "norm = FusedLayerNorm(width)  # instead of torch.nn.LayerNorm\n",
-              requires=impl.requires_apex_norm("FusedLayerNorm", "F.layer_norm"), expects=_both("apex_layernorm"),
+              requires=impl.requires_apex_norm("FusedLayerNorm", "F.layer_norm", Probe.apex_ln_reason),
+              expects=_both("apex_layernorm"),
               betrayed_by=("aten_native_layer_norm",), vendor="apex", factory=impl.apex_fused_ln,
               expected_class=APEX_LN_CLASS, family="gpt", twin="apex-fusedrms"),
     NormLever("liger-ln", "Liger LayerNorm",
               "from liger_kernel.transformers import LigerLayerNorm\n"
               "norm = LigerLayerNorm(width, eps=1e-5)  # Triton kernels, instead of torch.nn.LayerNorm\n",
-              requires=impl.all_of(impl.needs_cuda("Liger-Kernel (Triton)"), impl.needs_package("liger_kernel",
-                                                                                               _LIGER)),
+              requires=_NEEDS_LIGER,
               expects=_both("liger_layernorm"), betrayed_by=("aten_native_layer_norm",), vendor="liger",
               factory=impl.liger_ln, family="gpt", twin="liger-rms"),
     NormLever("rmsnorm", "RMSNorm", "norm = torch.nn.RMSNorm(width)\n", factory=impl.rmsnorm,
@@ -201,15 +196,14 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
     NormLever("apex-fusedrms", "Apex FusedRMSNorm",
               "from apex.normalization import FusedRMSNorm\n"
               "norm = FusedRMSNorm(width)  # instead of torch.nn.RMSNorm\n",
-              requires=impl.requires_apex_norm("FusedRMSNorm", "its Python manual_rms_norm"),
+              requires=impl.requires_apex_norm("FusedRMSNorm", "its Python manual_rms_norm", Probe.apex_rms_reason),
               expects=_both("apex_rmsnorm"),
               betrayed_by=("aten_rms_norm",), vendor="apex", factory=impl.apex_fused_rms,
               expected_class=APEX_RMS_CLASS, family="llama", twin="apex-fusedln"),
     NormLever("liger-rms", "Liger RMSNorm",
               "from liger_kernel.transformers import LigerRMSNorm\n"
               "norm = LigerRMSNorm(width, eps=1e-6)  # Triton kernels, instead of torch.nn.RMSNorm\n",
-              requires=impl.all_of(impl.needs_cuda("Liger-Kernel (Triton)"), impl.needs_package("liger_kernel",
-                                                                                               _LIGER)),
+              requires=_NEEDS_LIGER,
               expects=_both("liger_rmsnorm"), betrayed_by=("aten_rms_norm",), vendor="liger",
               factory=impl.liger_rms, family="llama", twin="liger-ln"),
     PrecisionLever("fp32", "FP32", "torch.backends.cuda.matmul.allow_tf32 = False  # true FP32 baseline\n"
@@ -259,8 +253,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
               "from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss\n"
               "loss = LigerFusedLinearCrossEntropyLoss()(model.lm_head.weight, hidden.view(-1, width), y.view(-1))"
               "  # no logits tensor\n",
-              requires=impl.all_of(impl.needs_cuda("Liger-Kernel (Triton)"), impl.needs_package("liger_kernel",
-                                                                                               _LIGER)),
+              requires=_NEEDS_LIGER,
               expects=_both("liger_flce"), vendor="liger", factory=impl.liger_flce_head),
     GpusLever("1", "1 GPU", "", world=1),
 ] + [

@@ -30,8 +30,7 @@ from typing import Any
 
 SCHEMA = 1                       # bump when the meaning of cached data changes: old files become misses
 KEEP_PER_KIND = 8                # older fingerprints of one kind are pruned on save
-DISTRIBUTIONS = ("torch", "apex", "triton", "pytorch-triton", "liger-kernel", "torchao", "transformer-engine",
-                 "transformer_engine", "transformer-engine-torch")
+DISTRIBUTIONS = ("torch", "apex", "triton", "pytorch-triton")  # plus the kernel packages (probe.KERNEL_PACKAGES)
 APEX_EXTENSIONS = ("amp_C", "fused_layer_norm_cuda")
 _KIND = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -130,12 +129,17 @@ def environment_facts() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "python": sys.executable,
         "python_version": sys.version,
-        "distributions": {name: _version(name) for name in DISTRIBUTIONS},
+        "distributions": {name: _version(name) for name in DISTRIBUTIONS + _kernel_distributions()},
         "apex_extensions": {name: _extension_stamp(name) for name in APEX_EXTENSIONS},
         "driver": _read("/proc/driver/nvidia/version"),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "gpus": gpu_list(),
     }
+
+
+def _kernel_distributions() -> tuple[str, ...]:
+    from .probe import KERNEL_PACKAGES  # here, not at the top: probe imports this module
+    return tuple(d for package in KERNEL_PACKAGES.values() for d in package.distributions)
 
 
 def environment_fingerprint() -> str:

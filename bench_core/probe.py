@@ -45,6 +45,24 @@ class ApexState:
 
 
 @dataclass(frozen=True)
+class KernelPackage:
+    title: str
+    distributions: tuple[str, ...]   # the names pip may have installed it under
+    module: str                      # what its lever imports: the probe imports exactly this
+
+
+# Third-party kernel libraries the levers use, by import name: the probe, the status board and the machine
+# fingerprint all read this one table.
+KERNEL_PACKAGES = {
+    "liger_kernel": KernelPackage("Liger-Kernel", ("liger-kernel",), "liger_kernel.transformers"),
+    "torchao": KernelPackage("torchao (float8)", ("torchao",), "torchao.float8"),
+    "transformer_engine": KernelPackage("Transformer Engine (optional)",
+                                        ("transformer-engine", "transformer_engine", "transformer-engine-torch"),
+                                        "transformer_engine.pytorch"),
+}
+
+
+@dataclass(frozen=True)
 class PackageState:
     version: str | None = None
     importable: bool = False
@@ -163,6 +181,16 @@ class Probe:
         if state.importable:
             return None
         return state.error or "not importable"
+
+    def apex_ln_reason(self) -> str | None:
+        return self.apex_reason("fused_layer_norm_cuda")
+
+    def apex_rms_reason(self) -> str | None:
+        """FusedRMSNorm shares fused_layer_norm_cuda, whose RMS entry points arrived in 2021."""
+        reason = self.apex_reason("fused_layer_norm_cuda")
+        if reason is None and not self.apex_rms:
+            return "this Apex build's fused_layer_norm_cuda has no rms_forward_affine (an Apex older than 2021)"
+        return reason
 
     @property
     def apex_healthy(self) -> bool:

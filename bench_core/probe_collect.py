@@ -197,20 +197,13 @@ def probe_apex(torch, cuda_available: bool) -> dict:
     return info
 
 
-# Third-party kernel packages the levers use: import name -> (distribution names, the module the lever imports)
-PACKAGES = {
-    "liger_kernel": (("liger-kernel",), "liger_kernel.transformers"),
-    "torchao": (("torchao",), "torchao.float8"),
-    "transformer_engine": (("transformer-engine", "transformer_engine", "transformer-engine-torch"),
-                           "transformer_engine.pytorch"),
-}
-
-
 def probe_packages() -> dict:
-    """Version and importability of each package, imported here, in the probe's fresh process."""
+    """Version and importability of each kernel package, imported here, in the probe's fresh process."""
+    from .probe import KERNEL_PACKAGES
     out = {}
-    for name, (dists, module) in PACKAGES.items():
-        version = next((v for v in map(_dist_version, dists) if v), None)
+    for name, package in KERNEL_PACKAGES.items():
+        module = package.module
+        version = next((v for v in map(_dist_version, package.distributions) if v), None)
         entry: dict[str, Any] = {"version": version, "importable": False, "error": None}
         if importlib.util.find_spec(name) is None:
             entry["error"] = "not installed"

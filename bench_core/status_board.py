@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .probe import Probe
+from .probe import KERNEL_PACKAGES, Probe
 
 GREEN, AMBER, RED = "green", "amber", "red"
 
@@ -14,10 +14,6 @@ class BoardItem:
     item: str
     state: str
     detail: str
-
-
-PACKAGE_TITLES = {"liger_kernel": "Liger-Kernel", "torchao": "torchao (float8)",
-                  "transformer_engine": "Transformer Engine (optional)"}
 
 
 def probe_board(probe: Probe) -> list[BoardItem]:
@@ -59,14 +55,14 @@ def probe_board(probe: Probe) -> list[BoardItem]:
         mta = apex.multi_tensor_apply_available
         rows.append(BoardItem("Apex", "MultiTensorApply.available", GREEN if mta else RED,
                               str(mta) + ("" if mta else f" — {apex.multi_tensor_apply_error or 'amp_C missing'}")))
-        if "fused_layer_norm_cuda" in apex.extensions:
-            rows.append(BoardItem("Apex", "FusedRMSNorm entry points", GREEN if probe.apex_rms else AMBER,
-                                  "rms_forward_affine / rms_backward_affine in fused_layer_norm_cuda" if probe.apex_rms
-                                  else "missing: apex-fusedrms is unavailable (an Apex older than 2021)"))
-    for name, title in PACKAGE_TITLES.items():
+        if probe.apex_ln_reason() is None:  # the extension works: does it have FusedRMSNorm's entry points?
+            rms = probe.apex_rms_reason()
+            rows.append(BoardItem("Apex", "FusedRMSNorm entry points", GREEN if rms is None else AMBER,
+                                  rms or "rms_forward_affine / rms_backward_affine in fused_layer_norm_cuda"))
+    for name, package in KERNEL_PACKAGES.items():
         state = probe.packages.get(name)
         reason = probe.package_reason(name)
-        rows.append(BoardItem("Kernel libraries", title, GREEN if reason is None else AMBER,
+        rows.append(BoardItem("Kernel libraries", package.title, GREEN if reason is None else AMBER,
                               f"{state.version if state else ''} importable".strip() if reason is None else reason))
     devices = ["cuda", "cpu"] if cuda.available else ["cpu"]
     for table, label in ((probe.bf16, "bf16 autocast"), (probe.fp16, "fp16 autocast"),
