@@ -7,6 +7,8 @@ export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+START=$(date +%s)
+CALL_BUDGET_S=${CALL_BUDGET_S:-570}  # the device call's limit is 600 s: every run ends inside it, so results still come back
 log() { echo "[$(date -u +%T)] $*" | tee -a "$OUT/steps.log"; }
 
 apex() {
@@ -36,9 +38,11 @@ env_info() {
 
 run() {  # run NAME ARGS...: one CLI run, its JSON and log kept
   local name=$1; shift
+  local left=$(( CALL_BUDGET_S - ($(date +%s) - START) ))
+  if [ "$left" -lt 40 ]; then log "run $name skipped: ${left} s left in this call"; return; fi
   log "run $name: $*"
   local t0=$(date +%s.%N)
-  timeout 590 python3 -m bench_core run --quiet --no-db --json "$OUT/$name.json" "$@" > "$OUT/$name.log" 2>&1
+  timeout "$left" python3 -m bench_core run --quiet --no-db --json "$OUT/$name.json" "$@" > "$OUT/$name.log" 2>&1
   log "run $name exit $? wall $(python3 -c "print(round($(date +%s.%N)-$t0,1))") s"
 }
 
@@ -78,6 +82,13 @@ for mode in "$@"; do
         > "$OUT/wheels.log" 2>&1; log "wheels exit $?"; export PYTHONPATH=/tmp/site:${PYTHONPATH:-$ROOT} ;;
     peers_gputests) log "gpu tests: peers"; timeout 170 python3 -m pytest -q -m gpu tests/gpu/test_peers_gpu.py \
       -p no:cacheprovider -rs > "$OUT/gpu_tests_peers.log" 2>&1; log "exit $?" ;;
+    peers_proof) log "gpu tests: peers kernel proofs and FLCE memory"; timeout 120 python3 -m pytest -q -m gpu \
+      tests/gpu/test_peers_gpu.py -k "proven or flce" -p no:cacheprovider -rs > "$OUT/gpu_tests_peers_proof.log" 2>&1
+      log "exit $?" ;;
+    run:*)  # run:NAME:PRESET:MODEL[:EXTRA,ARGS]: one CLI run, e.g. run:peers_llama-1b_1:peers:llama-1b:--iters,15
+      IFS=: read -r _ name preset model extra <<< "$mode"
+      # shellcheck disable=SC2086  # EXTRA is split on purpose
+      run "$name" --preset "$preset" --model "$model" ${extra//,/ } ;;
     *) log "unknown mode $mode" ;;
   esac
 done
