@@ -294,6 +294,20 @@ class Bottleneck:
     busy: float | None
     sentence: str
 
+    @property
+    def busy_text(self) -> str | None:
+        return None if self.busy is None else busy_text(self.busy)
+
+
+def busy_text(busy: float) -> str:
+    """A whole percent, unless rounding would carry it across the 90% line (0.896 is "89.6%", not "90%": it is
+    launch-bound, and the text must not say otherwise)."""
+    for digits in range(4):
+        text = f"{busy:.{digits}%}"
+        if (float(text[:-1]) >= 100 * BUSY_THRESHOLD) == (busy >= BUSY_THRESHOLD):
+            return text
+    return f"{busy:.4%}"
+
 
 def bottleneck(profile: StageProfile | None, median_ms: float | None, host_ms: float | None = None) -> Bottleneck:
     """GPU busy = kernel time per step (union) / median step time of the timed, unprofiled steps, capped at 1.
@@ -306,12 +320,14 @@ def bottleneck(profile: StageProfile | None, median_ms: float | None, host_ms: f
     kernel_ms = profile.gpu_kernel_ms
     busy = min(1.0, kernel_ms / median_ms)
     if busy >= BUSY_THRESHOLD:
-        return Bottleneck("gpu-bound", busy, f"GPU busy {busy:.0%} of the step: kernels, not the host, set the pace.")
+        return Bottleneck("gpu-bound", busy,
+                          f"GPU busy {busy_text(busy)} of the step: kernels, not the host, set the pace.")
     why = (f"host {host_ms:.1f} ms to enqueue a step of {kernel_ms:.1f} ms of kernels" if host_ms
            else f"a step of {median_ms:.1f} ms holds {kernel_ms:.1f} ms of kernels")
     return Bottleneck("launch-bound", busy,
-                      f"GPU busy {busy:.0%}: the CPU cannot enqueue kernels as fast as the GPU runs them ({why}); "
-                      "this stage's time depends on the host CPU. CUDA graphs (the `graphs` lever) remove this.")
+                      f"GPU busy {busy_text(busy)}: the CPU cannot enqueue kernels as fast as the GPU runs them "
+                      f"({why}); this stage's time depends on the host CPU. "
+                      "CUDA graphs (the `graphs` lever) remove this.")
 
 
 @dataclass(frozen=True)

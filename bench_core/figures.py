@@ -138,14 +138,15 @@ def iteration_times(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
 
 
 def _bars(runs: list[RunSummary], value: Callable[[StageSummary], float | None], fmt: str, title: str,
-          axis: str) -> go.Figure:
+          axis: str, label: Callable[[StageSummary], str | None] | None = None) -> go.Figure:
     several = len(runs) > 1
     fig = go.Figure()
     for n, summary in enumerate(runs):
         rows = [(s, value(s)) for s in summary.stages if value(s) is not None and s.ok]
         fig.add_trace(go.Bar(y=[s.key for s, _ in rows], x=[v for _, v in rows], orientation="h",
                              marker_color=RUN_COLORS[n % len(RUN_COLORS)], name=run_name(summary),
-                             text=[format(v, fmt) for _, v in rows], textposition="outside", cliponaxis=False,
+                             text=[(label and label(s)) or format(v, fmt) for s, v in rows],
+                             textposition="outside", cliponaxis=False,
                              showlegend=several))
     fig.update_layout(title=_title(title), xaxis_title=axis, height=_height(len(_keys(runs)), len(runs)),
                       barmode="group",
@@ -165,7 +166,8 @@ def throughput(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
 
 def mfu(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     return _bars(_summaries(runs), lambda s: None if s.rates.mfu is None else 100 * s.rates.mfu, ".1f",
-                 "Model FLOPs utilisation<br><sup>of the dense datasheet peak</sup>", "% of peak")
+                 "Model FLOPs utilisation<br><sup>of the dense datasheet peak; FP8 stages: of the BF16 peak, "
+                 "same model FLOPs</sup>", "% of peak", label=lambda s: s.mfu_text)
 
 
 def loss_curves(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
@@ -226,7 +228,7 @@ def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     labels = [f"{s.key} · {summary.run.run_id[:6]}" if several else s.key for summary, s in rows]
     colors = [FASTER if s.bottleneck.verdict == "gpu-bound" else SLOWER for _, s in rows]
     fig = go.Figure(go.Bar(y=labels, x=[100 * (s.bottleneck.busy or 0) for _, s in rows], orientation="h",
-                           marker_color=colors, text=[f"{100 * (s.bottleneck.busy or 0):.0f}% · {s.bottleneck.verdict}"
+                           marker_color=colors, text=[f"{s.bottleneck.busy_text} · {s.bottleneck.verdict}"
                                                       for _, s in rows], textposition="outside", cliponaxis=False,
                            hovertext=[s.bottleneck.sentence for _, s in rows]))
     fig.add_vline(x=100 * BUSY_THRESHOLD, line_dash="dot", line_color="#616161",

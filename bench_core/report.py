@@ -18,14 +18,13 @@ def _ms(v: float | None) -> str:
 TABLE: list[tuple[str, object]] = [
     ("Stage", lambda s: s.key), ("Status", lambda s: s.status.value + (" (partial)" if s.partial else "")),
     ("Median", lambda s: _ms(s.timing.median_ms)),
-    ("p10–p90", lambda s: "—" if s.timing.p10_ms is None else f"{s.timing.p10_ms:,.2f}–{s.timing.p90_ms:,.2f} ms"),
-    ("Speedup (95% CI)", lambda s: "—" if s.speedup is None else f"×{s.speedup:.2f}" + (
-        f" ({s.speedup_ci[0]:.2f}–{s.speedup_ci[1]:.2f})" if s.speedup_ci else "")),
+    ("p10–p90", lambda s: "—" if s.spread_text is None else f"{s.spread_text} ms"),
+    ("Speedup (95% CI)", lambda s: s.speedup_text or "—"),
     ("Tokens/s", lambda s: "—" if s.rates.tokens_per_s is None else f"{s.rates.tokens_per_s:,.0f}"),
-    ("MFU", lambda s: "—" if s.rates.mfu is None else f"{s.rates.mfu:.1%}"),
+    ("MFU", lambda s: s.mfu_text or "—"),
     ("Peak memory", lambda s: "—" if s.peak_mem_mib is None else f"{s.peak_mem_mib:,.0f} MiB"),
-    ("Bottleneck", lambda s: s.bottleneck.verdict + ("" if s.bottleneck.busy is None else
-                                                     f" ({s.bottleneck.busy:.0%} busy)")),
+    ("Bottleneck", lambda s: s.bottleneck.verdict + ("" if s.bottleneck.busy_text is None else
+                                                     f" ({s.bottleneck.busy_text} busy)")),
     ("Noise", lambda s: s.noise_reason or ("steady" if s.timing.n else "—")),
     ("Kernel proof", lambda s: s.verdict or "—"),
     ("Notes", lambda s: "; ".join(([s.reason] if s.reason else []) + list(s.warnings))),

@@ -58,6 +58,25 @@ class StageSummary:
             return True
         return None if self.timing.n == 0 else False
 
+    # Each figure's text, written once: the CLI, the dashboard, the HTML report and the docs' tables show these.
+    @property
+    def spread_text(self) -> str | None:
+        return None if self.timing.p10_ms is None else f"{self.timing.p10_ms:,.2f}–{self.timing.p90_ms:,.2f}"
+
+    @property
+    def speedup_text(self) -> str | None:
+        if self.speedup is None:
+            return None
+        ci = f" ({self.speedup_ci[0]:.2f}–{self.speedup_ci[1]:.2f})" if self.speedup_ci else ""
+        return f"×{self.speedup:.2f}{ci}"
+
+    @property
+    def mfu_text(self) -> str | None:
+        """FP8 stages count against the BF16 peak, and say so."""
+        if self.rates.mfu is None:
+            return None
+        return f"{self.rates.mfu:.1%}" + (f" of {self.mfu_peak}" if self.mfu_peak != self.precision else "")
+
     @property
     def ranked(self) -> bool:
         """May appear in rankings and headlines: finished ok, measured here, and not a fallback."""

@@ -26,19 +26,11 @@ def print_table(summary: RunSummary, console: Any = None) -> None:
         table.add_column(col, justify="right" if right else "left", overflow="fold",
                          no_wrap=col in ("median ms", "tok/s"))
     for s in summary.stages:
-        t = s.timing
-        spread = "—" if t.p10_ms is None else f"{t.p10_ms:.2f}–{t.p90_ms:.2f}"
-        speed = "—" if s.speedup is None else f"×{s.speedup:.2f}"
-        if s.speedup_ci:
-            speed += f" ({s.speedup_ci[0]:.2f}–{s.speedup_ci[1]:.2f})"
         status = s.status.value + (" (partial)" if s.partial else "") + (" · noisy" if s.noisy else "")
-        busy = s.bottleneck.busy
-        table.add_row(s.key.replace("+", "+\u200b"), status, _f(t.median_ms, ".2f"), spread, speed,
-                      _f(s.rates.tokens_per_s, ",.0f"),
-                      _f(s.peak_mem_mib if run.device == "cuda" else None, ",.0f"),
-                      "—" if s.rates.mfu is None else f"{s.rates.mfu:.1%}" + (
-                          f" of {s.mfu_peak}" if s.mfu_peak != s.precision else ""),
-                      "—" if busy is None else f"{busy:.0%}", s.bottleneck.verdict,
+        table.add_row(s.key.replace("+", "+\u200b"), status, _f(s.timing.median_ms, ".2f"), s.spread_text or "—",
+                      s.speedup_text or "—", _f(s.rates.tokens_per_s, ",.0f"),
+                      _f(s.peak_mem_mib if run.device == "cuda" else None, ",.0f"), s.mfu_text or "—",
+                      s.bottleneck.busy_text or "—", s.bottleneck.verdict,
                       ("⚠ " if s.warnings else "") + (s.verdict or "—"))
     console.print(table)
     if summary.baseline_note:

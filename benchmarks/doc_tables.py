@@ -3,44 +3,91 @@
     python benchmarks/doc_tables.py RUN.json [...]                 one table per run
     python benchmarks/doc_tables.py --agree RUN1.json RUN2.json    stage by stage, how far two complete runs agree
     python benchmarks/doc_tables.py --components C1.json C2.json   two components reports side by side
+    python benchmarks/doc_tables.py --pair RUN1.json RUN2.json     one model's stages from two runs: time, interval,
+                                                                   memory, MFU, bottleneck and proof of each
 Each figure in the doc's tables comes from here, so the doc shows what the tool computes from the raw series.
 """
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 
 from bench_core.components import ComponentsReport
+from bench_core.levers import Stage
 from bench_core.records import RunResult
+from bench_core.summary import StageSummary
 
 
 def _f(v: float | None, fmt: str) -> str:
     return "—" if v is None else format(v, fmt)
 
 
-def table(path: str) -> str:
+def _load(path: str) -> RunResult:
     with open(path) as fh:
-        run = RunResult.from_dict(json.load(fh))
-    out = [f"`{path}` — {run.preset}, run {run.run_id}, {run.created_at}, {run.config.repeats} round(s) of "
-           f"{run.config.iters} timed steps", "",
-           "| stage | median ms | p10–p90 ms | speedup (95% CI) | MFU | GPU busy | bottleneck | kernels/step | "
-           "J/token | noise | proof |", "|---|---:|---:|---:|---:|---:|---|---:|---:|---|---|"]
+        return RunResult.from_dict(json.load(fh))
+
+
+def _shape(run: RunResult) -> str:
+    c = run.config
+    return (f"{c.family}, {c.depth} layers, width {c.width}, batch {c.batch_size} × seq {c.seq_len}, "
+            f"{c.repeats} round(s) of {c.iters} timed steps")
+
+
+def _evidence(s: StageSummary, device: str) -> str:
+    """The key kernels this stage's levers expect, each with the first name the trace showed for it."""
+    stage = Stage(**s.result.lever_names)
+    wanted = sorted({key for lever in stage.levers for key in lever.expects(device, stage)})
+    seen = [(key, s.cells[key].why.removeprefix("seen: ").split("<br>")[0]) for key in wanted
+            if key in s.cells and s.cells[key].state == "used"]
+    return ", ".join(f"{key} `{name[:48]}`" for key, name in seen)
+
+
+def _not_run(s: StageSummary) -> str:
+    return f"{s.status.value}: {s.reason}" if s.reason else s.status.value
+
+
+def table(path: str) -> str:
+    run = _load(path)
+    out = [f"`{path}` — {run.preset}, run {run.run_id}, {run.created_at}; {_shape(run)}", "",
+           "| stage | median ms | p10–p90 ms | speedup (95% CI) | peak MiB | MFU | GPU busy | bottleneck | "
+           "kernels/step | J/token | noise | proof |", "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|"]
     for s in run.summary.stages:
-        t = s.timing
-        ci = f" ({s.speedup_ci[0]:.2f}–{s.speedup_ci[1]:.2f})" if s.speedup_ci else ""
-        out.append(f"| `{s.key}` | {_f(t.median_ms, '.2f')} | "
-                   f"{'—' if t.p10_ms is None else f'{t.p10_ms:.2f}–{t.p90_ms:.2f}'} | "
-                   f"{'—' if s.speedup is None else f'×{s.speedup:.2f}{ci}'} | "
-                   f"{'—' if s.rates.mfu is None else f'{s.rates.mfu:.1%}'} | "
-                   f"{'—' if s.bottleneck.busy is None else f'{s.bottleneck.busy:.0%}'} | {s.bottleneck.verdict} | "
-                   f"{_f(s.profile.kernels_per_step if s.profile else None, '.0f')} | "
+        if s.timing.median_ms is None:
+            out.append(f"| `{s.key}` | {_not_run(s)} |" + " — |" * 10)
+            continue
+        out.append(f"| `{s.key}` | {s.timing.median_ms:.2f} | {s.spread_text or '—'} | {s.speedup_text or '—'} | "
+                   f"{_f(s.peak_mem_mib, ',.0f')} | {s.mfu_text or '—'} | {s.bottleneck.busy_text or '—'} | "
+                   f"{s.bottleneck.verdict} | {_f(s.profile.kernels_per_step if s.profile else None, '.0f')} | "
                    f"{_f(s.energy_j_per_token, '.4f')} | {s.noise_reason or 'steady'} | {s.verdict or '—'} |")
     return "\n".join(out)
 
 
-def _load(path: str) -> RunResult:
-    with open(path) as fh:
-        return RunResult.from_dict(json.load(fh))
+def pair(path_a: str, path_b: str) -> str:
+    """One model's stages as two runs saw them: each run's median (p10–p90), speedup over the first stage, peak
+    memory, MFU, GPU busy and bottleneck, and the kernel proof; a stage that did not run says why."""
+    a, b = _load(path_a), _load(path_b)
+    other = {s.key: s for s in b.summary.stages}
+    out = [f"`{path_a}` and `{path_b}` — {a.preset} on {a.gpu}; {_shape(a)}", "",
+           "| stage | run 1 ms (p10–p90) | run 2 ms (p10–p90) | speedup run 1 / run 2 | peak MiB | MFU run 1 / run 2 "
+           "| busy · bottleneck, run 1 / run 2 | proof run 1 / run 2: key kernels seen |",
+           "|---|---:|---:|---:|---:|---:|---|---|"]
+
+    def ms(s: StageSummary) -> str:
+        return f"{s.timing.median_ms:.2f} ({s.spread_text})" + (" noisy" if s.noise_reason else "")
+
+    def bound(s: StageSummary) -> str:
+        return f"{s.bottleneck.busy_text or '—'} {s.bottleneck.verdict}"
+    for s in a.summary.stages:
+        t = other.get(s.key)
+        if s.timing.median_ms is None or t is None or t.timing.median_ms is None:
+            out.append(f"| `{s.key}` | {_not_run(s)} | | | | | | |")
+            continue
+        mem = _f(s.peak_mem_mib, ",.0f") + ("" if s.peak_mem_mib == t.peak_mem_mib else
+                                            f" / {_f(t.peak_mem_mib, ',.0f')}")
+        out.append(f"| `{s.key}` | {ms(s)} | {ms(t)} | {_f(s.speedup, '.2f')} / {_f(t.speedup, '.2f')} | {mem} | "
+                   f"{s.mfu_text or '—'} / {t.mfu_text or '—'} | {bound(s)} / {bound(t)} | "
+                   f"{s.verdict or '—'} / {t.verdict or '—'}: {_evidence(s, a.device)} |")
+    return "\n".join(out)
 
 
 def agreement(path_a: str, path_b: str) -> str:
@@ -86,10 +133,21 @@ def components(path_a: str, path_b: str) -> str:
     return "\n".join(out)
 
 
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    mode = parser.add_mutually_exclusive_group()
+    for flag in ("--agree", "--components", "--pair"):
+        mode.add_argument(flag, nargs=2, metavar=("RUN1.json", "RUN2.json"))
+    parser.add_argument("runs", nargs="*", metavar="RUN.json", help="one table per run")
+    args = parser.parse_args(argv)
+    for flag, build in (("agree", agreement), ("components", components), ("pair", pair)):
+        if getattr(args, flag):
+            print(build(*getattr(args, flag)))
+            return
+    if not args.runs:
+        parser.error("give RUN.json files, or --agree, --components or --pair with two files")
+    print("\n\n".join(table(p) for p in args.runs))
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--agree"]:
-        print(agreement(*sys.argv[2:4]))
-    elif sys.argv[1:2] == ["--components"]:
-        print(components(*sys.argv[2:4]))
-    else:
-        print("\n\n".join(table(p) for p in sys.argv[1:]))
+    main()

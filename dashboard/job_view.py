@@ -126,13 +126,12 @@ def table_rows(summary: RunSummary) -> pd.DataFrame:
         rows.append({
             "stage": s.key, "status": s.status.value + (" (partial)" if s.partial else ""),
             "median_ms": _fmt(t.median_ms, ".2f", " ms"),
-            "spread": NA if t.p10_ms is None else f"{t.p10_ms:.2f}–{t.p90_ms:.2f} ms",
-            "speedup": NA if s.speedup is None else f"×{s.speedup:.2f}" + (
-                f" ({s.speedup_ci[0]:.2f}–{s.speedup_ci[1]:.2f})" if s.speedup_ci else ""),
+            "spread": NA if s.spread_text is None else f"{s.spread_text} ms",
+            "speedup": s.speedup_text or NA,
             "tokens_per_s": _fmt(s.rates.tokens_per_s, ",.0f"),
-            "mfu_pct": NA if s.rates.mfu is None else f"{100 * s.rates.mfu:.1f} %",
+            "mfu_pct": s.mfu_text or NA,
             "bottleneck": NA if s.bottleneck.verdict == "unknown" else
-            f"{s.bottleneck.verdict} ({(s.bottleneck.busy or 0):.0%} busy)",
+            f"{s.bottleneck.verdict} ({s.bottleneck.busy_text} busy)",
             "noise": s.noise_reason or ("steady" if t.n else NA),
             "peak_mem_mib": _fmt(s.peak_mem_mib if summary.run.device == "cuda" else None, ",.0f", " MiB"),
             "verdict": s.verdict or NA, "reason": "; ".join(([s.reason] if s.reason else []) + list(s.warnings)),

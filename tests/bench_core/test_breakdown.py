@@ -292,3 +292,16 @@ def test_delta_text():
     assert same.text == "Nothing: no change of 0.05 ms or more in any category"
     cpu = profile_from_cpu_ops([("aten::mm", 100.0)], 1)
     assert delta(cpu, profile_from_cpu_ops([("aten::mm", 40.0)], 1), "x").text == "x: gemm \u22120.06 ms"
+
+
+def test_busy_text_never_crosses_the_launch_bound_line():
+    """The verdict is busy >= BUSY_THRESHOLD; the shown percent must sit on the same side (0.896 is launch-bound,
+    so it reads 89.6%, never 90%), and whole percents stay within half a point of the value."""
+    from bench_core.breakdown import BUSY_THRESHOLD, busy_text
+    assert busy_text(0.896) == "89.6%" and busy_text(0.97) == "97%" and busy_text(BUSY_THRESHOLD) == "90%"
+    for i in range(0, 100_001):
+        busy = i / 100_000
+        text = busy_text(busy)
+        shown = float(text[:-1]) / 100
+        assert (shown >= BUSY_THRESHOLD) == (busy >= BUSY_THRESHOLD), (busy, text)
+        assert abs(shown - busy) <= 0.005 + 1e-12, (busy, text)

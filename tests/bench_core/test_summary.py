@@ -75,3 +75,14 @@ def test_a_graphs_stage_reports_its_reserved_memory():
     run = run.with_stage(graphs)
     assert run.summary.stages[3].peak_mem_mib == 11568.0  # the graph's private pool is reserved, not allocated
     assert run.summary.stages[0].peak_mem_mib == 100.0
+
+
+def test_figure_texts_are_written_once_and_fp8_mfu_names_its_peak():
+    run = gpu_run()
+    fp8 = replace(run.stages[3], precision="fp8-torchao")
+    base, apex, failed, stage = replace(run, stages=(*run.stages[:3], fp8)).summary.stages
+    assert base.speedup_text == "×1.00" and apex.speedup_text == "×2.00 (2.00–2.00)"
+    assert apex.spread_text == "50.00–50.00" and failed.mfu_text is None
+    assert base.mfu_text is not None and not base.mfu_text.endswith("of fp32")  # fp32 counts against fp32
+    # FP8 does the same model FLOPs as BF16 and counts them against the BF16 peak: the text must say so
+    assert stage.mfu_peak == "bf16" and stage.mfu_text == f"{stage.rates.mfu:.1%} of bf16"

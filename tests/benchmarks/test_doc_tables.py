@@ -1,0 +1,51 @@
+"""benchmarks/doc_tables.py: the docs' tables come from the engine's own summary texts, one row per stage."""
+import importlib.util
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bench_core.records import Status
+from helpers import sample_runs
+
+gpu_run = sample_runs().gpu_run
+
+SPEC = importlib.util.spec_from_file_location("doc_tables", Path(__file__).parents[2] / "benchmarks" / "doc_tables.py")
+doc_tables = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(doc_tables)
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    run = gpu_run()
+    gone = replace(run.stages[2], status=Status.UNAVAILABLE, reason="Apex: not installed", times_ms=(),
+                 losses=())
+    paths = []
+    for n, r in enumerate((run, replace(run, stages=(*run.stages[:2], gone, run.stages[3])))):
+        paths.append(tmp_path / f"run{n}.json")
+        paths[-1].write_text(json.dumps(r.to_dict()))
+    return [str(p) for p in paths]
+
+
+def test_pair_table_has_every_stage_with_both_runs_and_why_one_did_not_run(two_runs, capsys):
+    doc_tables.main(["--pair", two_runs[1], two_runs[0]])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `")]
+    summary = gpu_run().summary
+    assert [r.split("`")[1] for r in rows] == [s.key for s in summary.stages]
+    base, apex, _, bf16 = summary.stages
+    assert f"{apex.timing.median_ms:.2f} ({apex.spread_text})" in rows[1]
+    assert "unavailable: Apex: not installed" in rows[2]
+    assert f"{bf16.bottleneck.busy_text} launch-bound" in rows[3] and bf16.mfu_text in rows[3]
+
+
+def test_single_run_table_shows_memory_and_the_reason_of_a_stage_without_timings(two_runs, capsys):
+    doc_tables.main([two_runs[1]])
+    out = capsys.readouterr().out
+    assert "| peak MiB |" in out and "| `apex-fusedadam+apex-fusedln+fp32` | unavailable: Apex: not installed" in out
+
+
+def test_no_input_is_a_usage_message_not_a_traceback(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        doc_tables.main([])
+    assert exit_.value.code == 2 and "give RUN.json files" in capsys.readouterr().err
