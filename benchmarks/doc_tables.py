@@ -5,6 +5,8 @@
     python benchmarks/doc_tables.py --components C1.json C2.json   two components reports side by side
     python benchmarks/doc_tables.py --pair RUN1.json RUN2.json     one model's stages from two runs: time, interval,
                                                                    memory, MFU, bottleneck and proof of each
+    python benchmarks/doc_tables.py --twins RUN.json [...]         each FP8 / FLCE stage against its twin in the
+                                                                   same run (BF16; the plain LM head + CE)
 Each figure in the doc's tables comes from here, so the doc shows what the tool computes from the raw series.
 """
 from __future__ import annotations
@@ -133,13 +135,49 @@ def components(path_a: str, path_b: str) -> str:
     return "\n".join(out)
 
 
+TWINS = (("precision", "fp8-torchao", "bf16"), ("precision", "te-fp8", "bf16"), ("head", "liger-flce", "ce"))
+
+
+def twins(paths: list[str]) -> str:
+    """Ratios measured inside one run: each FP8 stage's speed over its BF16 twin, and each fused-linear-CE stage's
+    peak memory against the plain head's (with the saving per logit, tokens × vocab, which the math predicts)."""
+    out = ["| run | stage | twin | twin ms / stage ms | peak MiB, twin → stage | saved | saved per logit |",
+           "|---|---|---|---:|---:|---:|---:|"]
+    for path in paths:
+        run = _load(path)
+        by_names = {tuple(sorted(s.result.lever_names.items())): s for s in run.summary.stages}
+        logits = run.config.tokens_per_step * run.config.vocab_size
+        for s in run.summary.stages:
+            for lever, value, twin_value in TWINS:
+                names = s.result.lever_names
+                if names.get(lever) != value:
+                    continue
+                twin = by_names.get(tuple(sorted({**names, lever: twin_value}.items())))
+                if twin is None or not s.ok or not twin.ok or not s.timing.median_ms or not twin.timing.median_ms:
+                    continue
+                ratio = twin.timing.median_ms / s.timing.median_ms
+                mem = saved = per_logit = "—"
+                if s.peak_mem_mib and twin.peak_mem_mib:
+                    delta = twin.peak_mem_mib - s.peak_mem_mib
+                    mem = f"{twin.peak_mem_mib:,.0f} → {s.peak_mem_mib:,.0f}"
+                    saved = f"{delta:,.0f} MiB ({delta / twin.peak_mem_mib:.1%})"
+                    per_logit = f"{delta * 2 ** 20 / logits:.1f} B" if lever == "head" else "—"
+                out.append(f"| `{path.rsplit('/', 1)[-1]}` | `{s.key}` | `{twin.key}` | ×{ratio:.2f} | {mem} | "
+                           f"{saved} | {per_logit} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     mode = parser.add_mutually_exclusive_group()
     for flag in ("--agree", "--components", "--pair"):
         mode.add_argument(flag, nargs=2, metavar=("RUN1.json", "RUN2.json"))
+    mode.add_argument("--twins", action="store_true", help="FP8 and FLCE stages against their twins, per run")
     parser.add_argument("runs", nargs="*", metavar="RUN.json", help="one table per run")
     args = parser.parse_args(argv)
+    if args.twins and args.runs:
+        print(twins(args.runs))
+        return
     for flag, build in (("agree", agreement), ("components", components), ("pair", pair)):
         if getattr(args, flag):
             print(build(*getattr(args, flag)))

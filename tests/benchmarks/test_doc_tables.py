@@ -49,3 +49,18 @@ def test_no_input_is_a_usage_message_not_a_traceback(capsys):
     with pytest.raises(SystemExit) as exit_:
         doc_tables.main([])
     assert exit_.value.code == 2 and "give RUN.json files" in capsys.readouterr().err
+
+
+def test_twins_compare_each_flce_stage_with_its_plain_head_in_the_same_run(tmp_path, capsys):
+    run = gpu_run()
+    cases = ((0, "plain", "ce", 10.0, 100.0), (1, "flce", "liger-flce", 12.5, 60.0))
+    plain, flce = (replace(run.stages[3], index=i, key=key, head=head, times_ms=(ms,) * 8, peak_allocated_mib=mib)
+                   for i, key, head, ms, mib in cases)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(replace(run, stages=(plain, flce)).to_dict()))
+    doc_tables.main(["--twins", str(path)])
+    row = [line for line in capsys.readouterr().out.splitlines() if "`flce`" in line]
+    logits = run.config.tokens_per_step * run.config.vocab_size
+    # 10 / 12.5 ms; 40 of 100 MiB saved; per logit: the saving over tokens × vocab
+    assert len(row) == 1 and "×0.80" in row[0] and "100 → 60" in row[0] and "40 MiB (40.0%)" in row[0]
+    assert f"{40 * 2 ** 20 / logits:.1f} B" in row[0]
