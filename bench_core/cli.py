@@ -16,6 +16,7 @@ from .config import (
     BenchConfig,
     ConfigError,
     defaults_for,
+    exit_code_of,
     resolve_device,
     validate,
     workload,
@@ -169,20 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         from .components import main as components_main
         return components_main(argv[1:])
     args = parser().parse_args(argv)
-    try:
-        if args.command == "probe":
-            probe, _ = cached_probe(refresh=True)
-            print(json.dumps(probe.to_dict(), indent=1, default=str) if args.json else print_probe(probe))
-            return 0
-        if args.command == "import":
-            return cmd_import(args)
-        return cmd_run(args)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except OSError as exc:  # e.g. an --out path that cannot be written: a message, not a traceback
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    commands = {"probe": cmd_probe, "import": cmd_import}
+    return exit_code_of(lambda: commands.get(args.command, cmd_run)(args))
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    probe, _ = cached_probe(refresh=True)
+    print(json.dumps(probe.to_dict(), indent=1, default=str) if args.json else print_probe(probe))
+    return 0

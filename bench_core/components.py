@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from .breakdown import BUSY_THRESHOLD
-from .config import WORKLOADS, BenchConfig, ConfigError, defaults_for
+from .config import WORKLOADS, BenchConfig, ConfigError, defaults_for, exit_code_of
 
 # The rows measure GPT's parts (torch and Apex LayerNorm, Adam over GPT's parameter shapes): GPT sizes only.
 GPT_WORKLOADS = {name: shape for name, shape in WORKLOADS.items() if shape.get("family", "gpt") == "gpt"}
@@ -304,26 +304,19 @@ def write_csv(report: ComponentsReport, path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        name, cfg, device, repeats, warmup = resolve(args)
-        report = run(cfg, device, None, repeats, warmup=warmup, model=name, refresh_ceilings=args.measure_again)
-        if args.out:
-            write_csv(report, args.out)
-        if not args.no_db:
-            from .store import Store
-            store = Store(args.db)
-            print(f"saved to the history: {store.path} (report {store.save_components(report.to_dict())})",
-                  file=sys.stderr)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    return exit_code_of(lambda: command(parser().parse_args(argv)))
+
+
+def command(args: argparse.Namespace) -> int:
+    name, cfg, device, repeats, warmup = resolve(args)
+    report = run(cfg, device, None, repeats, warmup=warmup, model=name, refresh_ceilings=args.measure_again)
+    if args.out:
+        write_csv(report, args.out)
+    if not args.no_db:
+        from .store import Store
+        store = Store(args.db)
+        print(f"saved to the history: {store.path} (report {store.save_components(report.to_dict())})",
+              file=sys.stderr)
     print(json.dumps(report.to_dict(), indent=1) if args.json else format_table(report))
     return 0
 

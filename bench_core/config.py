@@ -5,6 +5,7 @@ Torch-free on purpose: the dashboard validates input without importing torch.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -22,6 +23,23 @@ class ConfigError(ValueError):
     def __init__(self, field: str, value: Any, limit: str):
         self.field, self.value, self.limit = field, value, limit
         super().__init__(f"{field}={value!r}: {limit}")
+
+
+def exit_code_of(command: Callable[[], int]) -> int:
+    """Run one CLI command: bad input, Ctrl-C and a path that cannot be written end in one line on stderr and an
+    exit code (2, 130, 1), never a traceback."""
+    import sys
+    try:
+        return command()
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:  # e.g. an --out path that cannot be written
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 def _int(default: int, label: str, group: str, help: str = "", minimum: int = 1) -> Any:
