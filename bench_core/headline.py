@@ -8,8 +8,6 @@ from .levers import LEVERS, Stage
 from .records import Status
 from .summary import RunSummary, StageSummary
 
-NATIVE_TWIN = {"apex-fusedadam": "adam-fused", "apex-fusedln": "layernorm"}
-
 
 @dataclass(frozen=True)
 class Headline:
@@ -23,11 +21,9 @@ def _x(s: StageSummary) -> str:
 
 
 def _twin_key(s: StageSummary) -> str | None:
-    """The key of the same stage with each Apex lever swapped for its native twin; None if it has none."""
-    names = s.result.lever_names
-    if not any(name in NATIVE_TWIN for name in names.values()):
-        return None
-    return Stage(**{kind: NATIVE_TWIN.get(name, name) for kind, name in names.items()}).key
+    """The key of the same stage with each vendor lever swapped for the PyTorch lever it replaces."""
+    twin = Stage.of(s.result).native_twin()
+    return twin.key if twin else None
 
 
 def headline(summary: RunSummary) -> Headline:
@@ -50,7 +46,8 @@ def headline(summary: RunSummary) -> Headline:
         twin = by_key.get(_twin_key(s) or "")
         if s.ok and twin is not None and twin.ok and s.timing.median_ms and twin.timing.median_ms:
             ratio = twin.timing.median_ms / s.timing.median_ms
-            lines.append(f"Apex in **{s.key}**: ×{ratio:.2f} against its native twin {twin.key} "
+            lines.append(f"{Stage.of(s.result).vendors} in **{s.key}**: ×{ratio:.2f} against its native twin "
+                         f"{twin.key} "
                          f"({s.timing.median_ms:.2f} vs {twin.timing.median_ms:.2f} ms)"
                          + (" — one of them is noisy: read it as a range" if s.noisy or twin.noisy else "") + ".")
     bound = [s for s in summary.stages if s.ok and s.bottleneck.verdict == "launch-bound"]
@@ -62,7 +59,8 @@ def headline(summary: RunSummary) -> Headline:
         lines.append("Noisy: " + "; ".join(f"{s.key} — {s.noise_reason}" for s in noisy) + ".")
     fallback = [s for s in summary.stages if s.verdict == "fallback"]
     if fallback:
-        lines.append("Not counted as Apex (the trace showed a PyTorch fallback): "
+        vendors = " / ".join(dict.fromkeys(Stage.of(s.result).vendors for s in fallback))
+        lines.append(f"Not counted as {vendors} (the trace showed a PyTorch fallback): "
                      + ", ".join(s.key for s in fallback) + ".")
     skipped = [s for s in summary.stages if s.status == Status.UNAVAILABLE]
     if skipped:

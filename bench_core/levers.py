@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import torch
 
 KINDS = ("optimizer", "norm", "precision", "compile", "gpus", "head")
+VENDOR_TITLES = {"apex": "Apex", "liger": "Liger-Kernel", "torchao": "torchao", "te": "Transformer Engine"}
 
 Expectation = Callable[[str, "Stage"], "tuple[str, ...]"]
 
@@ -36,6 +37,7 @@ class Lever:
     expects: Expectation = _nothing_expected    # key kernels (proof.KEY_KERNELS) that must be in the trace
     betrayed_by: tuple[str, ...] = ()           # key kernels whose presence means a fallback ran instead
     vendor: str | None = None                   # apex | liger | torchao | te: a missing kernel is a fallback
+    native: str | None = None                   # a vendor lever's PyTorch twin: the lever it replaces
 
     @property
     def is_apex(self) -> bool:
@@ -163,7 +165,8 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                    "from apex.optimizers import FusedAdam\n"
                    "opt = FusedAdam(model.parameters(), lr=3e-4, adam_w_mode=False)  # Adam, not AdamW\n",
                    requires=impl.requires_apex_adam, expects=_both("apex_adam"),
-                   betrayed_by=("aten_fused_adam", "aten_foreach"), vendor="apex", factory=impl.apex_fused_adam,
+                   betrayed_by=("aten_fused_adam", "aten_foreach"), vendor="apex", native="adam-fused",
+                   factory=impl.apex_fused_adam,
                    capturable=True, expected_class=APEX_ADAM_CLASS),
     OptimizerLever("zero-adam", "ZeRO Adam",
                    "from torch.distributed.optim import ZeroRedundancyOptimizer\n"
@@ -182,14 +185,14 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
               "norm = FusedLayerNorm(width)  # instead of torch.nn.LayerNorm\n",
               requires=impl.requires_apex_norm("FusedLayerNorm", "F.layer_norm", Probe.apex_ln_reason),
               expects=_both("apex_layernorm"),
-              betrayed_by=("aten_native_layer_norm",), vendor="apex", factory=impl.apex_fused_ln,
+              betrayed_by=("aten_native_layer_norm",), vendor="apex", native="layernorm", factory=impl.apex_fused_ln,
               expected_class=APEX_LN_CLASS, family="gpt", twin="apex-fusedrms"),
     NormLever("liger-ln", "Liger LayerNorm",
               "from liger_kernel.transformers import LigerLayerNorm\n"
               "norm = LigerLayerNorm(width, eps=1e-5)  # Triton kernels, instead of torch.nn.LayerNorm\n",
               requires=_NEEDS_LIGER,
               expects=_both("liger_layernorm"), betrayed_by=("aten_native_layer_norm",), vendor="liger",
-              factory=impl.liger_ln, family="gpt", twin="liger-rms"),
+              native="layernorm", factory=impl.liger_ln, family="gpt", twin="liger-rms"),
     NormLever("rmsnorm", "RMSNorm", "norm = torch.nn.RMSNorm(width)\n", factory=impl.rmsnorm,
               expects=_native_norm("aten_rms_norm"), expected_class="torch.nn.modules.normalization.RMSNorm",
               family="llama", twin="layernorm"),
@@ -198,14 +201,14 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
               "norm = FusedRMSNorm(width)  # instead of torch.nn.RMSNorm\n",
               requires=impl.requires_apex_norm("FusedRMSNorm", "its Python manual_rms_norm", Probe.apex_rms_reason),
               expects=_both("apex_rmsnorm"),
-              betrayed_by=("aten_rms_norm",), vendor="apex", factory=impl.apex_fused_rms,
+              betrayed_by=("aten_rms_norm",), vendor="apex", native="rmsnorm", factory=impl.apex_fused_rms,
               expected_class=APEX_RMS_CLASS, family="llama", twin="apex-fusedln"),
     NormLever("liger-rms", "Liger RMSNorm",
               "from liger_kernel.transformers import LigerRMSNorm\n"
               "norm = LigerRMSNorm(width, eps=1e-6)  # Triton kernels, instead of torch.nn.RMSNorm\n",
               requires=_NEEDS_LIGER,
               expects=_both("liger_rmsnorm"), betrayed_by=("aten_rms_norm",), vendor="liger",
-              factory=impl.liger_rms, family="llama", twin="liger-ln"),
+              native="rmsnorm", factory=impl.liger_rms, family="llama", twin="liger-ln"),
     PrecisionLever("fp32", "FP32", "torch.backends.cuda.matmul.allow_tf32 = False  # true FP32 baseline\n"
                    "torch.backends.cudnn.allow_tf32 = False\n", expects=_gemm_dtype("gemm_fp32"),
                    betrayed_by=("gemm_bf16", "gemm_fp16"), plan=PrecisionPlan(None, False, False)),
@@ -227,7 +230,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                    + _AUTOCAST.format(dtype="bfloat16"),
                    requires=impl.all_of(impl.needs_fp8("torchao float8"), impl.needs_package("torchao", _TORCHAO),
                                         impl.requires_dtype("bf16")),
-                   expects=_both("fp8_gemm"), vendor="torchao", mfu_peak="bf16",
+                   expects=_both("fp8_gemm"), vendor="torchao", native="bf16", mfu_peak="bf16",
                    plan=PrecisionPlan("bfloat16", False, False, convert=impl.torchao_float8)),
     PrecisionLever("te-fp8", "FP8 (Transformer Engine)",
                    "import transformer_engine.pytorch as te  # blocks built from te.Linear / te.LayerNorm\n"
@@ -235,7 +238,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                    "    logits, loss = model(x, y)\n",
                    requires=impl.all_of(impl.needs_fp8("Transformer Engine FP8"),
                                         impl.needs_package("transformer_engine", _TE), impl.requires_te_norm),
-                   expects=_both("te_kernels"), vendor="te", mfu_peak="bf16",
+                   expects=_both("te_kernels"), vendor="te", native="bf16", mfu_peak="bf16",
                    plan=PrecisionPlan("bfloat16", False, False, convert=impl.transformer_engine_fp8,
                                       context=impl.te_fp8_context)),
     CompileLever("eager", "eager", "", mode="eager"),
@@ -254,7 +257,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
               "loss = LigerFusedLinearCrossEntropyLoss()(model.lm_head.weight, hidden.view(-1, width), y.view(-1))"
               "  # no logits tensor\n",
               requires=_NEEDS_LIGER,
-              expects=_both("liger_flce"), vendor="liger", factory=impl.liger_flce_head),
+              expects=_both("liger_flce"), vendor="liger", native="ce", factory=impl.liger_flce_head),
     GpusLever("1", "1 GPU", "", world=1),
 ] + [
     GpusLever(str(n), f"{n} GPUs",
@@ -330,6 +333,18 @@ class Stage:
             return None
         kind = "an RMS norm" if norm.family == "llama" else "a LayerNorm"
         return f"{norm.name} is {kind}, valid only for the {norm.family} family; for {family} use {norm.twin}"
+
+    def native_twin(self) -> Stage | None:
+        """The same stage with each vendor lever (Apex, Liger, torchao, TE) swapped for the PyTorch lever it
+        replaces; None when it uses no such lever."""
+        swaps = {lever.kind: lever.native for lever in self.levers if lever.native}
+        return Stage(**{**self.as_dict(), **swaps}) if swaps else None
+
+    @property
+    def vendors(self) -> str:
+        """The libraries whose levers this stage uses, for a sentence ("Apex", "Liger-Kernel + torchao")."""
+        names = dict.fromkeys(lever.vendor for lever in self.levers if lever.vendor)
+        return " + ".join(VENDOR_TITLES[v] for v in names if v)
 
     def for_family(self, family: str) -> Stage:
         """The same stage with its norm swapped for its twin when the norm serves the other family."""

@@ -5,14 +5,15 @@
     python benchmarks/doc_tables.py --components C1.json C2.json   two components reports side by side
     python benchmarks/doc_tables.py --pair RUN1.json RUN2.json     one model's stages from two runs: time, interval,
                                                                    memory, MFU, bottleneck and proof of each
-    python benchmarks/doc_tables.py --twins RUN.json [...]         each FP8 / FLCE stage against its twin in the
-                                                                   same run (BF16; the plain LM head + CE)
+    python benchmarks/doc_tables.py --twins RUN.json [...]         each stage against its twin in the same run: one
+                                                                   vendor lever swapped for the PyTorch one it replaces
 Each figure in the doc's tables comes from here, so the doc shows what the tool computes from the raw series.
 """
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 from bench_core.components import ComponentsReport
 from bench_core.levers import Stage
@@ -37,10 +38,9 @@ def _shape(run: RunResult) -> str:
 
 def _evidence(s: StageSummary, device: str) -> str:
     """The key kernels this stage's levers expect, each with the first name the trace showed for it."""
-    stage = Stage(**s.result.lever_names)
+    stage = Stage.of(s.result)
     wanted = sorted({key for lever in stage.levers for key in lever.expects(device, stage)})
-    seen = [(key, s.cells[key].why.removeprefix("seen: ").split("<br>")[0]) for key in wanted
-            if key in s.cells and s.cells[key].state == "used"]
+    seen = [(key, s.result.kernels[key][0]) for key in wanted if s.result.kernels.get(key)]
     return ", ".join(f"{key} `{name[:48]}`" for key, name in seen)
 
 
@@ -135,24 +135,20 @@ def components(path_a: str, path_b: str) -> str:
     return "\n".join(out)
 
 
-TWINS = (("precision", "fp8-torchao", "bf16"), ("precision", "te-fp8", "bf16"), ("head", "liger-flce", "ce"))
-
-
 def twins(paths: list[str]) -> str:
-    """Ratios measured inside one run: each FP8 stage's speed over its BF16 twin, and each fused-linear-CE stage's
-    peak memory against the plain head's (with the saving per logit, tokens × vocab, which the math predicts)."""
+    """Ratios measured inside one run: each stage against the stage that differs only in one vendor lever (Liger,
+    torchao, TE, Apex) swapped for the PyTorch lever it replaces (`Lever.native`). For a loss-head lever the peak
+    memory saved is also given per logit (tokens × vocab), the size the fused head never materialises."""
     out = ["| run | stage | twin | twin ms / stage ms | peak MiB, twin → stage | saved | saved per logit |",
            "|---|---|---|---:|---:|---:|---:|"]
     for path in paths:
         run = _load(path)
-        by_names = {tuple(sorted(s.result.lever_names.items())): s for s in run.summary.stages}
+        by_key = {s.key: s for s in run.summary.stages}
         logits = run.config.tokens_per_step * run.config.vocab_size
         for s in run.summary.stages:
-            for lever, value, twin_value in TWINS:
-                names = s.result.lever_names
-                if names.get(lever) != value:
-                    continue
-                twin = by_names.get(tuple(sorted({**names, lever: twin_value}.items())))
+            stage = Stage.of(s.result)
+            for lever in (lv for lv in stage.levers if lv.native):
+                twin = by_key.get(replace(stage, **{lever.kind: lever.native}).key)
                 if twin is None or not s.ok or not twin.ok or not s.timing.median_ms or not twin.timing.median_ms:
                     continue
                 ratio = twin.timing.median_ms / s.timing.median_ms
@@ -161,7 +157,7 @@ def twins(paths: list[str]) -> str:
                     delta = twin.peak_mem_mib - s.peak_mem_mib
                     mem = f"{twin.peak_mem_mib:,.0f} → {s.peak_mem_mib:,.0f}"
                     saved = f"{delta:,.0f} MiB ({delta / twin.peak_mem_mib:.1%})"
-                    per_logit = f"{delta * 2 ** 20 / logits:.1f} B" if lever == "head" else "—"
+                    per_logit = f"{delta * 2 ** 20 / logits:.1f} B" if lever.kind == "head" else "—"
                 out.append(f"| `{path.rsplit('/', 1)[-1]}` | `{s.key}` | `{twin.key}` | ×{ratio:.2f} | {mem} | "
                            f"{saved} | {per_logit} |")
     return "\n".join(out)
@@ -172,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     mode = parser.add_mutually_exclusive_group()
     for flag in ("--agree", "--components", "--pair"):
         mode.add_argument(flag, nargs=2, metavar=("RUN1.json", "RUN2.json"))
-    mode.add_argument("--twins", action="store_true", help="FP8 and FLCE stages against their twins, per run")
+    mode.add_argument("--twins", action="store_true", help="each vendor-lever stage against its native twin, per run")
     parser.add_argument("runs", nargs="*", metavar="RUN.json", help="one table per run")
     args = parser.parse_args(argv)
     if args.twins and args.runs:

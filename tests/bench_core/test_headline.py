@@ -32,3 +32,23 @@ def test_a_fastest_baseline_is_not_the_only_result():
     assert [s.ok for s in run.summary.stages] == [True, True, False, True]
     first = headline(run.summary).lines[0]
     assert "Only the baseline" not in first and "nothing to compare" not in first, first
+
+
+def test_each_vendor_stage_is_set_against_its_native_twin_for_either_family():
+    """The twin comes from the registry (Lever.native): Apex FusedRMSNorm's is torch's RMSNorm, FLCE's the plain
+    head, torchao FP8's BF16, so Llama and peers stages get their line as the seed's Apex stages do."""
+    from bench_core.levers import Stage
+    from bench_core.records import initial_stage
+    run = gpu_run()
+    ok = run.stages[3]
+    cases = ((Stage("adam-fused", "rmsnorm", "bf16"), 20.0), (Stage("apex-fusedadam", "apex-fusedrms", "bf16"), 16.0),
+             (Stage("adam-fused", "rmsnorm", "fp8-torchao"), 25.0),
+             (Stage("adam-fused", "liger-rms", "bf16", head="liger-flce"), 40.0))
+    stages = tuple(replace(initial_stage(i, st, 4), status=ok.status, verdict=ok.verdict, rounds=ok.rounds,
+                           times_ms=(ms,) * 8) for i, (st, ms) in enumerate(cases))
+    text = "\n".join(headline(replace(run, stages=stages).summary).lines)
+    assert ("Apex in **apex-fusedadam+apex-fusedrms+bf16**: ×1.25 against its native twin adam-fused+rmsnorm+bf16"
+            in text)
+    assert ("torchao in **adam-fused+rmsnorm+fp8-torchao**: ×0.80 against its native twin adam-fused+rmsnorm+bf16"
+            in text)
+    assert "Liger-Kernel in **adam-fused+liger-rms+bf16+liger-flce**: ×0.50" in text

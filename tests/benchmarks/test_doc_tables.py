@@ -51,16 +51,26 @@ def test_no_input_is_a_usage_message_not_a_traceback(capsys):
     assert exit_.value.code == 2 and "give RUN.json files" in capsys.readouterr().err
 
 
-def test_twins_compare_each_flce_stage_with_its_plain_head_in_the_same_run(tmp_path, capsys):
+def test_twins_compare_each_vendor_lever_with_its_native_lever_in_the_same_run(tmp_path, capsys):
+    from bench_core.levers import Stage
+    from bench_core.records import initial_stage
     run = gpu_run()
-    cases = ((0, "plain", "ce", 10.0, 100.0), (1, "flce", "liger-flce", 12.5, 60.0))
-    plain, flce = (replace(run.stages[3], index=i, key=key, head=head, times_ms=(ms,) * 8, peak_allocated_mib=mib)
-                   for i, key, head, ms, mib in cases)
+    ok = run.stages[3]  # an ok stage: its status, verdict and rounds
+    cases = ((Stage("adam-fused", "layernorm", "bf16"), 10.0, 100.0),
+             (Stage("adam-fused", "liger-ln", "bf16"), 9.0, 100.0),
+             (Stage("adam-fused", "liger-ln", "bf16", head="liger-flce"), 12.5, 60.0))
+    stages = tuple(replace(initial_stage(i, st, 4), status=ok.status, verdict=ok.verdict, rounds=ok.rounds,
+                           times_ms=(ms,) * 8, peak_allocated_mib=mib) for i, (st, ms, mib) in enumerate(cases))
     path = tmp_path / "run.json"
-    path.write_text(json.dumps(replace(run, stages=(plain, flce)).to_dict()))
+    path.write_text(json.dumps(replace(run, stages=stages).to_dict()))
     doc_tables.main(["--twins", str(path)])
-    row = [line for line in capsys.readouterr().out.splitlines() if "`flce`" in line]
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `run.json`")]
     logits = run.config.tokens_per_step * run.config.vocab_size
-    # 10 / 12.5 ms; 40 of 100 MiB saved; per logit: the saving over tokens × vocab
-    assert len(row) == 1 and "×0.80" in row[0] and "100 → 60" in row[0] and "40 MiB (40.0%)" in row[0]
-    assert f"{40 * 2 ** 20 / logits:.1f} B" in row[0]
+    # one row per vendor lever whose single-lever native twin ran: Liger LN against LayerNorm, FLCE against the
+    # plain head with the same Liger LN (its norm twin, native LN + FLCE, did not run)
+    assert len(rows) == 2
+    ln, flce = rows
+    assert "`adam-fused+liger-ln+bf16` | `adam-fused+layernorm+bf16` | ×1.11" in ln and ln.endswith("| — |")
+    # 9 / 12.5 ms; 40 of 100 MiB saved; per logit: the saving over tokens × vocab
+    assert "| `adam-fused+liger-ln+bf16` | ×0.72 |" in flce and "100 → 60" in flce and "40 MiB (40.0%)" in flce
+    assert f"{40 * 2 ** 20 / logits:.1f} B" in flce
