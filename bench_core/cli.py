@@ -8,7 +8,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from .config import (
+from bench_core.config.bench_config import (
     FAMILIES,
     FIELD_HELP,
     INT_FIELDS,
@@ -21,12 +21,13 @@ from .config import (
     validate,
     workload,
 )
-from .presets import PRESETS, across_gpus, family_errors, preset
-from .probe import Probe, cached_probe
-from .records import RunResult
-from .runner import RunHooks, new_run, run_all
-from .settings import load_limits
-from .table import print_probe, print_table
+from bench_core.config.settings import load_limits
+from bench_core.levers.presets import PRESETS, across_gpus, family_errors, preset
+from bench_core.machine.probe import Probe, cached_probe
+from bench_core.results.records import RunResult
+from bench_core.results.summary import summarize
+from bench_core.results.table import print_probe, print_table
+from bench_core.run.runner import RunHooks, new_run, run_all
 
 
 def parser() -> argparse.ArgumentParser:
@@ -91,7 +92,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def open_store(path: str | None) -> Any:
-    from .store import Store
+    from bench_core.results.store import Store
     return Store(path)
 
 
@@ -130,17 +131,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         run = run_all(run, probe, hooks)
     if store is not None:
         store.save_run(run)
-    print_table(run.summary)
+    print_table(summarize(run))
     if args.out:
         with open(args.out, "w", newline="") as fh:
-            from .formats import to_csv
+            from bench_core.results.formats import to_csv
             fh.write(to_csv(run))
     if args.json_path:
         with open(args.json_path, "w") as fh:
-            from .formats import to_json
+            from bench_core.results.formats import to_json
             fh.write(to_json(run))
     if args.html:
-        from .report import write_html
+        from bench_core.results.report import write_html
         write_html(run, args.html)
     if store is not None:
         print(f"saved to the history: {store.path} (run {run.run_id})", file=sys.stderr)
@@ -148,7 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from .formats import ImportRejected, parse_upload
+    from bench_core.results.formats import ImportRejected, parse_upload
     try:
         with open(args.file, "rb") as fh:
             data = fh.read()
@@ -167,7 +168,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["components"]:  # its own parser and entry point
-        from .components import main as components_main
+        from bench_core.components.cli import main as components_main
         return components_main(argv[1:])
     args = parser().parse_args(argv)
     commands = {"probe": cmd_probe, "import": cmd_import}

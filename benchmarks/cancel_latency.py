@@ -12,12 +12,12 @@ import sys
 import tempfile
 import time
 
-from bench_core.config import BenchConfig
-from bench_core.jobs import JobManager
-from bench_core.levers import Stage
-from bench_core.settings import Limits
-from bench_core.stats import timing_stats
-from bench_core.store import Store
+from bench_core.config.bench_config import BenchConfig
+from bench_core.config.settings import Limits
+from bench_core.levers.stage import Stage
+from bench_core.measure.stats import timing_stats
+from bench_core.results.store import Store
+from bench_core.service.jobs import JobManager
 
 
 def main() -> int:

@@ -15,13 +15,13 @@ import sys
 import tempfile
 import time
 
-from bench_core.config import WORKLOADS, BenchConfig, defaults_for
-from bench_core.jobs import JobManager
-from bench_core.presets import preset
-from bench_core.records import Status
-from bench_core.settings import load_limits
-from bench_core.stats import timing_stats
-from bench_core.store import Store
+from bench_core.config.bench_config import WORKLOADS, BenchConfig, defaults_for
+from bench_core.config.settings import load_limits
+from bench_core.levers.presets import preset
+from bench_core.measure.stats import timing_stats
+from bench_core.results.records import Status
+from bench_core.results.store import Store
+from bench_core.service.jobs import JobManager
 
 
 def main() -> int:

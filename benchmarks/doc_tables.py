@@ -15,10 +15,10 @@ import argparse
 import json
 from dataclasses import replace
 
-from bench_core.components import ComponentsReport
-from bench_core.levers import Stage
-from bench_core.records import RunResult
-from bench_core.summary import StageSummary
+from bench_core.components.report import ComponentsReport
+from bench_core.levers.stage import Stage
+from bench_core.results.records import RunResult
+from bench_core.results.summary import StageSummary, summarize
 
 
 def _f(v: float | None, fmt: str) -> str:
@@ -53,7 +53,7 @@ def table(path: str) -> str:
     out = [f"`{path}` — {run.preset}, run {run.run_id}, {run.created_at}; {_shape(run)}", "",
            "| stage | median ms | p10–p90 ms | speedup (95% CI) | peak MiB | MFU | GPU busy | bottleneck | "
            "kernels/step | J/token | noise | proof |", "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|"]
-    for s in run.summary.stages:
+    for s in summarize(run).stages:
         if s.timing.median_ms is None:
             out.append(f"| `{s.key}` | {_not_run(s)} |" + " — |" * 10)
             continue
@@ -68,7 +68,7 @@ def pair(path_a: str, path_b: str) -> str:
     """One model's stages as two runs saw them: each run's median (p10–p90), speedup over the first stage, peak
     memory, MFU, GPU busy and bottleneck, and the kernel proof; a stage that did not run says why."""
     a, b = _load(path_a), _load(path_b)
-    other = {s.key: s for s in b.summary.stages}
+    other = {s.key: s for s in summarize(b).stages}
     out = [f"`{path_a}` and `{path_b}` — {a.preset} on {a.gpu}; {_shape(a)}", "",
            "| stage | run 1 ms (p10–p90) | run 2 ms (p10–p90) | speedup run 1 / run 2 | peak MiB | MFU run 1 / run 2 "
            "| busy · bottleneck, run 1 / run 2 | proof run 1 / run 2: key kernels seen |",
@@ -79,7 +79,7 @@ def pair(path_a: str, path_b: str) -> str:
 
     def bound(s: StageSummary) -> str:
         return f"{s.bottleneck.busy_text or '—'} {s.bottleneck.verdict}"
-    for s in a.summary.stages:
+    for s in summarize(a).stages:
         t = other.get(s.key)
         if s.timing.median_ms is None or t is None or t.timing.median_ms is None:
             out.append(f"| `{s.key}` | {_not_run(s)} | | | | | | |")
@@ -94,7 +94,7 @@ def pair(path_a: str, path_b: str) -> str:
 
 def agreement(path_a: str, path_b: str) -> str:
     """Per stage: both runs' medians, their difference (of the first), and each run's bottleneck and noise verdict."""
-    a, b = _load(path_a).summary, _load(path_b).summary
+    a, b = summarize(_load(path_a)), summarize(_load(path_b))
     by_key = {s.key: s for s in b.stages}
     out = [f"`{path_a}` against `{path_b}`", "",
            "| stage | run 1 ms | run 2 ms | differ | run 1 | run 2 |", "|---|---:|---:|---:|---|---|"]
@@ -143,9 +143,9 @@ def twins(paths: list[str]) -> str:
            "|---|---|---|---:|---:|---:|---:|"]
     for path in paths:
         run = _load(path)
-        by_key = {s.key: s for s in run.summary.stages}
+        by_key = {s.key: s for s in summarize(run).stages}
         logits = run.config.tokens_per_step * run.config.vocab_size
-        for s in run.summary.stages:
+        for s in summarize(run).stages:
             stage = Stage.of(s.result)
             for lever in (lv for lv in stage.levers if lv.native):
                 twin = by_key.get(replace(stage, **{lever.kind: lever.native}).key)

@@ -12,19 +12,19 @@ import contextlib
 import statistics
 import sys
 
-from bench_core.config import WORKLOADS, BenchConfig
-from bench_core.levers import Stage
-from bench_core.probe import run_probe
-from bench_core.records import Status
-from bench_core.runner import run_stage
-from bench_core.stats import timing_stats
+from bench_core.config.bench_config import WORKLOADS, BenchConfig
+from bench_core.levers.stage import Stage
+from bench_core.machine.probe import run_probe
+from bench_core.measure.stats import timing_stats
+from bench_core.results.records import Status
+from bench_core.run.runner import run_stage
 
 
 def bare_loop(cfg: BenchConfig, optimizer: str, norm: str, bf16: bool) -> float:
     """The plainest loop we can write: no events stream, no subprocess. Median ms per step."""
     import torch
 
-    from bench_core.model import GPT, GPTConfig, synthetic_batch
+    from bench_core.models.gpt import GPT, GPTConfig, synthetic_batch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     if norm == "apex-fusedln":

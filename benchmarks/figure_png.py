@@ -12,9 +12,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_core import figures
-from bench_core.components import ComponentsReport
-from bench_core.records import RunResult
+from bench_core.components.report import ComponentsReport
+from bench_core.results import figures
+from bench_core.results.records import RunResult
+from bench_core.results.summary import summarize
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -24,7 +25,7 @@ def figure(kind: str, paths: list[str]):
     if kind == "components":
         return figures.components_bars(ComponentsReport.from_dict(data[0]))
     builder = getattr(figures, kind)
-    return builder([RunResult.from_dict(d).summary for d in data])
+    return builder([summarize(RunResult.from_dict(d)) for d in data])
 
 
 def main(kind: str, out: str, *paths: str) -> None:

@@ -1,7 +1,7 @@
 """Two-process (gloo, CPU) stages back to back while other processes keep the CPU busy.
 
     python benchmarks/gloo_stability.py --stages 30 --load 2
-Each stage is a real one-stage run (runner.run_stage -> torchrun --standalone -> two bench_core.worker ranks ->
+Each stage is a real one-stage run (runner.run_stage -> torchrun --standalone -> two bench_core.run.worker ranks ->
 init_process_group('gloo'), DDP, warm-up with all_agree, barrier, timed steps, profile on rank 0, teardown).
 `--load N` starts N busy-loop processes (each stops by itself after `--max-minutes`, and is killed at the end);
 `--load-cmd CMD` also runs CMD (e.g. the test suite) over and over in its own process group, killed at the end.
@@ -104,10 +104,10 @@ def main() -> int:
     os.environ["BENCH_WARMUP_MIN_S"] = args.warmup_min_s  # read at import by config, in us and in the workers
     # Keep every stage's launcher: its exit code and full stderr are read when the runner closes it (at once for a
     # failed stage; in the background for a finished one, whose torchrun may still be tearing down).
-    from bench_core import processes, runner
-    from bench_core.config import BenchConfig
-    from bench_core.levers import Stage
-    from bench_core.probe import run_probe
+    from bench_core.config.bench_config import BenchConfig
+    from bench_core.levers.stage import Stage
+    from bench_core.machine.probe import run_probe
+    from bench_core.run import processes, runner
     handles: list = []
     exits: dict[int, tuple[int | None, str]] = {}
     original_init, original_close = processes.WorkerHandle.__init__, processes.WorkerHandle.close

@@ -49,7 +49,7 @@ run() {  # run NAME ARGS...: one CLI run, its JSON and log kept
 for mode in "$@"; do
   case $mode in
     apex) apex ;;
-    env) env_info; python3 -m bench_core.probe_collect > "$OUT/probe.json" 2>"$OUT/probe.err" ;;
+    env) env_info; python3 -m bench_core.machine.probe_collect > "$OUT/probe.json" 2>"$OUT/probe.err" ;;
     gputests) log "gpu tests"; timeout 200 python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider > "$OUT/gpu_tests.log" 2>&1; log "gpu tests exit $?" ;;
     smoke) run smoke_all --preset all --model gpt2-small --warmup 3 --iters 8 ;;
     ttr)  # time to result: the seed ladder on gpt2-small, 10 + 30; cold probe, then the cached one

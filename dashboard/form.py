@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from bench_core.config import (
+from bench_core.config.bench_config import (
     DEVICES,
     FAMILIES,
     FIELD_HELP,
@@ -16,8 +16,8 @@ from bench_core.config import (
     collect_errors,
     defaults_for,
 )
-from bench_core.probe import Probe
-from bench_core.settings import Limits
+from bench_core.config.settings import Limits
+from bench_core.machine.probe import Probe
 
 FORM_FIELDS = [n for n in INT_FIELDS if n != "seed"]
 

@@ -10,13 +10,13 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from bench_core import figures
-from bench_core.config import describe_shape
-from bench_core.formats import neutralise, to_csv, to_json
-from bench_core.jobs import JobSnapshot
-from bench_core.levers import Stage
-from bench_core.records import RunResult, Status
-from bench_core.summary import RunSummary
+from bench_core.config.bench_config import describe_shape
+from bench_core.levers.stage import Stage
+from bench_core.results import figures
+from bench_core.results.formats import neutralise, to_csv, to_json
+from bench_core.results.records import RunResult, Status
+from bench_core.results.summary import RunSummary, summarize
+from bench_core.service.jobs import JobSnapshot
 
 STATUS_MARK = {"ok": "✓", "running": "▶", "pending": "·", "unavailable": "—", "oom": "✗", "failed": "✗",
                "timeout": "✗", "cancelled": "■", "interrupted": "■"}
@@ -173,7 +173,7 @@ def finished_job(snap: JobSnapshot, key: str) -> None:
     job_header(snap)
     stage_progress(snap)
     fallback_warnings(snap.run)
-    results_table(snap.run.summary, key)
+    results_table(summarize(snap.run), key)
     downloads(snap.run, key)
-    charts(snap.run.summary, key, (snap.job_id, snap.version))
+    charts(summarize(snap.run), key, (snap.job_id, snap.version))
     snippets(snap.run)

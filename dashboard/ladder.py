@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from bench_core.levers import KINDS, Stage, names_of
-from bench_core.presets import across_gpus, preset
-from bench_core.probe import Probe
+from bench_core.levers.presets import across_gpus, preset
+from bench_core.levers.registry import KINDS, names_of
+from bench_core.levers.stage import Stage
+from bench_core.machine.probe import Probe
 
 # seed under the llama family is the llama-seed ladder: each preset takes the form's family's norms
 PRESET_CAPTIONS = {"seed": "Apex's 4 steps", "native": "PyTorch's own", "peers": "Apex vs Liger, FP8",

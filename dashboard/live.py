@@ -5,9 +5,9 @@ import time
 
 import streamlit as st
 
-from bench_core.headline import headline
-from bench_core.jobs import JobManager
-from bench_core.summary import RunSummary
+from bench_core.results.headline import headline
+from bench_core.results.summary import RunSummary, summarize
+from bench_core.service.jobs import JobManager
 from dashboard import job_view
 from dashboard.session import role
 
@@ -38,7 +38,7 @@ def live(manager: JobManager, operator: bool) -> None:
             if done is not None:
                 # The verdict at once, from this fragment (a whole-page rerun takes a second or more on a small
                 # server); the page with every chart follows on the next tick.
-                verdict_card(done.run.summary)
+                verdict_card(summarize(done.run))
                 st.session_state["redraw_page"] = True
                 return
             st.rerun()
@@ -56,7 +56,7 @@ def live(manager: JobManager, operator: bool) -> None:
     for q in queued:
         st.caption(f"Queued #{(q.position or 0) + 1}: job `{q.job_id}` · {q.run.preset} · {len(q.run.stages)} stages")
     job_view.stage_progress(snap)
-    summary = snap.run.summary
+    summary = summarize(snap.run)
     verdict_card(summary)
     job_view.fallback_warnings(snap.run)
     # Snapshots change with every iteration; charts are rebuilt at most once a second and shared by all viewers.

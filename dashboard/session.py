@@ -9,11 +9,11 @@ import uuid
 
 import streamlit as st
 
-from bench_core.access import OPERATOR, Throttle, configured_token, role_for
-from bench_core.jobs import JobManager
-from bench_core.probe import Probe
-from bench_core.settings import load_limits
-from bench_core.store import Store
+from bench_core.config.settings import load_limits
+from bench_core.machine.probe import Probe
+from bench_core.results.store import Store
+from bench_core.service.access import OPERATOR, Throttle, configured_token, role_for
+from bench_core.service.jobs import JobManager
 
 PROBE_OVERRIDE: Probe | None = None  # tests set a ready probe here instead of waiting for a fresh one
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from bench_core.config import resolve_device
-from bench_core.estimate import WARN_ABOVE_S, run_seconds
-from bench_core.jobs import LimitExceeded, NotAllowed
-from bench_core.telemetry import has_nvidia_gpu
+from bench_core.config.bench_config import resolve_device
+from bench_core.machine.telemetry import has_nvidia_gpu
+from bench_core.measure.estimate import WARN_ABOVE_S, run_seconds
+from bench_core.results.summary import summarize
+from bench_core.service.jobs import LimitExceeded, NotAllowed
 from dashboard import form, job_view, ladder
 from dashboard.live import live, verdict_card
 from dashboard.session import access_panel, get_manager, is_operator, persistence_banner, role, session_id
@@ -96,7 +97,7 @@ if manager.active() is None:
     latest = (mine or finished or [None])[0]
     if latest is not None:
         st.subheader("Latest result" + ("" if latest.session_id == sid else " (started by another viewer)"))
-        verdict_card(latest.run.summary, cpu_switch=True)
+        verdict_card(summarize(latest.run), cpu_switch=True)
         job_view.finished_job(latest, key="final")
     else:
         st.caption("No run yet on this server. Pick a ladder and press Run; past runs are on the History page.")

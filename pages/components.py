@@ -7,10 +7,10 @@ import sqlite3
 import pandas as pd
 import streamlit as st
 
-from bench_core.breakdown import BUSY_THRESHOLD
-from bench_core.components import GPT_WORKLOADS, ComponentsReport, write_csv_text
-from bench_core.figures import components_bars
-from bench_core.jobs import LimitExceeded, NotAllowed
+from bench_core.components.report import GPT_WORKLOADS, ComponentsReport, write_csv_text
+from bench_core.measure.breakdown import BUSY_THRESHOLD
+from bench_core.results.figures import components_bars
+from bench_core.service.jobs import LimitExceeded, NotAllowed
 from dashboard.session import access_panel, get_manager, is_operator, persistence_banner, role
 
 manager = get_manager()

@@ -7,10 +7,11 @@ import sqlite3
 import pandas as pd
 import streamlit as st
 
-from bench_core.config import WORKLOADS
-from bench_core.formats import ImportRejected, neutralise, to_csv
-from bench_core.headline import headline
-from bench_core.jobs import NotAllowed
+from bench_core.config.bench_config import WORKLOADS
+from bench_core.results.formats import ImportRejected, neutralise, to_csv
+from bench_core.results.headline import headline
+from bench_core.results.summary import summarize
+from bench_core.service.jobs import NotAllowed
 from dashboard import job_view
 from dashboard.live import verdict_card
 from dashboard.session import access_panel, get_manager, is_operator, persistence_banner, role
@@ -88,7 +89,7 @@ else:
                               "imported": st.column_config.CheckboxColumn("Imported")})
     chosen = [view.loc[i, "run_id"] for i in picked.selection.rows] if picked and picked.selection else []
     loaded = [r for r in (manager.store.load_run(run_id) for run_id in chosen) if r is not None]
-    summaries = [r.summary for r in loaded]
+    summaries = [summarize(r) for r in loaded]
     for summary in summaries:
         run = summary.run
         with st.expander(f"{run.preset} · {run.gpu or run.device} · run {run.run_id} — "

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from bench_core.status_board import AMBER, GREEN, install_commands, probe_board
-from bench_core.telemetry import gpu_telemetry
+from bench_core.machine.status_board import AMBER, GREEN, install_commands, probe_board
+from bench_core.machine.telemetry import gpu_telemetry
 from dashboard.session import access_panel, get_manager, is_operator, operator_token, role
 
 DOT = {GREEN: ":green[●]", AMBER: ":orange[●]", "red": ":red[●]"}

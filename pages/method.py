@@ -4,7 +4,7 @@ import streamlit as st
 st.title("How this measures")
 st.markdown(r"""
 ### Isolation
-Every stage runs in its **own fresh Python process** (`python -m bench_core.worker`), started by the engine,
+Every stage runs in its **own fresh Python process** (`python -m bench_core.run.worker`), started by the engine,
 which reads its job from stdin and streams JSON events back. A crash, an out-of-memory error or a hang in one
 stage is recorded (`failed`, `oom`, `timeout`) and the next stage still runs; killing the process returns its
 GPU memory to the system. Stages never run two at a time: one server, one queue, one GPU.
@@ -52,7 +52,7 @@ CPUs have no peak, so no MFU.
 After the timed steps, 5 more steps run under `torch.profiler` (untimed). From their trace:
 * **GPU kernel time per step**: the union of kernel intervals ÷ 5; **kernels per step**.
 * **Time by category** — GEMM, attention, normalization, optimizer, cast/copy, elementwise/other,
-  communication — classified by kernel name with one rule table (`bench_core/breakdown.py`), tested on kernel
+  communication — classified by kernel name with one rule table (`bench_core/measure/breakdown.py`), tested on kernel
   names recorded on an H200. Kernels launched inside `Optimizer.step` count as optimizer. On CPU, the
   profiler's CPU-op self times are classified the same way.
 * **GPU busy (trace)** = union of kernel intervals ÷ the span from the first kernel to the last. The profiler
@@ -67,7 +67,7 @@ After the timed steps, 5 more steps run under `torch.profiler` (untimed). From t
   lever removes launch overhead: the same kernels, replayed from one CUDA graph. On CPU the verdict is `unknown`.
 * **What changed from the previous stage**: Δ ms per category and Δ kernels per step, e.g. Apex FusedLayerNorm
   under autocast adds the dtype casts its Python wrapper launches around every call.
-* These figures are computed from the raw Kineto events in `bench_core/breakdown.py`, not with
+* These figures are computed from the raw Kineto events in `bench_core/measure/breakdown.py`, not with
   HolisticTraceAnalysis (HTA): HTA reads exported trace files, and exporting plus re-reading a trace for every
   stage would add seconds per stage; its temporal breakdown uses the same definition of busy time.
 

@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 
 # The engine warms each stage up for at least 2 s by default, so clocks and allocators settle on a GPU. A tiny CPU
-# model has nothing to settle: 0.2 s keeps the suite's real stages short. Set before bench_core.config is imported
-# (here and in every worker process, which inherits the environment).
+# model has nothing to settle: 0.2 s keeps the suite's real stages short. Set before bench_core.config.bench_config
+# is imported (here and in every worker process, which inherits the environment).
 os.environ.setdefault("BENCH_WARMUP_MIN_S", "0.2")
 
 # tests/helpers.py (imported as `helpers`, see its docstring): show its failed asserts as pytest does in tests.
@@ -37,12 +37,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def cpu_probe():
-    from bench_core.probe import run_probe
+    from bench_core.machine.probe import run_probe
     return run_probe()
 
 
 @pytest.fixture
 def tiny_cfg():
-    from bench_core.config import BenchConfig
+    from bench_core.config.bench_config import BenchConfig
     return BenchConfig(depth=2, width=64, heads=4, seq_len=32, batch_size=2, vocab_size=256,
                        warmup=1, iters=4, device="cpu")

@@ -13,10 +13,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from bench_core.config import BenchConfig
-from bench_core.presets import PRESETS
-from bench_core.probe import Probe
-from bench_core.records import RunResult, Status, initial_stage
+from bench_core.config.bench_config import BenchConfig
+from bench_core.levers.presets import PRESETS
+from bench_core.machine.probe import Probe
+from bench_core.results.records import RunResult, Status, initial_stage
 
 TESTS = Path(__file__).resolve().parent
 CFG = BenchConfig(depth=1, width=32, heads=2, seq_len=16, batch_size=2, vocab_size=64, warmup=1, iters=3, device="cpu")
@@ -116,7 +116,7 @@ class WorkerSpy:
     """Records every stage worker the engine starts (WorkerHandle) as (pid, start time), for checks through /proc."""
 
     def __init__(self, monkeypatch):
-        from bench_core import processes
+        from bench_core.run import processes
         self.workers: list[tuple[int, int]] = []
         original = processes.WorkerHandle.__init__
         spy = self

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bench_core.breakdown import StageProfile
-from bench_core.config import BenchConfig
-from bench_core.presets import PRESETS
-from bench_core.probe import Probe
-from bench_core.records import RunResult, Status, initial_stage
+from bench_core.config.bench_config import BenchConfig
+from bench_core.levers.presets import PRESETS
+from bench_core.machine.probe import Probe
+from bench_core.measure.breakdown import StageProfile
+from bench_core.results.records import RunResult, Status, initial_stage
 
 H200 = Probe.from_dict({"torch": "2.11.0+cu130", "cuda_runtime": "13.0", "driver": "580.159.04",
                         "cuda": {"available": True, "device_count": 1, "name": "NVIDIA H200", "capability": [9, 0]},

@@ -1,4 +1,4 @@
-from bench_core.access import Throttle
+from bench_core.service.access import Throttle
 
 
 def test_wrong_tokens_wait_longer_each_time_and_a_right_one_clears():

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench_core.breakdown import (
+from bench_core.measure.breakdown import (
     BUSY_THRESHOLD,
     CATEGORIES,
     KERNEL_RULES,
@@ -297,7 +297,7 @@ def test_delta_text():
 def test_busy_text_never_crosses_the_launch_bound_line():
     """The verdict is busy >= BUSY_THRESHOLD; the shown percent must sit on the same side (0.896 is launch-bound,
     so it reads 89.6%, never 90%), and whole percents stay within half a point of the value."""
-    from bench_core.breakdown import BUSY_THRESHOLD, busy_text
+    from bench_core.measure.breakdown import BUSY_THRESHOLD, busy_text
     assert busy_text(0.896) == "89.6%" and busy_text(0.97) == "97%" and busy_text(BUSY_THRESHOLD) == "90%"
     for i in range(0, 100_001):
         busy = i / 100_000

@@ -9,9 +9,9 @@ import tempfile
 import pytest
 from sample_runs import gpu_run
 
-from bench_core.breakdown import CATEGORIES
-from bench_core.formats import to_csv, to_json
-from bench_core.store import Store
+from bench_core.measure.breakdown import CATEGORIES
+from bench_core.results.formats import to_csv, to_json
+from bench_core.results.store import Store
 
 ZWSP = "\u200b"  # the CLI table breaks long stage keys after each '+'
 APEX_ON_CPU = "Apex FusedAdam runs CUDA kernels only (amp_C); no CPU path"

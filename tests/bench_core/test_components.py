@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bench_core import ceilings, components, machine_cache
-from bench_core.components import (
+from bench_core.components import cli as components
+from bench_core.components.report import (
+    GPT_WORKLOADS,
     ComponentRow,
     ComponentsReport,
     adam_bytes,
@@ -21,10 +22,12 @@ from bench_core.components import (
     layernorm_shape,
     numel,
 )
-from bench_core.config import BenchConfig, param_count
+from bench_core.config.bench_config import WORKLOADS, BenchConfig, param_count
+from bench_core.machine import cache as machine_cache
+from bench_core.machine import ceilings
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = BenchConfig(**components.WORKLOADS["tiny"], device="cpu")
+TINY = BenchConfig(**WORKLOADS["tiny"], device="cpu")
 
 
 def _env(**extra) -> dict:
@@ -64,14 +67,14 @@ def test_gemm_flops_and_copy_bytes_by_hand():
     assert ceilings.copy_bytes(2 * 1024 ** 3) == 4 * 1024 ** 3   # read once, written once
 
 
-@pytest.mark.parametrize("name", sorted(components.GPT_WORKLOADS))
+@pytest.mark.parametrize("name", sorted(GPT_WORKLOADS))
 def test_param_shapes_sum_to_param_count(name):
-    cfg = BenchConfig(**components.WORKLOADS[name])
+    cfg = BenchConfig(**WORKLOADS[name])
     assert sum(numel(s) for s in gpt_param_shapes(cfg)) == param_count(cfg)
 
 
 def test_param_shapes_match_the_real_model():
-    from bench_core.model import GPT, GPTConfig
+    from bench_core.models.gpt import GPT, GPTConfig
     cfg = BenchConfig(depth=3, width=48, heads=4, seq_len=16, batch_size=2, vocab_size=100)
     model = GPT(GPTConfig(cfg.depth, cfg.width, cfg.heads, cfg.seq_len, cfg.vocab_size))
     assert [tuple(p.shape) for p in model.parameters()] == gpt_param_shapes(cfg)
@@ -149,7 +152,7 @@ def test_report_round_trips_and_flattens(cpu_report):
 
 
 def test_apex_rows_never_run_when_the_probe_says_no():
-    reason = __import__("bench_core.components_bench", fromlist=["apex_reason"]).apex_reason(
+    reason = __import__("bench_core.components.bench", fromlist=["apex_reason"]).apex_reason(
         "cuda", "amp_C", "Apex FusedAdam", False, None)
     assert reason and "not usable" in reason
 
@@ -177,7 +180,7 @@ def test_cli_json_parses_and_writes_csv(tmp_path, capsys):
     (["--bogus"], "--bogus"),
 ])
 def test_cli_bad_input_exits_2_with_one_line(args, field):
-    proc = subprocess.run([sys.executable, "-m", "bench_core.components", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "bench_core.components.cli", *args], capture_output=True, text=True,
                           timeout=120, cwd=ROOT, env=_env())
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -186,7 +189,7 @@ def test_cli_bad_input_exits_2_with_one_line(args, field):
 
 # ---------------------------------------------------------------- machine cache
 def test_fingerprint_is_fast_stable_and_torch_free():
-    code = ("import sys, time; from bench_core import machine_cache as m; m.environment_fingerprint(); "
+    code = ("import sys, time; from bench_core.machine import cache as m; m.environment_fingerprint(); "
             "t = time.perf_counter(); fp = m.environment_fingerprint(); ms = (time.perf_counter() - t) * 1e3; "
             "print(fp, ms, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT,
@@ -271,7 +274,7 @@ def test_no_ceilings_without_cuda():
 
 
 def test_bound_splits_rows_at_the_stage_busy_threshold():
-    from bench_core.breakdown import BUSY_THRESHOLD
+    from bench_core.measure.breakdown import BUSY_THRESHOLD
 
     def row(kernel_ms, median_ms):
         return ComponentRow("layernorm", "x", "fp32", "ok", median_ms=median_ms, kernel_ms=kernel_ms)

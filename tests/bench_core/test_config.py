@@ -2,10 +2,18 @@ from dataclasses import replace
 
 import pytest
 
-from bench_core.config import GIB, BenchConfig, ConfigError, collect_errors, defaults_for, estimate_memory, validate
-from bench_core.levers import Stage
-from bench_core.presets import preset
-from bench_core.settings import Limits, load_limits
+from bench_core.config.bench_config import (
+    GIB,
+    BenchConfig,
+    ConfigError,
+    collect_errors,
+    defaults_for,
+    estimate_memory,
+    validate,
+)
+from bench_core.config.settings import Limits, load_limits
+from bench_core.levers.presets import preset
+from bench_core.levers.stage import Stage
 
 LIMITS = Limits()
 FREE = {"cpu": 16 * GIB, "cuda": None}
@@ -105,7 +113,7 @@ def test_defaults_suit_the_device():
 def test_field_lists_are_derived_from_the_dataclass():
     from dataclasses import fields
 
-    from bench_core.config import FIELD_LABELS, INT_FIELDS, MODEL_FIELDS
+    from bench_core.config.bench_config import FIELD_LABELS, INT_FIELDS, MODEL_FIELDS
     names = [f.name for f in fields(BenchConfig)]
     assert INT_FIELDS == tuple(n for n in names if n not in ("device", "family"))
     assert MODEL_FIELDS == ("family", "depth", "width", "heads", "seq_len", "batch_size", "vocab_size")
@@ -114,7 +122,7 @@ def test_field_lists_are_derived_from_the_dataclass():
 
 
 def test_workloads():
-    from bench_core.config import WORKLOADS, workload
+    from bench_core.config.bench_config import WORKLOADS, workload
     small = workload("gpt2-small", OK)
     assert (small.depth, small.width, small.heads, small.seq_len, small.batch_size, small.vocab_size) == (
         12, 768, 12, 1024, 8, 50304)

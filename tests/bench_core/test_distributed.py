@@ -5,13 +5,14 @@ from dataclasses import replace
 
 import pytest
 
-from bench_core.config import BenchConfig
-from bench_core.formats import summary_rows, to_csv
-from bench_core.levers import Stage
-from bench_core.presets import across_gpus
-from bench_core.probe import Probe
-from bench_core.records import RunResult, Status, initial_stage
-from bench_core.runner import new_run, run_all
+from bench_core.config.bench_config import BenchConfig
+from bench_core.levers.presets import across_gpus
+from bench_core.levers.stage import Stage
+from bench_core.machine.probe import Probe
+from bench_core.results.formats import summary_rows, to_csv
+from bench_core.results.records import RunResult, Status, initial_stage
+from bench_core.results.summary import summarize
+from bench_core.run.runner import new_run, run_all
 
 
 def test_two_gloo_ranks_through_torchrun(tiny_cfg, cpu_probe):
@@ -23,14 +24,14 @@ def test_two_gloo_ranks_through_torchrun(tiny_cfg, cpu_probe):
     assert two.key == "adam-fused+layernorm+fp32+gpus2" and len(two.times_ms) == cfg.iters
     assert len(two.rank_peak_mib) == 2 and all(m > 50 for m in two.rank_peak_mib)
     assert two.kernels["aten_fused_adam"] and two.verdict == "verified"
-    s1, s2, sz = run.summary.stages
+    s1, s2, sz = summarize(run).stages
     # global throughput counts both ranks' tokens; efficiency against the same levers on one process
     assert s2.rates.tokens_per_s == pytest.approx(2 * cfg.tokens_per_step / (s2.timing.median_ms / 1e3))
     assert s2.scaling_efficiency == pytest.approx(s2.rates.tokens_per_s / (2 * s1.rates.tokens_per_s))
     assert s1.scaling_efficiency is None
     assert sz.scaling_efficiency is None  # ZeRO has no one-process twin in this run
     assert len(zero.rank_peak_mib) == 2 and zero.optimizer_class.endswith("ZeroRedundancyOptimizer")
-    rows = summary_rows(run.summary)
+    rows = summary_rows(summarize(run))
     assert [r["gpus"] for r in rows] == ["1", "2", "2"]
     header = to_csv(run).splitlines()[0].split(",")
     assert "scaling_efficiency" in header and "gpus" in header
@@ -50,7 +51,7 @@ def test_scaling_figures_against_hand_computed_numbers():
     """Batch 2 x sequence 32 = 64 tokens per rank per step. One rank at 40 ms: 64 / 0.040 = 1600 tokens/s.
     Two ranks at 60 ms: 2 x 64 / 0.060 = 2133.33 tokens/s; efficiency 2133.33 / (2 x 1600) = 2/3; and the
     speedup, a throughput ratio when world sizes differ, 2133.33 / 1600 = 4/3."""
-    one, two = hand_made_run(40.0, 60.0).summary.stages
+    one, two = summarize(hand_made_run(40.0, 60.0)).stages
     assert one.rates.tokens_per_s == pytest.approx(1600.0)
     assert two.rates.tokens_per_s == pytest.approx(2133.3333333)
     assert two.scaling_efficiency == pytest.approx(0.6666667)
@@ -60,13 +61,13 @@ def test_scaling_figures_against_hand_computed_numbers():
     assert float(rows[1]["scaling_efficiency"]) == pytest.approx(0.6666667)
     assert float(rows[1]["tokens_per_s"]) == pytest.approx(2133.3333333)
     # perfect scaling: two ranks in the one-rank step time
-    assert hand_made_run(40.0, 40.0).summary.stages[1].scaling_efficiency == pytest.approx(1.0)
+    assert summarize(hand_made_run(40.0, 40.0)).stages[1].scaling_efficiency == pytest.approx(1.0)
 
 
 def test_no_efficiency_without_an_ok_one_rank_twin():
     run = hand_made_run(40.0, 60.0)
     run = run.with_stage(replace(run.stages[0], status=Status.FAILED, reason="worker exited with code 1"))
-    assert run.summary.stages[1].scaling_efficiency is None
+    assert summarize(run).stages[1].scaling_efficiency is None
 
 
 def test_gpu_counts_are_checked_against_the_machine(cpu_probe):

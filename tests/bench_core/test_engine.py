@@ -9,10 +9,11 @@ from dataclasses import replace
 
 import pytest
 
-from bench_core.levers import Stage
-from bench_core.presets import PRESETS
-from bench_core.records import Status
-from bench_core.runner import RunHooks, new_run, run_all, run_stage
+from bench_core.levers.presets import PRESETS
+from bench_core.levers.stage import Stage
+from bench_core.results.records import Status
+from bench_core.results.summary import summarize
+from bench_core.run.runner import RunHooks, new_run, run_all, run_stage
 from helpers import WorkerSpy, alive, group_members, kill_group
 
 
@@ -55,7 +56,7 @@ def test_seed_preset_on_cpu(tiny_cfg, cpu_probe):
     for stage in apex:
         assert stage.status == Status.UNAVAILABLE and not stage.times_ms
         assert stage.reason == "Apex FusedAdam runs CUDA kernels only (amp_C); no CPU path"
-    s = run.summary.stages[0]
+    s = summarize(run).stages[0]
     assert s.speedup == 1.0 and s.speedup_ci is None  # the baseline is the reference
     assert s.timing.p10_ms <= s.timing.median_ms <= s.timing.p90_ms
     assert s.rates.tokens_per_s == pytest.approx(tiny_cfg.tokens_per_step / (s.timing.median_ms / 1e3))
@@ -121,7 +122,7 @@ def test_a_lever_that_cannot_be_built_in_the_worker_is_unavailable(tiny_cfg, cpu
     assert broken.reason == ("Adam · LayerNorm · FP32 could not be built: ImportError: test fault: the norm lever's "
                              "extension could not be imported")
     assert after.status == Status.OK and len(after.times_ms) == tiny_cfg.iters
-    assert run.summary.baseline_note == f"no speedups: the baseline stage adam+layernorm+fp32 is unavailable " \
+    assert summarize(run).baseline_note == f"no speedups: the baseline stage adam+layernorm+fp32 is unavailable " \
                                         f"({broken.reason})"
 
 
@@ -137,7 +138,7 @@ def test_hanging_worker_times_out(tiny_cfg, cpu_probe, monkeypatch):
 
 def _worker_baseline_vm_bytes() -> int:
     """Address space a worker has mapped before its job: a fresh interpreter with what the worker imports."""
-    code = ("import re, torch; from bench_core import model, worker; "
+    code = ("import re, torch; from bench_core.models import gpt; from bench_core.run import worker; "
             "print(re.search(r'VmSize:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     return int(out.stdout.strip()) * 1024
@@ -205,5 +206,5 @@ def test_repeats_run_every_stage_each_round_in_alternating_order(tiny_cfg, cpu_p
     # forwards then backwards: adam, adam-fused | adam-fused, adam
     assert a.started_at < b.started_at and b.finished_at < a.finished_at
     assert len(spy.pids) == 4  # a fresh process for every stage in every round
-    s = run.summary.stages[1]
+    s = summarize(run).stages[1]
     assert len(s.round_medians) == 2 and s.speedup_ci is not None

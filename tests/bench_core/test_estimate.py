@@ -1,9 +1,9 @@
 import pytest
 
-from bench_core.config import WARMUP_MIN_S, BenchConfig
-from bench_core.estimate import STAGE_OVERHEAD_S, run_seconds, step_seconds
-from bench_core.metrics import flops_per_step
-from bench_core.probe import Probe
+from bench_core.config.bench_config import WARMUP_MIN_S, BenchConfig
+from bench_core.machine.probe import Probe
+from bench_core.measure.estimate import STAGE_OVERHEAD_S, run_seconds, step_seconds
+from bench_core.measure.metrics import flops_per_step
 
 
 def test_cpu_estimate_by_hand():

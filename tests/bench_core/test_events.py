@@ -1,4 +1,4 @@
-from bench_core import events as ev
+from bench_core.run import events as ev
 
 
 def test_every_event_round_trips_through_a_line():

@@ -1,4 +1,4 @@
-"""CSV and JSON out, and the strict reader that imports them back (bench_core.formats)."""
+"""CSV and JSON out, and the strict reader that imports them back (bench_core.results.formats)."""
 import csv
 import io
 import json
@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 from sample_runs import gpu_run
 
-from bench_core.config import INT_FIELDS
-from bench_core.formats import (
+from bench_core.config.bench_config import INT_FIELDS
+from bench_core.results.formats import (
     CSV_COLUMNS,
     ImportRejected,
     neutralise,
@@ -19,7 +19,8 @@ from bench_core.formats import (
     to_csv,
     to_json,
 )
-from bench_core.records import StageResult, Status
+from bench_core.results.records import StageResult, Status
+from bench_core.results.summary import summarize
 from helpers import sample_run
 
 
@@ -62,7 +63,7 @@ def test_csv_round_trip():
     run = sample_run()
     [back] = parse_csv(to_csv(run).encode())
     assert back.imported and back.machine.imported and back.run_id == run.run_id
-    before, after = summary_rows(run.summary), summary_rows(back.summary)
+    before, after = summary_rows(summarize(run)), summary_rows(summarize(back))
     for a, b in zip(before, after, strict=True):
         for col in ("stage", "status", "reason", "median_ms", "p10_ms", "p90_ms", "speedup", "speedup_ci_low",
                     "speedup_ci_high", "mfu", "peak_mem_mib", "kernels_seen", "gpu", "depth", "iters", "warnings",
@@ -75,16 +76,16 @@ def test_csv_round_trip():
 
 def test_csv_round_trip_keeps_a_noisy_stage_noisy():
     run = sample_run()
-    assert run.summary.stages[0].noisy  # p10-p90 spread 14.4% of the median
+    assert summarize(run).stages[0].noisy  # p10-p90 spread 14.4% of the median
     [back] = parse_csv(to_csv(run).encode())
-    assert back.summary.stages[0].noise_reason == run.summary.stages[0].noise_reason
-    assert back.summary.stages[0].noisy is True
+    assert summarize(back).stages[0].noise_reason == summarize(run).stages[0].noise_reason
+    assert summarize(back).stages[0].noisy is True
 
 
 def test_reimporting_an_imported_csv_keeps_one_imported_prefix():
     [once] = parse_csv(to_csv(sample_run()).encode())
     [twice] = parse_csv(to_csv(once).encode())
-    assert twice.summary.stages[0].verdict == "imported: verified on NVIDIA H200"
+    assert summarize(twice).stages[0].verdict == "imported: verified on NVIDIA H200"
 
 
 def test_csv_neutralises_formulas():
@@ -221,11 +222,11 @@ def test_stage_result_dict_round_trip():
 def test_an_imported_fallback_is_never_ranked():
     run = gpu_run()
     run = run.with_stage(replace(run.stages[3], verdict="fallback"))  # the x5 stage was PyTorch after all
-    assert run.summary.fastest.key == "apex-fusedadam+layernorm+fp32"  # measured here: not counted
+    assert summarize(run).fastest.key == "apex-fusedadam+layernorm+fp32"  # measured here: not counted
     [imported] = parse_json(to_json(run).encode())
-    assert imported.summary.stages[3].verdict == "imported: fallback on NVIDIA H200"
-    assert not imported.summary.stages[3].ranked
-    assert imported.summary.fastest.key == "apex-fusedadam+layernorm+fp32"
+    assert summarize(imported).stages[3].verdict == "imported: fallback on NVIDIA H200"
+    assert not summarize(imported).stages[3].ranked
+    assert summarize(imported).fastest.key == "apex-fusedadam+layernorm+fp32"
 
 
 @pytest.mark.parametrize("field,value", [("times_ms", "NaN"), ("peak_allocated_mib", "Infinity")])

@@ -5,15 +5,15 @@ import time
 
 import pytest
 
-from bench_core.formats import ImportRejected, to_json
-from bench_core.jobs import JobManager, JobSnapshot, LimitExceeded, NotAllowed
-from bench_core.levers import Stage
-from bench_core.presets import PRESETS
-from bench_core.probe import Probe
-from bench_core.records import Status
-from bench_core.runner import new_run
-from bench_core.settings import Limits
-from bench_core.store import Store
+from bench_core.config.settings import Limits
+from bench_core.levers.presets import PRESETS
+from bench_core.levers.stage import Stage
+from bench_core.machine.probe import Probe
+from bench_core.results.formats import ImportRejected, to_json
+from bench_core.results.records import Status
+from bench_core.results.store import Store
+from bench_core.run.runner import new_run
+from bench_core.service.jobs import JobManager, JobSnapshot, LimitExceeded, NotAllowed
 from helpers import CFG, PROBE, FakeRunner, sample_run, wait, wait_for
 
 

@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from bench_core.levers import (
+from bench_core.levers.presets import PRESETS
+from bench_core.levers.registry import (
     KINDS,
     LEVERS,
     CompileLever,
@@ -10,11 +11,10 @@ from bench_core.levers import (
     NormLever,
     OptimizerLever,
     PrecisionLever,
-    Stage,
 )
-from bench_core.presets import PRESETS
-from bench_core.probe import Probe
-from bench_core.proof import KEY_KERNELS, Facts, classify, gemm_pseudo_names, verdict
+from bench_core.levers.stage import Stage
+from bench_core.machine.probe import Probe
+from bench_core.measure.proof import KEY_KERNELS, Facts, classify, gemm_pseudo_names, verdict
 
 
 def params():

@@ -1,13 +1,21 @@
-"""The Llama-family model (bench_core/llama.py) and its config arithmetic, on CPU."""
+"""The Llama-family model (bench_core/models/llama.py) and its config arithmetic, on CPU."""
 import math
 
 import pytest
 import torch
 
-from bench_core.config import WORKLOADS, BenchConfig, ConfigError, matmul_params, mlp_hidden, param_count, validate
-from bench_core.llama import Llama, LlamaConfig, apply_rotary, rotary_tables
-from bench_core.settings import Limits
-from bench_core.step import build_model
+from bench_core.config.bench_config import (
+    WORKLOADS,
+    BenchConfig,
+    ConfigError,
+    matmul_params,
+    mlp_hidden,
+    param_count,
+    validate,
+)
+from bench_core.config.settings import Limits
+from bench_core.models.llama import Llama, LlamaConfig, apply_rotary, rotary_tables
+from bench_core.run.step import build_model
 
 
 def llama_cfg(name: str) -> BenchConfig:

@@ -1,8 +1,8 @@
 """FLOPs, MFU and the peak table, against hand-computed figures."""
 import pytest
 
-from bench_core.config import BenchConfig
-from bench_core.metrics import flops_per_step, peak_tflops, rates
+from bench_core.config.bench_config import BenchConfig
+from bench_core.measure.metrics import flops_per_step, peak_tflops, rates
 
 
 def test_flops_formula_by_hand():

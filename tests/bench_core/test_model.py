@@ -2,8 +2,8 @@ import math
 
 import torch
 
-from bench_core.config import BenchConfig, param_count
-from bench_core.model import GPT, GPTConfig, synthetic_batch
+from bench_core.config.bench_config import BenchConfig, param_count
+from bench_core.models.gpt import GPT, GPTConfig, synthetic_batch
 
 
 def test_shapes_and_param_count():

@@ -2,11 +2,12 @@
 head and the family-aware presets: registry, requirements and proof, without a GPU."""
 import pytest
 
-from bench_core.config import ConfigError
-from bench_core.levers import LEVERS, Stage
-from bench_core.presets import PRESETS, family_errors, preset
-from bench_core.probe import Probe
-from bench_core.proof import KEY_KERNELS, classify, verdict
+from bench_core.config.bench_config import ConfigError
+from bench_core.levers.presets import PRESETS, family_errors, preset
+from bench_core.levers.registry import LEVERS
+from bench_core.levers.stage import Stage
+from bench_core.machine.probe import Probe
+from bench_core.measure.proof import KEY_KERNELS, classify, verdict
 
 H200 = {"cuda": {"available": True, "device_count": 1, "capability": [9, 0]}, "bf16": {"cuda": True},
         "adam_fused": {"cuda": True}, "compile": {"cuda": {"usable": True}},
@@ -113,7 +114,7 @@ def test_a_liger_stage_without_its_kernels_is_a_fallback():
 def test_gemm_dtype_is_read_from_the_operand_not_the_addend():
     """On the H200 the FLCE stage was judged 'unconfirmed: the trace also shows FP32 GEMM' when the dtype was read
     from addmm's first input, which is the fp32 accumulator Liger adds its bf16 products into."""
-    from bench_core.proof import gemm_operand_dtype
+    from bench_core.measure.proof import gemm_operand_dtype
     assert gemm_operand_dtype("aten::addmm", ["float", "c10::BFloat16", "c10::BFloat16"]) == "c10::BFloat16"
     assert gemm_operand_dtype("aten::mm", ["float", "float"]) == "float"
     assert gemm_operand_dtype("aten::baddbmm", ["c10::Half", "c10::Half", "c10::Half"]) == "c10::Half"

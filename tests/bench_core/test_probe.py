@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from bench_core.probe import Probe, cached_probe, run_probe
+from bench_core.machine.probe import Probe, cached_probe, run_probe
 from helpers import PROBE_DATA, fake_package
 
 
@@ -24,7 +24,7 @@ def test_probe_without_apex(cpu_probe):
 
 
 def test_probe_collect_prints_the_json_the_probe_reads():
-    proc = subprocess.run([sys.executable, "-m", "bench_core.probe_collect"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "bench_core.machine.probe_collect"], capture_output=True, text=True,
                           timeout=180)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)

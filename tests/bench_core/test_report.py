@@ -1,7 +1,7 @@
 """The HTML report: one shared, compressed plotly.js bundle, readable names, units."""
 from sample_runs import gpu_run
 
-from bench_core.report import render_html
+from bench_core.results.report import render_html
 
 
 def test_report_is_small_and_carries_one_plotly_bundle():

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from bench_core.stats import (
+from bench_core.measure.stats import (
     NOISE_REPEATS,
     NOISE_SPREAD,
     TimingStats,

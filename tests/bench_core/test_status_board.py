@@ -1,6 +1,6 @@
 """The probe as a status board, and the install commands: judged through Probe.apex_reason only."""
-from bench_core.probe import Probe
-from bench_core.status_board import AMBER, GREEN, RED, install_commands, probe_board
+from bench_core.machine.probe import Probe
+from bench_core.machine.status_board import AMBER, GREEN, RED, install_commands, probe_board
 
 GPU = {"torch": "2.11.0+cu130", "cuda_runtime": "13.0", "driver": "580", "nvcc": {"version": "13.0", "path": "/x"},
        "cuda": {"available": True, "device_count": 1, "name": "NVIDIA H200", "capability": [9, 0],

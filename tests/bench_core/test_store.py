@@ -3,9 +3,10 @@ from dataclasses import replace
 
 from sample_runs import gpu_run
 
-from bench_core.formats import parse_json, to_json
-from bench_core.records import Status
-from bench_core.store import Store
+from bench_core.results.formats import parse_json, to_json
+from bench_core.results.records import Status
+from bench_core.results.store import Store
+from bench_core.results.summary import summarize
 
 
 def test_save_load_round_trip_keeps_every_series(tmp_path):
@@ -14,7 +15,7 @@ def test_save_load_round_trip_keeps_every_series(tmp_path):
     store.save_run(run)
     back = store.load_run(run.run_id)
     assert back.stages == run.stages and back.config == run.config and back.machine.gpu_name == "NVIDIA H200"
-    assert back.summary.stages[1].speedup == run.summary.stages[1].speedup
+    assert summarize(back).stages[1].speedup == summarize(run).stages[1].speedup
 
 
 def test_reimporting_an_existing_run_never_overwrites_it(tmp_path):

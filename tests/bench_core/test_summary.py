@@ -5,12 +5,13 @@ from dataclasses import replace
 import pytest
 from sample_runs import gpu_run
 
-from bench_core.metrics import flops_per_step
-from bench_core.records import Status
+from bench_core.measure.metrics import flops_per_step
+from bench_core.results.records import Status
+from bench_core.results.summary import summarize
 
 
 def test_speedups_baseline_and_rates_are_computed_once_and_right():
-    summary = gpu_run().summary
+    summary = summarize(gpu_run())
     base, apex, failed, bf16 = summary.stages
     assert summary.baseline_key == "adam+layernorm+fp32" and summary.baseline_note is None
     assert base.speedup == 1.0 and base.speedup_ci is None  # the baseline is the reference, not an estimate
@@ -20,17 +21,17 @@ def test_speedups_baseline_and_rates_are_computed_once_and_right():
     assert bf16.rates.tokens_per_s == pytest.approx(tokens / 0.020)
     assert bf16.rates.tflops == pytest.approx(flops_per_step(gpu_run().config) / 0.020 / 1e12)
     assert bf16.rates.mfu == pytest.approx(bf16.rates.tflops / 989.4)  # H200 SXM dense bf16
-    assert summary.run.summary is summary  # cached on the immutable run
+    assert summarize(summary.run) is summary  # cached on the immutable run
 
 
 def test_a_failed_stage_with_timings_is_partial_not_a_result():
-    failed = gpu_run().summary.stages[2]
+    failed = summarize(gpu_run()).stages[2]
     assert failed.partial and not failed.ranked
     assert failed.speedup is None and failed.rates.tokens_per_s is None and failed.rates.mfu is None
 
 
 def test_bottleneck_and_delta_come_from_the_profile():
-    base, apex, _, bf16 = gpu_run().summary.stages
+    base, apex, _, bf16 = summarize(gpu_run()).stages
     assert base.bottleneck.verdict == "gpu-bound" and base.bottleneck.busy == pytest.approx(0.99)
     assert bf16.bottleneck.verdict == "launch-bound" and bf16.bottleneck.busy == pytest.approx(0.5)
     assert apex.delta is not None and apex.delta.kernels_per_step == pytest.approx(-50)
@@ -41,10 +42,10 @@ def test_bottleneck_and_delta_come_from_the_profile():
 def test_no_speedups_when_the_baseline_did_not_finish_ok():
     from dataclasses import replace
 
-    from bench_core.records import Status
+    from bench_core.results.records import Status
     run = gpu_run()
     run = run.with_stage(replace(run.stages[0], status=Status.OOM, reason="Tried to allocate 2 GiB"))
-    summary = run.summary
+    summary = summarize(run)
     assert all(s.speedup is None for s in summary.stages)
     assert "baseline stage adam+layernorm+fp32 is oom" in summary.baseline_note
 
@@ -53,7 +54,7 @@ def test_noise_reason_says_which_rule():
     from dataclasses import replace
     run = gpu_run()
     run = run.with_stage(replace(run.stages[1], times_ms=(50.0,) * 4 + (53.0,) * 4))
-    s = run.summary.stages[1]
+    s = summarize(run).stages[1]
     assert s.noisy and "repeat medians differ by 5.8%" in s.noise_reason and "p10–p90" not in s.noise_reason
 
 
@@ -61,26 +62,26 @@ def test_energy_per_token():
     from dataclasses import replace
     run = gpu_run()
     run = run.with_stage(replace(run.stages[3], energy_j=64.0))
-    assert run.summary.stages[3].energy_j_per_token == pytest.approx(64.0 / (8 * 64))
-    assert run.summary.stages[0].energy_j_per_token is None  # no counter: empty, never estimated
-    assert not math.isnan(run.summary.stages[3].energy_j_per_token)
+    assert summarize(run).stages[3].energy_j_per_token == pytest.approx(64.0 / (8 * 64))
+    assert summarize(run).stages[0].energy_j_per_token is None  # no counter: empty, never estimated
+    assert not math.isnan(summarize(run).stages[3].energy_j_per_token)
 
 
 def test_a_graphs_stage_reports_its_reserved_memory():
-    from bench_core.levers import Stage
-    from bench_core.records import initial_stage
+    from bench_core.levers.stage import Stage
+    from bench_core.results.records import initial_stage
     run = gpu_run()
     graphs = replace(initial_stage(3, Stage("adam-fused", "layernorm", "bf16", "graphs"), 4),
                      status=Status.OK, times_ms=(20.0,) * 8, peak_allocated_mib=2080.0, peak_reserved_mib=11568.0)
     run = run.with_stage(graphs)
-    assert run.summary.stages[3].peak_mem_mib == 11568.0  # the graph's private pool is reserved, not allocated
-    assert run.summary.stages[0].peak_mem_mib == 100.0
+    assert summarize(run).stages[3].peak_mem_mib == 11568.0  # the graph's private pool is reserved, not allocated
+    assert summarize(run).stages[0].peak_mem_mib == 100.0
 
 
 def test_figure_texts_are_written_once_and_fp8_mfu_names_its_peak():
     run = gpu_run()
     fp8 = replace(run.stages[3], precision="fp8-torchao")
-    base, apex, failed, stage = replace(run, stages=(*run.stages[:3], fp8)).summary.stages
+    base, apex, failed, stage = summarize(replace(run, stages=(*run.stages[:3], fp8))).stages
     assert base.speedup_text == "×1.00" and apex.speedup_text == "×2.00 (2.00–2.00)"
     assert apex.spread_text == "50.00–50.00" and failed.mfu_text is None
     assert base.mfu_text is not None and not base.mfu_text.endswith("of fp32")  # fp32 counts against fp32

@@ -5,9 +5,10 @@ import io
 
 from sample_runs import gpu_run
 
-from bench_core.formats import to_csv
-from bench_core.report import render_html
-from bench_core.table import print_table
+from bench_core.results.formats import to_csv
+from bench_core.results.report import render_html
+from bench_core.results.summary import summarize
+from bench_core.results.table import print_table
 
 
 def test_cli_html_csv_and_page_table_show_identical_figures():
@@ -16,12 +17,12 @@ def test_cli_html_csv_and_page_table_show_identical_figures():
     from dashboard.job_view import table_rows
     run = gpu_run()
     console = Console(record=True, width=250)
-    print_table(run.summary, console)
+    print_table(summarize(run), console)
     cli = console.export_text()
     html = render_html(run)
     rows = list(csv.DictReader(io.StringIO(to_csv(run))))
-    page = table_rows(run.summary)
-    for i, s in enumerate(run.summary.stages):
+    page = table_rows(summarize(run))
+    for i, s in enumerate(summarize(run).stages):
         if s.timing.median_ms is None:
             continue
         median = f"{s.timing.median_ms:.2f}"

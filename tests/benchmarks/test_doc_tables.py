@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench_core.records import Status
+from bench_core.results.records import Status
+from bench_core.results.summary import summarize
 from helpers import sample_runs
 
 gpu_run = sample_runs().gpu_run
@@ -31,7 +32,7 @@ def two_runs(tmp_path):
 def test_pair_table_has_every_stage_with_both_runs_and_why_one_did_not_run(two_runs, capsys):
     doc_tables.main(["--pair", two_runs[1], two_runs[0]])
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `")]
-    summary = gpu_run().summary
+    summary = summarize(gpu_run())
     assert [r.split("`")[1] for r in rows] == [s.key for s in summary.stages]
     base, apex, _, bf16 = summary.stages
     assert f"{apex.timing.median_ms:.2f} ({apex.spread_text})" in rows[1]
@@ -52,8 +53,8 @@ def test_no_input_is_a_usage_message_not_a_traceback(capsys):
 
 
 def test_twins_compare_each_vendor_lever_with_its_native_lever_in_the_same_run(tmp_path, capsys):
-    from bench_core.levers import Stage
-    from bench_core.records import initial_stage
+    from bench_core.levers.stage import Stage
+    from bench_core.results.records import initial_stage
     run = gpu_run()
     ok = run.stages[3]  # an ok stage: its status, verdict and rounds
     cases = ((Stage("adam-fused", "layernorm", "bf16"), 10.0, 100.0),

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from bench_core.store import Store
+from bench_core.results.store import Store
 from live_server import wait_idle
 
 pytestmark = pytest.mark.browser

@@ -22,7 +22,7 @@ def worker_pids(parent: int) -> list[int]:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-            if ppid == parent and b"bench_core.worker" in open(f"/proc/{pid}/cmdline", "rb").read():
+            if ppid == parent and b"bench_core.run.worker" in open(f"/proc/{pid}/cmdline", "rb").read():
                 pids.append(int(pid))
         except (OSError, ValueError, IndexError):
             pass

@@ -3,11 +3,11 @@ from dataclasses import replace
 
 import pytest
 
-from bench_core.config import ConfigError
-from bench_core.jobs import JobManager, LimitExceeded, NotAllowed
-from bench_core.levers import Stage
-from bench_core.probe import Probe
-from bench_core.settings import Limits
+from bench_core.config.bench_config import ConfigError
+from bench_core.config.settings import Limits
+from bench_core.levers.stage import Stage
+from bench_core.machine.probe import Probe
+from bench_core.service.jobs import JobManager, LimitExceeded, NotAllowed
 from helpers import CFG, PROBE_DATA, FakeRunner
 
 LIMITS = Limits(max_params=50_000_000, max_tokens_per_step=4096, max_stages_per_job=4)
@@ -49,7 +49,7 @@ BAD_CONFIGS = [
 
 @pytest.fixture
 def manager(tmp_path):
-    from bench_core.store import Store
+    from bench_core.results.store import Store
     runner = FakeRunner()
     probe = Probe.from_dict({**PROBE_DATA, "cpu": {"available_bytes": 2**29}})
     m = JobManager(Store(str(tmp_path / "db.sqlite3")), LIMITS, probe=probe, runner=runner)

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from bench_core.jobs import JobManager
-from bench_core.levers import Stage
-from bench_core.probe import Probe, run_probe
-from bench_core.records import Status
-from bench_core.runner import RunHooks, run_stage
-from bench_core.settings import Limits
-from bench_core.store import Store
+from bench_core.config.settings import Limits
+from bench_core.levers.stage import Stage
+from bench_core.machine.probe import Probe, run_probe
+from bench_core.results.records import Status
+from bench_core.results.store import Store
+from bench_core.run.runner import RunHooks, run_stage
+from bench_core.service.jobs import JobManager
 from helpers import CFG, PROBE, FakeRunner, WorkerSpy, environ_of, fake_package, kill_group, wait, wait_for
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers.py"
@@ -133,10 +133,10 @@ def test_file_size_limit_efbig_is_reported_kept_in_memory_and_replayed(tmp_path)
         helpers = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(helpers)
         CFG, PROBE, FakeRunner, wait = helpers.CFG, helpers.PROBE, helpers.FakeRunner, helpers.wait
-        from bench_core.jobs import JobManager
-        from bench_core.levers import Stage
-        from bench_core.settings import Limits
-        from bench_core.store import Store
+        from bench_core.service.jobs import JobManager
+        from bench_core.levers.stage import Stage
+        from bench_core.config.settings import Limits
+        from bench_core.results.store import Store
         store = Store({str(tmp_path / 'runs.sqlite3')!r})
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
         resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))

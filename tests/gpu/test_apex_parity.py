@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from bench_core.config import BenchConfig
-from bench_core.levers import Stage
-from bench_core.presets import PRESETS
-from bench_core.probe import run_probe
-from bench_core.processes import StageJob
-from bench_core.runner import run_stage
+from bench_core.config.bench_config import BenchConfig
+from bench_core.levers.presets import PRESETS
+from bench_core.levers.stage import Stage
+from bench_core.machine.probe import run_probe
+from bench_core.run.processes import StageJob
+from bench_core.run.runner import run_stage
 
 pytestmark = pytest.mark.gpu
 FP32_EPS = 2.0 ** -24  # unit roundoff of float32
@@ -46,7 +46,7 @@ def test_fused_adam_matches_torch_adam_over_20_steps(apex_or_skip):
     import numpy as np
     import torch
 
-    from bench_core.model import GPT, GPTConfig
+    from bench_core.models.gpt import GPT, GPTConfig
     FusedAdam, _ = apex_or_skip
     betas32 = (float(np.float32(0.9)), float(np.float32(0.999)))
     torch.manual_seed(0)
@@ -136,7 +136,7 @@ def test_graphs_stage_matches_its_eager_twin_over_10_steps():
     2⁻⁸ relative); a graph replaying stale inputs or skipping the optimizer would drift far beyond it."""
     import torch
 
-    from bench_core.step import GRAPH_WARMUP_STEPS, build_stage
+    from bench_core.run.step import GRAPH_WARMUP_STEPS, build_stage
     eager_stage, graph_stage = Stage("adam-fused", "layernorm", "bf16"), Stage("adam-fused", "layernorm", "bf16",
                                                                                 "graphs")
     eager = build_stage(StageJob(SMALL.to_dict(), eager_stage.as_dict(), "cuda"), eager_stage, torch)
@@ -159,7 +159,7 @@ def test_apex_layernorm_under_compile_is_flagged_as_fallback(apex_or_skip):
     """Bypass the parent's refusal and run the worker directly: the trace must betray the fallback."""
     job = StageJob(config=SMALL.to_dict(), stage=Stage("adam-fused", "apex-fusedln", "fp32", "compile").as_dict(),
                    device="cuda")
-    proc = subprocess.run([sys.executable, "-m", "bench_core.worker"], input=job.to_json() + "\ngo\n",
+    proc = subprocess.run([sys.executable, "-m", "bench_core.run.worker"], input=job.to_json() + "\ngo\n",
                           capture_output=True, text=True, timeout=600, env=os.environ)
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     kernels = next(e for e in events if e["event"] == "kernels")

@@ -1,8 +1,8 @@
 """The components view on a real GPU: ceilings, kernel counts and the proof of the Apex rows. Skipped without CUDA."""
 import pytest
 
-from bench_core import components
-from bench_core.config import BenchConfig
+from bench_core.components import cli as components
+from bench_core.config.bench_config import BenchConfig
 
 pytestmark = pytest.mark.gpu
 

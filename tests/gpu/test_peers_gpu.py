@@ -5,12 +5,12 @@ from dataclasses import replace
 
 import pytest
 
-from bench_core.config import BenchConfig
-from bench_core.levers import Stage
-from bench_core.presets import preset
-from bench_core.probe import run_probe
-from bench_core.processes import StageJob
-from bench_core.runner import run_stage
+from bench_core.config.bench_config import BenchConfig
+from bench_core.levers.presets import preset
+from bench_core.levers.stage import Stage
+from bench_core.machine.probe import run_probe
+from bench_core.run.processes import StageJob
+from bench_core.run.runner import run_stage
 
 pytestmark = pytest.mark.gpu
 BF16_U = 2.0 ** -8   # unit roundoff of bfloat16 (8 significant bits)
@@ -38,7 +38,7 @@ def losses(cfg: BenchConfig, stage: Stage, steps: int = STEPS) -> list[float]:
     """The stage's first `steps` training losses, built by the worker's own code, in this process."""
     import torch
 
-    from bench_core.step import build_stage
+    from bench_core.run.step import build_stage
     built = build_stage(StageJob(cfg.to_dict(), stage.as_dict(), "cuda"), stage, torch)
     return [float(built.step().detach()) for _ in range(steps)]
 

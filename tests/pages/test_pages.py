@@ -9,13 +9,13 @@ import tempfile
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from bench_core.config import FIELD_LABELS, BenchConfig
-from bench_core.formats import to_json
-from bench_core.jobs import NotAllowed
-from bench_core.levers import Stage
-from bench_core.presets import PRESETS
-from bench_core.records import Status
-from bench_core.store import Store
+from bench_core.config.bench_config import FIELD_LABELS, BenchConfig
+from bench_core.levers.presets import PRESETS
+from bench_core.levers.stage import Stage
+from bench_core.results.formats import to_json
+from bench_core.results.records import Status
+from bench_core.results.store import Store
+from bench_core.service.jobs import NotAllowed
 from helpers import sample_run, sample_runs, wait, wait_for
 
 CFG = BenchConfig(depth=1, width=32, heads=2, seq_len=16, batch_size=2, vocab_size=64, warmup=1, iters=3,

@@ -1,0 +1,227 @@
+"""The components report: the counting (parameter shapes, bytes moved), the result types and their table and CSV.
+
+Imports no torch. The measurement is in ``components.bench``; the command line in ``components.cli``.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from bench_core.config.bench_config import WORKLOADS, BenchConfig
+from bench_core.measure.breakdown import BUSY_THRESHOLD
+
+# The rows measure GPT's parts (torch and Apex LayerNorm, Adam over GPT's parameter shapes): GPT sizes only.
+GPT_WORKLOADS = {name: shape for name, shape in WORKLOADS.items() if shape.get("family", "gpt") == "gpt"}
+
+VIEWS = ("optimizer", "layernorm")
+DTYPES = ("fp32", "bf16-autocast")
+STATUSES = ("ok", "unavailable", "failed")
+DEFAULT_REPEATS = 30
+DEFAULT_WARMUP = 5
+
+
+# ---------------------------------------------------------------- counting (torch-free, tested by hand)
+def gpt_param_shapes(cfg: BenchConfig) -> list[tuple[int, ...]]:
+    """The shapes of ``bench_core.models.gpt.GPT(cfg).parameters()``, in that order.
+
+    The LM head is tied to the token embedding, so its weight is not listed twice (as ``parameters()`` does)."""
+    d, v, t = cfg.width, cfg.vocab_size, cfg.seq_len
+    block = [(d,), (d,),                       # ln1 weight, bias
+             (3 * d, d), (3 * d,),             # attn.qkv
+             (d, d), (d,),                     # attn.proj
+             (d,), (d,),                       # ln2
+             (4 * d, d), (4 * d,),             # mlp.fc
+             (d, 4 * d), (d,)]                 # mlp.proj
+    return [(v, d), (t, d)] + block * cfg.depth + [(d,), (d,)]
+
+
+def numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def adam_bytes_per_param(dtype_bytes: int = 4, state_bytes: int | None = None) -> int:
+    """Bytes one Adam step must move per parameter, each tensor touched once (the ideal a fused kernel reaches).
+
+    param: read + write (2 x dtype_bytes); grad: read (dtype_bytes); exp_avg: read + write (2 x state_bytes);
+    exp_avg_sq: read + write (2 x state_bytes). fp32 everywhere: 8 + 4 + 8 + 8 = 28 bytes. ``state_bytes``
+    defaults to ``dtype_bytes`` (torch keeps the moments in the parameter's dtype; Apex keeps them in fp32)."""
+    state = dtype_bytes if state_bytes is None else state_bytes
+    return 3 * dtype_bytes + 4 * state
+
+
+def adam_bytes(n_params: int, dtype_bytes: int = 4, state_bytes: int | None = None) -> int:
+    return n_params * adam_bytes_per_param(dtype_bytes, state_bytes)
+
+
+def layernorm_bytes(rows: int, width: int, dtype_bytes: int = 4, stat_bytes: int = 4, param_bytes: int = 4) -> int:
+    """Bytes LayerNorm forward + backward must move over a (rows x width) input, each tensor touched once.
+
+    forward:  read x (R·W·e), read gamma and beta (2·W·p), write y (R·W·e), write mean and rstd (2·R·s);
+    backward: read dy, x (2·R·W·e), read mean and rstd (2·R·s), read gamma (W·p), write dx (R·W·e),
+              write dgamma and dbeta (2·W·p).
+    Total: 5·R·W·e + 4·R·s + 5·W·p, with e = dtype_bytes (the dtype the LayerNorm reads and writes), s = stat_bytes
+    (mean/rstd, fp32) and p = param_bytes (gamma/beta and their grads, fp32). Not counted: the partial sums a
+    backward kernel may write and re-read for dgamma/dbeta, and any casts around the call."""
+    r, w = rows, width
+    return 5 * r * w * dtype_bytes + 4 * r * stat_bytes + 5 * w * param_bytes
+
+
+def layernorm_shape(cfg: BenchConfig) -> tuple[int, int]:
+    """(rows, width) of one LayerNorm call in the model: every token of a step, at the model's width."""
+    return cfg.batch_size * cfg.seq_len, cfg.width
+
+
+def gbps(nbytes: int, ms: float | None) -> float | None:
+    return None if not ms or ms <= 0 else nbytes / (ms / 1e3) / 1e9
+
+
+# ---------------------------------------------------------------- results
+@dataclass(frozen=True)
+class ComponentRow:
+    view: str                                  # "optimizer" | "layernorm"
+    name: str                                  # e.g. "adam-foreach", "apex-fusedln"
+    dtype: str                                 # "fp32" | "bf16-autocast"
+    status: str                                # "ok" | "unavailable" | "failed"
+    reason: str | None = None                  # why unavailable / failed; a note (e.g. a fallback) when ok
+    median_ms: float | None = None
+    p10_ms: float | None = None
+    p90_ms: float | None = None
+    bytes_moved: int | None = None             # per call, counted as in adam_bytes / layernorm_bytes
+    gb_per_s: float | None = None              # bytes_moved / median
+    copy_fraction: float | None = None         # gb_per_s / measured copy ceiling; None without one
+    kernels_per_call: int | None = None        # GPU kernels (and memcpy/memset) in one profiled call; None on CPU
+    kernel_ms: float | None = None             # their summed GPU time in that call (busy time); None on CPU
+    kernel_names: tuple[str, ...] = ()         # a few distinct names: GPU kernels on CUDA, aten ops on CPU
+    proof: str | None = None                   # "verified" | "fallback" | None (not checked)
+    extra_kernels: tuple[str, ...] = ()        # Apex LN under autocast: kernels its wrapper adds ("name x count")
+    title: str = ""                            # human name, e.g. "Apex FusedAdam (capturable)"
+
+    @property
+    def gpu_busy(self) -> float | None:
+        """Kernel time over the call's wall time: below BUSY_THRESHOLD the host's launches set the pace."""
+        if self.kernel_ms is None or not self.median_ms:
+            return None
+        return min(1.0, self.kernel_ms / self.median_ms)
+
+    @property
+    def kernel_gb_per_s(self) -> float | None:
+        """bytes_moved over the kernels' own time: what the GPU achieves once the host's launch cost is left out."""
+        return None if self.bytes_moved is None else gbps(self.bytes_moved, self.kernel_ms)
+
+    @property
+    def bound(self) -> str | None:
+        """"gpu-bound" or "host-bound" (as for stages); None on CPU. A host-bound row's wall time follows the host
+        CPU and moves between runs; its kernel_ms is the stable figure."""
+        busy = self.gpu_busy
+        return None if busy is None else ("gpu-bound" if busy >= BUSY_THRESHOLD else "host-bound")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ComponentRow:
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in data.items() if k in known}
+        for key in ("kernel_names", "extra_kernels"):
+            kw[key] = tuple(kw.get(key) or ())
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class ComponentsReport:
+    model: str
+    device: str
+    config: dict
+    rows: tuple[ComponentRow, ...]
+    ceilings: dict | None
+    params: int
+    rows_x_width: tuple[int, int]
+    env: dict
+    created_at: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["rows"] = [r.to_dict() for r in self.rows]
+        data["rows_x_width"] = list(self.rows_x_width)
+        data["notes"] = list(self.notes)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ComponentsReport:
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in data.items() if k in known}
+        kw["rows"] = tuple(ComponentRow.from_dict(r) for r in data.get("rows") or ())
+        kw["rows_x_width"] = tuple(data.get("rows_x_width") or (0, 0))
+        kw["notes"] = tuple(data.get("notes") or ())
+        return cls(**kw)
+
+    def row(self, view: str, name: str, dtype: str = "fp32") -> ComponentRow | None:
+        return next((r for r in self.rows if (r.view, r.name, r.dtype) == (view, name, dtype)), None)
+
+    def to_csv_rows(self) -> list[dict[str, Any]]:
+        """One flat dict per row (tuples joined with ' | '), with the model, device and ceilings alongside."""
+        ceil = self.ceilings or {}
+        out = []
+        for r in self.rows:
+            d = r.to_dict()
+            d["kernel_names"] = " | ".join(r.kernel_names)
+            d["extra_kernels"] = " | ".join(r.extra_kernels)
+            d["gpu_busy"], d["bound"], d["kernel_gb_per_s"] = r.gpu_busy, r.bound, r.kernel_gb_per_s
+            out.append({"model": self.model, "device": self.device, "params": self.params,
+                        "rows": self.rows_x_width[0], "width": self.rows_x_width[1], **d,
+                        "copy_ceiling_gbps": ceil.get("copy_gbps"), "created_at": self.created_at})
+        return out
+
+
+def _fmt(value, spec: str, none: str = "-") -> str:
+    return none if value is None else format(value, spec)
+
+
+def format_table(report: ComponentsReport) -> str:
+    ceil = report.ceilings
+    rows, width = report.rows_x_width
+    lines = [f"components: {report.model} on {report.device} ({report.env.get('device_name', '?')}), "
+             f"{report.params:,} parameters, LayerNorm {rows}x{width}"]
+    if ceil:
+        lines.append(f"ceilings ({'cached' if ceil.get('from_cache') else 'measured'} {ceil.get('measured_at')}): "
+                     f"bf16 GEMM {ceil['bf16_tflops']:.0f} TFLOP/s, fp32 GEMM (TF32 off) {ceil['fp32_tflops']:.1f} "
+                     f"TFLOP/s, copy {ceil['copy_gbps']:,.0f} GB/s")
+    head = f"{'view':<10} {'row':<28} {'dtype':<13} {'status':<11} {'median ms':>10} {'p10-p90 ms':>17} " \
+           f"{'GB/s':>9} {'of copy':>8} {'kernels':>8} {'kernel ms':>10} {'bound':>10}  proof"
+    lines += ["", head, "-" * len(head)]
+    for r in report.rows:
+        spread = "-" if r.p10_ms is None else f"{r.p10_ms:.3f}-{r.p90_ms:.3f}"
+        lines.append(f"{r.view:<10} {r.name:<28} {r.dtype:<13} {r.status:<11} {_fmt(r.median_ms, '.3f'):>10} "
+                     f"{spread:>17} {_fmt(r.gb_per_s, ',.1f'):>9} {_fmt(r.copy_fraction, '.0%'):>8} "
+                     f"{_fmt(r.kernels_per_call, 'd'):>8} {_fmt(r.kernel_ms, '.3f'):>10} {r.bound or '-':>10}  "
+                     f"{r.proof or '-'}")
+    lines.append("")
+    for r in report.rows:
+        if r.reason:
+            lines.append(f"  {r.name} [{r.dtype}]: {r.reason}")
+        if r.extra_kernels:
+            lines.append(f"  {r.name} [{r.dtype}] adds: {'; '.join(r.extra_kernels)}")
+    lines += [f"  note: {n}" for n in report.notes]
+    return "\n".join(lines)
+
+
+def write_csv_text(report: ComponentsReport) -> str:
+    import io
+
+    from bench_core.results.formats import neutralise
+    rows = report.to_csv_rows()
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["model"], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows([{k: neutralise(v) for k, v in row.items()} for row in rows])
+    return buf.getvalue()
+
+
+def write_csv(report: ComponentsReport, path: str) -> None:
+    with open(path, "w", newline="") as fh:
+        fh.write(write_csv_text(report))

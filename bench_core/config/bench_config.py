@@ -1,0 +1,230 @@
+"""Run configuration, its validation and the memory estimate used to refuse runs that cannot fit.
+
+Torch-free on purpose: the dashboard validates input without importing torch.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from bench_core.config.settings import Limits
+
+DEVICES = ("auto", "cuda", "cpu")
+FAMILIES = ("gpt", "llama")  # gpt: LayerNorm, GELU MLP, learned positions, tied head; llama: RMSNorm, SwiGLU, RoPE
+MIB = 1024 ** 2
+GIB = 1024 ** 3
+
+
+class ConfigError(ValueError):
+    """Bad input: names the field, the value and the limit it broke."""
+
+    def __init__(self, field: str, value: Any, limit: str):
+        self.field, self.value, self.limit = field, value, limit
+        super().__init__(f"{field}={value!r}: {limit}")
+
+
+def exit_code_of(command: Callable[[], int]) -> int:
+    """Run one CLI command: bad input, Ctrl-C and a path that cannot be written end in one line on stderr and an
+    exit code (2, 130, 1), never a traceback."""
+    import sys
+    try:
+        return command()
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:  # e.g. an --out path that cannot be written
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _int(default: int, label: str, group: str, help: str = "", minimum: int = 1) -> Any:
+    """A config field with what every form, table and parser needs to know about it."""
+    return field(default=default, metadata={"label": label, "group": group, "help": help, "minimum": minimum})
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    family: str = field(default="gpt", metadata={"label": "Model family", "group": "model",
+                                                 "help": "gpt (LayerNorm, GELU, learned positions, tied head) or "
+                                                         "llama (RMSNorm, SwiGLU, rotary, no biases, untied head)"})
+    depth: int = _int(12, "Depth (layers)", "model")
+    width: int = _int(768, "Width", "model", "hidden size; must be divisible by heads")
+    heads: int = _int(12, "Heads", "model")
+    seq_len: int = _int(1024, "Sequence length", "model")
+    batch_size: int = _int(8, "Batch size", "model", "sequences per step (per GPU)")
+    vocab_size: int = _int(50304, "Vocab size", "model")
+    warmup: int = _int(10, "Warm-up iterations", "run",
+                       "at least this many untimed steps, and at least WARMUP_MIN_S seconds of them")
+    iters: int = _int(30, "Timed iterations", "run")
+    repeats: int = _int(1, "Repeats", "run", "rounds of the whole ladder, in alternating order, so drift hits "
+                        "every stage alike")
+    seed: int = _int(1234, "Seed", "run", minimum=0)
+    device: str = field(default="auto", metadata={"label": "Device", "group": "run", "help": "auto, cuda or cpu"})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> BenchConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.seq_len * self.batch_size
+
+
+# Every list of config fields is derived from the dataclass, never written out again.
+INT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(BenchConfig) if f.type in ("int", int))
+MODEL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(BenchConfig) if f.metadata.get("group") == "model")
+FIELD_LABELS: dict[str, str] = {f.name: f.metadata["label"] for f in fields(BenchConfig)}
+FIELD_HELP: dict[str, str] = {f.name: f.metadata.get("help", "") for f in fields(BenchConfig)}
+FIELD_MINIMUM: dict[str, int] = {f.name: f.metadata.get("minimum", 1) for f in fields(BenchConfig)
+                                 if f.name in INT_FIELDS}
+# Clocks and allocators settle: warm-up runs at least this long, whatever the count (BENCH_WARMUP_MIN_S overrides,
+# e.g. for the CPU test suite, where a tiny model has nothing to settle).
+WARMUP_MIN_S = float(os.environ.get("BENCH_WARMUP_MIN_S", "2.0"))
+
+# A workload: the model's shape and the batch it trains on (batch and sequence included).
+WORKLOADS: dict[str, dict[str, int | str]] = {
+    "tiny": dict(family="gpt", depth=2, width=128, heads=4, seq_len=64, batch_size=4, vocab_size=512),
+    "gpt2-small": dict(family="gpt", depth=12, width=768, heads=12, seq_len=1024, batch_size=8, vocab_size=50304),
+    "gpt2-medium": dict(family="gpt", depth=24, width=1024, heads=16, seq_len=1024, batch_size=8, vocab_size=50304),
+    "llama-tiny": dict(family="llama", depth=2, width=128, heads=4, seq_len=64, batch_size=4, vocab_size=512),
+    "llama-small": dict(family="llama", depth=12, width=768, heads=12, seq_len=1024, batch_size=8, vocab_size=32000),
+    "llama-1b": dict(family="llama", depth=16, width=2048, heads=32, seq_len=2048, batch_size=4, vocab_size=32000),
+}
+
+
+def describe_shape(cfg: BenchConfig) -> str:
+    """One line naming every model and run field, for headers, reports and the CLI."""
+    return " · ".join([cfg.family] + [f"{FIELD_LABELS[n].split(' (')[0].lower()} {getattr(cfg, n)}"
+                                      for n in INT_FIELDS if n != "seed"])
+
+
+def defaults_for(device_kind: str) -> BenchConfig:
+    """GPT-2-small on a GPU; a tiny model on CPU so the seed ladder ends in seconds on 2 cores."""
+    if device_kind == "cuda":
+        return BenchConfig(**WORKLOADS["gpt2-small"], warmup=10, iters=30, device="auto")  # type: ignore[arg-type]
+    return BenchConfig(**WORKLOADS["tiny"], warmup=3, iters=10, device="auto")  # type: ignore[arg-type]
+
+
+def workload(name: str, base: BenchConfig) -> BenchConfig:
+    if name not in WORKLOADS:
+        raise ConfigError("model", name, f"unknown model size; choose one of {', '.join(WORKLOADS)}")
+    return replace(base, **WORKLOADS[name])  # type: ignore[arg-type]
+
+
+def mlp_hidden(cfg: BenchConfig) -> int:
+    """The MLP's inner width: 4·d for GPT; Llama's SwiGLU takes 2/3 of 4·d, rounded up to a multiple of 256
+    (d 2048 -> 5632, d 768 -> 2048)."""
+    if cfg.family == "llama":
+        return -(-8 * cfg.width // 3 // 256) * 256
+    return 4 * cfg.width
+
+
+def param_count(cfg: BenchConfig) -> int:
+    """Exact parameter count of bench_core.models.gpt.GPT (LM head tied to the token embedding) or
+    bench_core.models.llama.Llama (no biases, RMSNorm weights only, untied head)."""
+    d, L, v, h = cfg.width, cfg.depth, cfg.vocab_size, mlp_hidden(cfg)
+    if cfg.family == "llama":
+        per_block = 4 * d * d + 3 * d * h + 2 * d
+        return 2 * v * d + L * per_block + d
+    per_block = 12 * d * d + 13 * d
+    return v * d + cfg.seq_len * d + L * per_block + 2 * d
+
+
+def matmul_params(cfg: BenchConfig) -> int:
+    """Weights that take part in a matmul (the N of 6·N·tokens): all but the lookup-only embeddings. GPT's token
+    embedding counts (it is the tied LM head), its position embedding does not; Llama's input embedding does not,
+    its own head does."""
+    lookup = cfg.vocab_size * cfg.width if cfg.family == "llama" else cfg.seq_len * cfg.width
+    return param_count(cfg) - lookup
+
+
+def estimate_memory(cfg: BenchConfig) -> dict[str, int]:
+    """Upper-bound bytes for an fp32 Adam step: weights, grads, two moments, activations, logits."""
+    p = param_count(cfg)
+    tokens = cfg.tokens_per_step
+    states = 16 * p                                  # fp32 weight + grad + exp_avg + exp_avg_sq
+    activations = cfg.depth * 68 * tokens * cfg.width  # ~34 B/token/width/layer in 16-bit, x2 for fp32
+    logits = 12 * tokens * cfg.vocab_size            # logits, log-softmax and their grads in fp32
+    return {"params": p, "states_bytes": states, "activation_bytes": activations + logits,
+            "total_bytes": states + activations + logits}
+
+
+def resolve_device(requested: str, cuda_available: bool) -> str:
+    return ("cuda" if cuda_available else "cpu") if requested == "auto" else requested
+
+
+def collect_errors(cfg: BenchConfig, limits: Limits, cuda_available: bool,
+                   free_bytes: dict[str, int | None]) -> list[ConfigError]:
+    """Every rule the config breaks, in field order. ``free_bytes`` maps device kind to free memory."""
+    errors: list[ConfigError] = []
+    for name in INT_FIELDS:
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            errors.append(ConfigError(name, value, "must be an integer"))
+        elif value < FIELD_MINIMUM[name]:
+            errors.append(ConfigError(name, value, "must be >= 0" if FIELD_MINIMUM[name] == 0
+                                      else "must be a positive integer"))
+    if cfg.family not in FAMILIES:
+        errors.append(ConfigError("family", cfg.family, f"must be one of {', '.join(FAMILIES)}"))
+    if cfg.device not in DEVICES:
+        errors.append(ConfigError("device", cfg.device, f"must be one of {', '.join(DEVICES)}"))
+    if errors:
+        return errors
+
+    caps = {"depth": limits.max_depth, "width": limits.max_width, "heads": limits.max_heads,
+            "seq_len": limits.max_seq_len, "batch_size": limits.max_batch_size,
+            "vocab_size": limits.max_vocab_size, "warmup": limits.max_warmup, "iters": limits.max_iters,
+            "repeats": limits.max_repeats}
+    for name, cap in caps.items():
+        value = getattr(cfg, name)
+        if value > cap:
+            errors.append(ConfigError(name, value, f"exceeds the limit of {cap}"))
+    if cfg.heads > cfg.width:
+        errors.append(ConfigError("heads", cfg.heads, f"must not exceed width ({cfg.width})"))
+    elif cfg.width % cfg.heads:
+        errors.append(ConfigError("width", cfg.width, f"must be divisible by heads ({cfg.heads})"))
+    elif cfg.family == "llama" and (cfg.width // cfg.heads) % 2:
+        errors.append(ConfigError("heads", cfg.heads, f"llama's rotary embedding needs an even head size; width "
+                                  f"{cfg.width} / heads {cfg.heads} = {cfg.width // cfg.heads}"))
+    if cfg.tokens_per_step > limits.max_tokens_per_step:
+        errors.append(ConfigError("batch_size", cfg.batch_size,
+                                  f"seq_len x batch_size = {cfg.tokens_per_step} exceeds the limit of "
+                                  f"{limits.max_tokens_per_step}"))
+    params = param_count(cfg)
+    if params > limits.max_params:
+        errors.append(ConfigError("width", cfg.width,
+                                  f"model has {params / 1e9:.2f}B parameters, above the limit of "
+                                  f"{limits.max_params / 1e9:.2f}B"))
+    if cfg.device == "cuda" and not cuda_available:
+        errors.append(ConfigError("device", "cuda", "no CUDA device is available on this machine"))
+    if errors:
+        return errors
+
+    device = resolve_device(cfg.device, cuda_available)
+    free = free_bytes.get(device)
+    need = estimate_memory(cfg)
+    if free is not None and need["total_bytes"] > free:
+        errors.append(ConfigError(
+            "batch_size", cfg.batch_size,
+            f"estimated memory need {need['total_bytes'] / GIB:.1f} GiB "
+            f"(weights, grads and Adam state {need['states_bytes'] / GIB:.1f} GiB, activations "
+            f"{need['activation_bytes'] / GIB:.1f} GiB) exceeds the {free / GIB:.1f} GiB free on {device}"))
+    return errors
+
+
+def validate(cfg: BenchConfig, limits: Limits, cuda_available: bool,
+             free_bytes: dict[str, int | None]) -> BenchConfig:
+    """Raise the first ConfigError, or return the config unchanged."""
+    errors = collect_errors(cfg, limits, cuda_available, free_bytes)
+    if errors:
+        raise errors[0]
+    return cfg

@@ -1,0 +1,1 @@
+"""The lever registry: every lever's spec, the Stage built from levers, and the presets."""

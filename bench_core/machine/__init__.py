@@ -1,0 +1,1 @@
+"""What this machine is and can do: the probe, its cache, GPU ceilings, telemetry and timer."""

@@ -1,0 +1,290 @@
+"""Collects what this machine can run: versions, GPU, dtypes, SDPA, compile, fused Adam and Apex.
+
+Runs in its own process (``python -m bench_core.machine.probe_collect``): it imports torch and may create a CUDA
+context, which a long-lived server process must not hold. ``bench_core.machine.probe`` reads its output.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+APEX_EXTENSIONS = {"amp_C": ("multi_tensor_adam",), "fused_layer_norm_cuda": ("forward_affine", "backward_affine")}
+GENUINE_SUMMARY = "NVIDIA"
+
+
+def _guard(fn, *args) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:  # a probe reports, it never crashes
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def nvcc_version() -> dict:
+    path = shutil.which("nvcc") or (os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc")
+                                    if os.environ.get("CUDA_HOME") else None)
+    if not path or not os.path.exists(path):
+        return {"path": None, "version": None}
+    out = subprocess.run([path, "--version"], capture_output=True, text=True,  # noqa: S603 (nvcc from PATH)
+                         timeout=30).stdout
+    match = re.search(r"release (\d+\.\d+)", out)
+    return {"path": path, "version": match.group(1) if match else None}
+
+
+def gpu_topology() -> str | None:
+    """`nvidia-smi topo -m`: how the GPUs are linked (NVLink, PCIe), for multi-GPU results."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    out = subprocess.run([smi, "topo", "-m"], capture_output=True, text=True, timeout=30)  # noqa: S603
+    return out.stdout.strip() or None
+
+
+def driver_version() -> str | None:
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
+
+
+def _mem_available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _cuda(torch) -> dict:
+    if not torch.cuda.is_available():
+        return {"available": False, "device_count": 0}
+    props = torch.cuda.get_device_properties(0)
+    free, total = torch.cuda.mem_get_info(0)
+    return {"available": True, "device_count": torch.cuda.device_count(), "name": props.name,
+            "capability": list(torch.cuda.get_device_capability(0)), "total_bytes": total,
+            "free_bytes": free, "multiprocessors": props.multi_processor_count}
+
+
+def _autocast_works(torch, device: str, dtype) -> bool:
+    try:
+        a = torch.randn(8, 8, device=device)
+        with torch.autocast(device, dtype=dtype):
+            return (a @ a).dtype == dtype
+    except Exception:
+        return False
+
+
+def _fused_adam_works(torch, device: str) -> bool:
+    try:
+        p = torch.nn.Parameter(torch.randn(4, device=device))
+        p.grad = torch.randn(4, device=device)
+        torch.optim.Adam([p], fused=True).step()
+        return True
+    except Exception:
+        return False
+
+
+def _compile_usable(torch, device: str, cuda: dict) -> dict:
+    if not hasattr(torch, "compile"):
+        return {"usable": False, "reason": "torch.compile missing"}
+    if device == "cuda":
+        if not cuda.get("available"):
+            return {"usable": False, "reason": "no CUDA device"}
+        if importlib.util.find_spec("triton") is None:
+            return {"usable": False, "reason": "triton is not installed"}
+        return {"usable": True, "reason": "triton found"}
+    compiler = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
+    return ({"usable": True, "reason": f"C++ compiler {compiler}"} if compiler
+            else {"usable": False, "reason": "no C++ compiler for inductor's CPU backend"})
+
+
+def _sdpa(torch) -> dict:
+    b = torch.backends.cuda
+    info = {"flash": b.flash_sdp_enabled(), "mem_efficient": b.mem_efficient_sdp_enabled(),
+            "math": b.math_sdp_enabled()}
+    if hasattr(b, "cudnn_sdp_enabled"):
+        info["cudnn"] = b.cudnn_sdp_enabled()
+    if hasattr(b, "is_flash_attention_available"):
+        info["flash_built"] = b.is_flash_attention_available()
+    return info
+
+
+def apex_distribution() -> dict | None:
+    try:
+        meta = importlib.metadata.distribution("apex").metadata
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return {"name": meta["Name"], "version": meta["Version"], "summary": meta["Summary"] or ""}
+
+
+def _smoke(torch, ext: str) -> dict:
+    """One real launch on this GPU: a build without its architecture imports fine and fails here."""
+    try:
+        if ext == "amp_C":
+            from apex.optimizers import FusedAdam
+            p = torch.nn.Parameter(torch.randn(1024, device="cuda"))
+            ref = torch.nn.Parameter(p.detach().clone())
+            p.grad = torch.randn_like(p)
+            ref.grad = p.grad.clone()
+            FusedAdam([p], lr=1e-2, adam_w_mode=False).step()
+            torch.optim.Adam([ref], lr=1e-2).step()
+            err = (p - ref).abs().max().item()
+        else:
+            from apex.normalization import FusedLayerNorm
+            x = torch.randn(64, 256, device="cuda", requires_grad=True)
+            ln = FusedLayerNorm(256).cuda()
+            y = ln(x)
+            y.sum().backward()
+            err = (y - torch.nn.functional.layer_norm(x, (256,), ln.weight, ln.bias)).abs().max().item()
+        torch.cuda.synchronize()
+        return {"ok": err < 1e-3, "error": None if err < 1e-3 else f"max abs error {err:.2e} vs torch"}
+    except Exception as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def probe_apex(torch, cuda_available: bool) -> dict:
+    dist = apex_distribution()
+    spec = importlib.util.find_spec("apex")
+    if dist is None and spec is None:
+        return {"status": "missing", "distribution": None, "extensions": {}}
+    if dist is not None and GENUINE_SUMMARY not in dist["summary"]:
+        return {"status": "impostor", "distribution": dist, "origin": spec.origin if spec else None,
+                "extensions": {}}
+    info: dict[str, Any] = {"status": "genuine", "distribution": dist, "origin": spec.origin if spec else None,
+                            "extensions": {}}
+    for ext, functions in APEX_EXTENSIONS.items():
+        ext_spec = importlib.util.find_spec(ext)
+        entry: dict[str, Any] = {"found": ext_spec is not None,
+                                 "origin": ext_spec.origin if ext_spec else None, "loadable": False}
+        if ext_spec is not None:
+            try:
+                module = importlib.import_module(ext)
+                entry["functions"] = {f: hasattr(module, f) for f in functions}
+                entry["loadable"] = all(entry["functions"].values())
+                if not entry["loadable"]:
+                    entry["error"] = "missing functions: " + ", ".join(
+                        f for f, ok in entry["functions"].items() if not ok)
+                if ext == "fused_layer_norm_cuda":  # FusedRMSNorm shares the extension (Apex >= 2021)
+                    entry["rms"] = all(hasattr(module, f) for f in ("rms_forward_affine", "rms_backward_affine"))
+            except Exception as exc:  # e.g. "undefined symbol": built against another torch
+                entry["error"] = f"{type(exc).__name__}: {exc}"
+        if entry["loadable"] and cuda_available:
+            entry["smoke"] = _smoke(torch, ext)
+        info["extensions"][ext] = entry
+    try:
+        from apex.multi_tensor_apply import multi_tensor_applier  # noqa: F401
+        from apex.multi_tensor_apply.multi_tensor_apply import MultiTensorApply
+        info["multi_tensor_apply_available"] = bool(MultiTensorApply.available)
+    except Exception as exc:
+        info["multi_tensor_apply_available"] = False
+        info["multi_tensor_apply_error"] = f"{type(exc).__name__}: {exc}"
+    info["distributed_adam"] = importlib.util.find_spec("distributed_adam_cuda") is not None
+    return info
+
+
+def probe_packages() -> dict:
+    """Version and importability of each kernel package, imported here, in the probe's fresh process."""
+    from bench_core.machine.packages import KERNEL_PACKAGES
+    out = {}
+    for name, package in KERNEL_PACKAGES.items():
+        module = package.module
+        version = next((v for v in map(_dist_version, package.distributions) if v), None)
+        entry: dict[str, Any] = {"version": version, "importable": False, "error": None}
+        if importlib.util.find_spec(name) is None:
+            entry["error"] = "not installed"
+        else:
+            try:
+                importlib.import_module(module)
+                entry["importable"] = True
+            except Exception as exc:  # e.g. TE built for another torch or CUDA: the exact reason is the point
+                entry["error"] = f"import {module} failed: {type(exc).__name__}: {str(exc)[:300]}"
+        out[name] = entry
+    return out
+
+
+def collect() -> dict:
+    import torch
+    cuda = _guard(_cuda, torch)
+    cuda_ok = bool(cuda.get("available"))
+    devices = ["cpu"] + (["cuda"] if cuda_ok else [])
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "driver": driver_version(),
+        "nvcc": _guard(nvcc_version),
+        "cuda": cuda,
+        "cpu": {"cores": os.cpu_count(), "available_bytes": _mem_available_bytes(),
+                "processor": platform.processor(), "matmul_gflops": _guard(_cpu_matmul_gflops, torch)},
+        "bf16": {d: (torch.cuda.is_bf16_supported() if d == "cuda" else _autocast_works(torch, d, torch.bfloat16))
+                 for d in devices},
+        "fp16": {d: _autocast_works(torch, d, torch.float16) for d in devices},
+        "tf32": {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn": torch.backends.cudnn.allow_tf32},
+        "sdpa": _guard(_sdpa, torch),
+        "triton": _guard(lambda: {"available": importlib.util.find_spec("triton") is not None,
+                                  "version": _dist_version("triton")}),
+        "compile": {d: _compile_usable(torch, d, cuda) for d in ("cpu", "cuda")},
+        "adam_fused": {d: _fused_adam_works(torch, d) for d in devices},
+        "apex": _guard(probe_apex, torch, cuda_ok),
+        "packages": _guard(probe_packages),
+        "ceilings": _guard(_ceilings, torch) if cuda_ok else None,
+        "nccl": _guard(lambda: ".".join(map(str, torch.cuda.nccl.version())) if cuda_ok else None),
+        "topology": _guard(gpu_topology) if cuda_ok else None,
+    }
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_matmul_gflops(torch: Any) -> float:
+    """A 512³ fp32 matmul on this CPU, best of 5 (about 0.1 s): the rate behind run-time estimates."""
+    import time
+    a, b = torch.randn(512, 512), torch.randn(512, 512)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * 512 ** 3 / best / 1e9
+
+
+def _ceilings(torch: Any) -> dict | None:
+    """Measured bf16/fp32 GEMM and copy ceilings, cached per machine and environment
+    (BENCH_REFRESH_CEILINGS=1 measures again)."""
+    from bench_core.machine.ceilings import cached_or_measure
+    found = cached_or_measure(torch, refresh=os.environ.get("BENCH_REFRESH_CEILINGS") == "1")
+    return found.to_dict() if found else None
+
+
+def main() -> int:
+    """`python -m bench_core.machine.probe_collect`: print the probe as JSON (run by the parent in a fresh process)."""
+    import contextlib
+    import json
+    with contextlib.redirect_stdout(sys.stderr):  # stray prints of imported libraries must not corrupt the JSON
+        data = collect()
+    print(json.dumps(data, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

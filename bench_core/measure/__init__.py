@@ -1,0 +1,1 @@
+"""What a measurement means: statistics, the time breakdown, kernel proof, rates and estimates."""

@@ -1,0 +1,1 @@
+"""The model families, one readable model per file."""

@@ -1,0 +1,1 @@
+"""What was measured and everything derived from it: records, summary, files, figures, history."""

@@ -1,0 +1,342 @@
+"""Pure Plotly figure builders, shared by the dashboard pages and the CLI's HTML report.
+
+Each takes one RunSummary or several (a History comparison) and returns a new go.Figure. Every figure reads the
+summaries: nothing here computes a statistic. Stages are rows (horizontal bars, full names); several runs are
+colours, lined up by stage key. `not_applicable` says in one line why a chart has nothing to show.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import plotly.graph_objects as go
+
+from bench_core.measure.breakdown import CATEGORIES
+from bench_core.measure.proof import CELL_STATES, KEY_KERNELS
+from bench_core.results.summary import RunSummary, StageSummary
+
+FASTER, SLOWER, FAILED, UNAVAILABLE, NEUTRAL = "#2e7d32", "#e65100", "#c62828", "#bdbdbd", "#1565c0"
+RUN_COLORS = ["#1565c0", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457", "#558b2f", "#4e342e", "#283593"]
+CATEGORY_COLORS = dict(zip(CATEGORIES, ["#1565c0", "#6a1b9a", "#00838f", "#ef6c00", "#c62828", "#9e9e9e",
+                                        "#558b2f"], strict=False))
+CELL_COLORS = dict(zip(CELL_STATES, ["#e0e0e0", "#fff8e1", "#ffffff", "#66bb6a", "#ffb74d", "#e53935",
+                                     "#90caf9"], strict=False))
+CELL_MARKS = {"used": "✓", "fallback": "✗ fallback", "expected, not seen": "?", "unavailable": "n/a",
+              "pending": "…", "imported": "✓ (imported)"}
+# Plain colours instead of a named template: merging a template cost about a quarter of each figure's build time.
+LAYOUT = dict(template=None, margin=dict(l=10, r=30, t=70, b=50), plot_bgcolor="white", paper_bgcolor="white",
+              font=dict(color="#2a3f5f", size=12), xaxis=dict(gridcolor="#ebf0f8", zerolinecolor="#ebf0f8"),
+              yaxis=dict(gridcolor="#ebf0f8", automargin=True, autorange="reversed"),
+              # legends above the plot, under the title: below it they collide with the axis title on a phone
+              legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0, font=dict(size=11)))
+
+
+def _title(text: str) -> dict:
+    """Left-aligned and wrapped by the caller with <br>: long titles must not run off a narrow screen."""
+    return dict(text=text, x=0, xanchor="left", font=dict(size=14))
+
+
+def _summaries(runs: RunSummary | Sequence[RunSummary]) -> list[RunSummary]:
+    return [runs] if isinstance(runs, RunSummary) else list(runs)
+
+
+def _height(rows: int, several: int = 1) -> int:
+    return 130 + max(rows, 1) * 28 * max(1, min(several, 3))
+
+
+def run_name(summary: RunSummary) -> str:
+    run = summary.run
+    return f"{run.preset} · {run.gpu or run.device} · {run.created_at[:16].replace('T', ' ')} · {run.run_id[:6]}"
+
+
+def _keys(runs: list[RunSummary]) -> list[str]:
+    """Stage keys in first-seen order across runs: the shared axis of a comparison."""
+    return list(dict.fromkeys(s.key for r in runs for s in r.stages))
+
+
+def _room_for_labels(fig: go.Figure, share: float = 1.45) -> None:
+    """Bar labels sit outside the bars: leave them room, so '×5.00 (4.9–5.1)' is never cut at the edge."""
+    ends = [x + (e or 0) for t in fig.data if t.type == "bar" and t.x is not None
+            for x, e in zip(t.x, (t.error_x.array if t.error_x and t.error_x.array is not None
+                                  else [0] * len(t.x)), strict=False) if x is not None]
+    if ends and max(ends) > 0:
+        fig.update_xaxes(range=[0, max(ends) * share])
+
+
+def _empty(fig: go.Figure, text: str) -> go.Figure:
+    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font=dict(color="#757575"))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def _status_text(s: StageSummary) -> str:
+    if s.partial:
+        return f"{s.status.value}: partial timings, not a result"
+    return s.status.value + (f": {s.reason[:80]}" if s.reason else "")
+
+
+def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    summaries = _summaries(runs)
+    several = len(summaries) > 1
+    fig = go.Figure()
+    for n, summary in enumerate(summaries):
+        y, x, colors, text, lo, hi, hover = [], [], [], [], [], [], []
+        for s in summary.stages:
+            y.append(s.key)
+            if s.ranked:
+                x.append(s.speedup)
+                colors.append(RUN_COLORS[n % len(RUN_COLORS)] if several else FASTER if (s.speedup or 0) >= 1
+                              else SLOWER)
+                ci = s.speedup_ci
+                text.append(f"×{s.speedup:.2f}" + (f" ({ci[0]:.2f}–{ci[1]:.2f})" if ci else ""))
+                lo.append((s.speedup or 0) - ci[0] if ci else 0)
+                hi.append(ci[1] - (s.speedup or 0) if ci else 0)
+            else:
+                x.append(0)
+                colors.append(UNAVAILABLE if s.status.value == "unavailable" else FAILED)
+                text.append("fallback: not counted" if s.verdict == "fallback" and s.ok else
+                            f"{s.status.value} (partial)" if s.partial else s.status.value)
+                lo.append(0)
+                hi.append(0)
+            hover.append(s.reason or "; ".join(s.warnings) or s.label)
+        fig.add_trace(go.Bar(y=y, x=x, orientation="h", marker_color=colors, text=text, textposition="outside",
+                             cliponaxis=False, hovertext=hover, name=run_name(summary) if several else "speedup",
+                             error_x=dict(type="data", array=hi, arrayminus=lo, visible=True, color="#424242"),
+                             showlegend=several))
+    fig.add_vline(x=1.0, line_dash="dot", line_color="#616161")
+    base = summaries[0].baseline_key if summaries else None
+    title = f"Speedup vs {base}<br><sup>median step time, 95% bootstrap interval</sup>" if base else "Speedup"
+    note = next((s.baseline_note for s in summaries if s.baseline_note), None)
+    fig.update_layout(title=_title(title + (f"<br><sup>{note}</sup>" if note else "")), xaxis_title="× faster",
+                      height=_height(len(_keys(summaries)), len(summaries)), barmode="group", **LAYOUT)
+    fig.update_yaxes(categoryorder="array", categoryarray=_keys(summaries))
+    _room_for_labels(fig)
+    return fig if summaries and summaries[0].stages else _empty(fig, "no stages yet")
+
+
+def iteration_times(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    summaries = _summaries(runs)
+    several = len(summaries) > 1
+    fig = go.Figure()
+    for n, summary in enumerate(summaries):
+        for s in summary.stages:
+            times = s.result.times_ms
+            if not times:
+                continue
+            color = FAILED if s.partial else RUN_COLORS[n % len(RUN_COLORS)]
+            fig.add_trace(go.Box(x=list(times), y=[s.key] * len(times), orientation="h", boxpoints="all",
+                                 jitter=0.4, pointpos=0, name=run_name(summary) if several else s.key,
+                                 legendgroup=str(n), showlegend=several and s is summary.stages[0],
+                                 marker=dict(size=4, color=color), line=dict(width=1.5),
+                                 hovertext=f"median {s.timing.median_ms:.2f} ms" + (" · PARTIAL" if s.partial else "")))
+    fig.update_layout(title=_title("Step time per stage<br><sup>box p25–p75, line median; red: partial, "
+                                   "not a result</sup>"),
+                      xaxis_title="ms", height=_height(len(_keys(summaries)), len(summaries)), boxmode="group",
+                      **LAYOUT)
+    return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
+
+
+def _bars(runs: list[RunSummary], value: Callable[[StageSummary], float | None], fmt: str, title: str,
+          axis: str, label: Callable[[StageSummary], str | None] | None = None) -> go.Figure:
+    several = len(runs) > 1
+    fig = go.Figure()
+    for n, summary in enumerate(runs):
+        rows = [(s, value(s)) for s in summary.stages if value(s) is not None and s.ok]
+        fig.add_trace(go.Bar(y=[s.key for s, _ in rows], x=[v for _, v in rows], orientation="h",
+                             marker_color=RUN_COLORS[n % len(RUN_COLORS)], name=run_name(summary),
+                             text=[(label and label(s)) or format(v, fmt) for s, v in rows],
+                             textposition="outside", cliponaxis=False,
+                             showlegend=several))
+    fig.update_layout(title=_title(title), xaxis_title=axis, height=_height(len(_keys(runs)), len(runs)),
+                      barmode="group",
+                      **LAYOUT)
+    _room_for_labels(fig, 1.2)
+    return fig if any(len(t.x) for t in fig.data) else _empty(fig, "reported when a stage finishes ok")
+
+
+def peak_memory(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    return _bars(_summaries(runs), lambda s: s.peak_mem_mib, ",.0f",
+                 "Peak GPU memory per stage<br><sup>CUDA allocator, after warm-up</sup>", "MiB")
+
+
+def throughput(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    return _bars(_summaries(runs), lambda s: s.rates.tokens_per_s, ",.0f", "Throughput (ok stages)", "tokens/s")
+
+
+def mfu(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    return _bars(_summaries(runs), lambda s: None if s.rates.mfu is None else 100 * s.rates.mfu, ".1f",
+                 "Model FLOPs utilisation<br><sup>of the dense datasheet peak; FP8 stages: of the BF16 peak, "
+                 "same model FLOPs</sup>", "% of peak", label=lambda s: s.mfu_text)
+
+
+def loss_curves(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    summaries = _summaries(runs)
+    fig = go.Figure()
+    i = 0
+    for summary in summaries:
+        for s in summary.stages:
+            losses = s.result.losses[:s.result.rounds[0]] if s.result.rounds else s.result.losses
+            if losses:
+                name = s.key if len(summaries) == 1 else f"{s.key} · {summary.run.run_id[:6]}"
+                # warm-up is time-based, so stages start their timed steps after different step counts:
+                # plotting by training step (warm-up included) lines the curves up
+                first = (s.result.warmup_steps or 0) + 1
+                fig.add_trace(go.Scatter(y=list(losses), x=list(range(first, first + len(losses))), name=name,
+                                         mode="lines",
+                                         line=dict(color=RUN_COLORS[i % len(RUN_COLORS)], width=2)))
+                i += 1
+    layout = {**LAYOUT, "yaxis": dict(gridcolor="#ebf0f8")}
+    fig.update_layout(title=_title("Loss per training step (first round)<br><sup>same data and init; after each "
+                                   "stage's warm-up steps: curves should overlay</sup>"),
+                      xaxis_title="training step", yaxis_title="loss", height=420, **layout)
+    return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
+
+
+def time_breakdown(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    """Where a step's time goes, by category (GPU kernel ms per step on CUDA, CPU op self time on CPU)."""
+    summaries = _summaries(runs)
+    several = len(summaries) > 1
+    rows = [(summary, s) for summary in summaries for s in summary.stages if s.profile]
+    labels = [f"{s.key} · {summary.run.run_id[:6]}" if several else s.key for summary, s in rows]
+    fig = go.Figure()
+    for category in CATEGORIES:
+        values = [s.profile.breakdown_ms.get(category, 0.0) if s.profile else 0.0 for _, s in rows]
+        if any(values):
+            fig.add_trace(go.Bar(y=labels, x=values, orientation="h", name=category,
+                                 marker_color=CATEGORY_COLORS[category],
+                                 hovertemplate="%{y}<br>" + category + ": %{x:.2f} ms per step<extra></extra>"))
+    for label, (_, s) in zip(labels, rows, strict=False):
+        if s.timing.median_ms and s.profile and s.profile.source == "cuda":
+            fig.add_trace(go.Scatter(y=[label], x=[s.timing.median_ms], mode="markers", showlegend=False,
+                                     marker=dict(symbol="line-ns-open", size=18, color="#212121", line_width=2),
+                                     hovertext=f"step median {s.timing.median_ms:.2f} ms"))
+    cpu = rows and rows[0][1].profile and rows[0][1].profile.source == "cpu"
+    title = ("Where the time goes<br><sup>CPU op self time per step, by category</sup>" if cpu else
+             "Where the time goes<br><sup>GPU kernel time per step by category; | = measured step time</sup>")
+    fig.update_layout(title=_title(title), xaxis_title="ms per step", barmode="stack", height=_height(len(rows)) + 40,
+                      **LAYOUT)
+    return fig if rows else _empty(fig, "the breakdown comes from the profiled steps, after the timed ones")
+
+
+def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    """GPU busy share of each step, against the launch-bound threshold."""
+    from bench_core.measure.breakdown import BUSY_THRESHOLD
+    summaries = _summaries(runs)
+    several = len(summaries) > 1
+    rows = [(summary, s) for summary in summaries for s in summary.stages if s.bottleneck.busy is not None]
+    labels = [f"{s.key} · {summary.run.run_id[:6]}" if several else s.key for summary, s in rows]
+    colors = [FASTER if s.bottleneck.verdict == "gpu-bound" else SLOWER for _, s in rows]
+    fig = go.Figure(go.Bar(y=labels, x=[100 * (s.bottleneck.busy or 0) for _, s in rows], orientation="h",
+                           marker_color=colors, text=[f"{s.bottleneck.busy_text} · {s.bottleneck.verdict}"
+                                                      for _, s in rows], textposition="outside", cliponaxis=False,
+                           hovertext=[s.bottleneck.sentence for _, s in rows]))
+    fig.add_vline(x=100 * BUSY_THRESHOLD, line_dash="dot", line_color="#616161",
+                  annotation_text=f"{BUSY_THRESHOLD:.0%}: below is launch-bound", annotation_position="top")
+    fig.update_layout(title=_title("GPU busy share of the step<br><sup>kernel time ÷ step time</sup>"),
+                      xaxis_title="% busy",
+                      xaxis_range=[0, 115], height=_height(len(rows)) + 20, **LAYOUT)
+    return fig if rows else _empty(fig, "busy share needs a CUDA profile")
+
+
+def kernel_grid(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    summaries = _summaries(runs)
+    several = len(summaries) > 1
+    rows = [(summary, s) for summary in summaries for s in summary.stages]
+    keys = [k for k in KEY_KERNELS if any(s.cells.get(k) and s.cells[k].state not in ("not used", "pending",
+                                                                                         "unavailable")
+                                          for _, s in rows)] or list(KEY_KERNELS)[:6]
+    z, text, hover = [], [], []
+    for _, s in rows:
+        cells = [s.cells.get(k) for k in keys]
+        z.append([CELL_STATES.index(c.state) if c else 0 for c in cells])
+        text.append([CELL_MARKS.get(c.state, "") if c else "" for c in cells])
+        hover.append([f"{c.state}: {c.why}" if c else "" for c in cells])
+    n = len(CELL_STATES) - 1
+    scale = [[i / n, CELL_COLORS[state]] for i, state in enumerate(CELL_STATES)]
+    labels = [f"{s.index + 1}. {s.key}" + (f" · {summary.run.run_id[:6]}" if several else "") for summary, s in rows]
+    fig = go.Figure(go.Heatmap(z=z, x=[KEY_KERNELS[k].label for k in keys], y=labels, text=text, hovertext=hover,
+                               texttemplate="%{text}", hovertemplate="%{y}<br>%{x}<br>%{hovertext}<extra></extra>",
+                               colorscale=scale, zmin=0, zmax=n, showscale=False, xgap=2, ygap=2))
+    for state in CELL_STATES:  # a legend for the discrete colours
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=state,
+                                 marker=dict(size=12, color=CELL_COLORS[state], symbol="square",
+                                             line=dict(color="#9e9e9e", width=1))))
+    layout = {**LAYOUT, "height": 170 + 30 * max(len(rows), 1)}
+    fig.update_layout(title=_title("Kernel proof<br><sup>torch.profiler, untimed steps after the timed ones</sup>"),
+                      **layout)
+    fig.update_yaxes(showgrid=False)
+    fig.update_xaxes(side="top", showgrid=False, tickangle=0, automargin=True)
+    return fig
+
+
+def roofline(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    """Achieved model TFLOP/s per stage against this GPU's ceilings: the datasheet's dense peak and the peak
+    measured here (a large square GEMM), each for the stage's precision."""
+    summaries = _summaries(runs)
+    several = len(summaries) > 1
+    fig = go.Figure()
+    rows = [(summary, s) for summary in summaries for s in summary.stages if s.ok and s.rates.tflops]
+    labels = [f"{s.key} · {summary.run.run_id[:6]}" if several else s.key for summary, s in rows]
+    fig.add_trace(go.Bar(y=labels, x=[s.rates.tflops for _, s in rows], orientation="h", name="achieved",
+                         marker_color=NEUTRAL, cliponaxis=False, textposition="outside",
+                         text=[f"{s.rates.tflops:.0f}" + (f" · {s.mfu_measured_peak:.0%} of measured" if
+                                                         s.mfu_measured_peak else "") for _, s in rows]))
+    # the peaks the summary divided by: tflops / mfu (datasheet) and tflops / mfu_measured_peak (measured)
+    datasheet = [(s.rates.tflops or 0) / s.rates.mfu if s.rates.mfu else None for _, s in rows]
+    measured = [(s.rates.tflops or 0) / s.mfu_measured_peak if s.mfu_measured_peak else None for _, s in rows]
+    for name, xs, symbol in (("datasheet dense peak", datasheet, "line-ns-open"),
+                             ("measured peak (GEMM)", measured, "diamond")):
+        fig.add_trace(go.Scatter(y=labels, x=xs, mode="markers", name=name,
+                                 marker=dict(symbol=symbol, size=14, color="#c62828" if "data" in name else "#212121",
+                                             line_width=2)))
+    fig.update_layout(title=_title("Achieved TFLOP/s against this GPU's ceilings<br><sup>datasheet dense peak and "
+                                   "measured GEMM peak</sup>"), xaxis_title="TFLOP/s",
+                      height=_height(len(rows)) + 40, **LAYOUT)
+    return fig if rows else _empty(fig, "TFLOP/s are reported for stages that finished ok")
+
+
+def components_bars(report: object) -> go.Figure:
+    """The components view: each row's median ms, coloured by kind, with its share of the copy ceiling."""
+    rows = [r for r in report.rows if r.status == "ok" and r.median_ms]  # type: ignore[attr-defined]
+    labels = [f"{r.view} · {r.name} · {r.dtype}" for r in rows]
+    fig = go.Figure(go.Bar(
+        y=labels, x=[r.median_ms for r in rows], orientation="h", cliponaxis=False, textposition="outside",
+        marker_color=[SLOWER if "apex" in r.name else NEUTRAL for r in rows], name="call (median)",
+        text=[f"{r.median_ms:.3f} ms" + (f" · {r.copy_fraction:.0%} of copy" if r.copy_fraction else "")
+              + (f" · {r.bound}" if r.bound == "host-bound" else "") for r in rows]))
+    if any(r.kernel_ms is not None for r in rows):  # the GPU's own share; the rest of the bar is host launch cost
+        fig.add_trace(go.Scatter(y=labels, x=[r.kernel_ms for r in rows], mode="markers", name="kernels alone",
+                                 marker=dict(symbol="diamond", size=11, color="#212121")))
+    fig.update_layout(title=_title("Each component alone<br><sup>median ms per call; orange: Apex; ◆ the kernels' "
+                                   "own time (host-bound: the host's launches set the pace)</sup>"),
+                      xaxis_title="ms", height=_height(len(rows)) + 20, **LAYOUT)
+    _room_for_labels(fig, 1.5)
+    return fig if rows else _empty(fig, "no row ran")
+
+
+def scaling(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    """Scaling efficiency = throughput(N) / (N x throughput(1)) of the same levers, per multi-GPU stage."""
+    return _bars(_summaries(runs), lambda s: None if s.scaling_efficiency is None else 100 * s.scaling_efficiency,
+                 ".0f", "Scaling efficiency<br><sup>weak scaling, same per-GPU batch</sup>", "% of N × one GPU")
+
+
+ALL_FIGURES = {"speedup": speedup_bars, "breakdown": time_breakdown, "bottleneck": bottleneck,
+               "iteration_time": iteration_times, "throughput": throughput, "mfu": mfu, "memory": peak_memory,
+               "roofline": roofline, "loss": loss_curves, "kernels": kernel_grid, "scaling": scaling}
+
+
+def not_applicable(name: str, runs: RunSummary | Sequence[RunSummary]) -> str | None:
+    """Why a chart has nothing to show for these runs (one line), or None when it applies."""
+    summaries = _summaries(runs)
+    cuda = any(s.run.device == "cuda" for s in summaries)
+    if name == "scaling" and not any(st.gpus > 1 for s in summaries for st in s.stages):
+        return "Scaling efficiency needs stages at more than one GPU count (--gpus 1,2)."
+    if name in ("mfu", "roofline") and not cuda:
+        return "MFU is a GPU figure: there is no datasheet peak for a CPU."
+    if name == "memory" and not cuda:
+        return "Peak memory is the CUDA allocator's figure; on CPU it would be the whole process's RSS, alike " \
+               "for every stage."
+    if name == "bottleneck" and not cuda:
+        return "No GPU: the step runs on the CPU, so there is no launch/GPU split."
+    return None

@@ -1,0 +1,78 @@
+"""The verdict in plain words, from a run's summary: the fastest stage, what Apex adds over its native twin,
+which stages are launch-bound or noisy, and what did not run. Pure text: pages, the CLI and History show it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench_core.levers.registry import LEVERS
+from bench_core.levers.stage import Stage
+from bench_core.results.records import Status
+from bench_core.results.summary import RunSummary, StageSummary
+
+
+@dataclass(frozen=True)
+class Headline:
+    lines: tuple[str, ...]
+    one_liner: str
+
+
+def _x(s: StageSummary) -> str:
+    ci = f" (95% CI ×{s.speedup_ci[0]:.2f}–{s.speedup_ci[1]:.2f})" if s.speedup_ci else ""
+    return f"×{s.speedup:.2f}{ci}"
+
+
+def _twin_key(s: StageSummary) -> str | None:
+    """The key of the same stage with each vendor lever swapped for the PyTorch lever it replaces."""
+    twin = Stage.of(s.result).native_twin()
+    return twin.key if twin else None
+
+
+def headline(summary: RunSummary) -> Headline:
+    run = summary.run
+    lines: list[str] = []
+    fastest = summary.fastest
+    if fastest is not None and fastest.key == summary.baseline_key and sum(s.ranked for s in summary.stages) == 1:
+        lines.append(f"Only the baseline **{fastest.key}** gave a result here ({fastest.timing.median_ms:.2f} ms a "
+                     "step): there is nothing to compare it with.")
+    elif fastest is not None and fastest.key == summary.baseline_key:
+        lines.append(f"Fastest: the baseline **{fastest.key}** itself, at {fastest.timing.median_ms:.2f} ms a step: "
+                     "no stage beat it here.")
+    elif fastest is not None and summary.baseline_key:
+        lines.append(f"Fastest: **{fastest.key}** at {fastest.timing.median_ms:.2f} ms a step, "
+                     f"{_x(fastest)} against {summary.baseline_key}.")
+    elif summary.baseline_note:
+        lines.append(summary.baseline_note[0].upper() + summary.baseline_note[1:] + ".")
+    by_key = {s.key: s for s in summary.stages}
+    for s in summary.stages:
+        twin = by_key.get(_twin_key(s) or "")
+        if s.ok and twin is not None and twin.ok and s.timing.median_ms and twin.timing.median_ms:
+            ratio = twin.timing.median_ms / s.timing.median_ms
+            lines.append(f"{Stage.of(s.result).vendors} in **{s.key}**: ×{ratio:.2f} against its native twin "
+                         f"{twin.key} "
+                         f"({s.timing.median_ms:.2f} vs {twin.timing.median_ms:.2f} ms)"
+                         + (" — one of them is noisy: read it as a range" if s.noisy or twin.noisy else "") + ".")
+    bound = [s for s in summary.stages if s.ok and s.bottleneck.verdict == "launch-bound"]
+    if bound:
+        lines.append("Launch-bound (GPU waits on the host CPU, so these times follow the CPU): "
+                     + ", ".join(f"{s.key} ({s.bottleneck.busy_text} busy)" for s in bound) + ".")
+    noisy = [s for s in summary.stages if s.noisy]
+    if noisy:
+        lines.append("Noisy: " + "; ".join(f"{s.key} — {s.noise_reason}" for s in noisy) + ".")
+    fallback = [s for s in summary.stages if s.verdict == "fallback"]
+    if fallback:
+        vendors = " / ".join(dict.fromkeys(Stage.of(s.result).vendors for s in fallback))
+        lines.append(f"Not counted as {vendors} (the trace showed a PyTorch fallback): "
+                     + ", ".join(s.key for s in fallback) + ".")
+    skipped = [s for s in summary.stages if s.status == Status.UNAVAILABLE]
+    if skipped:
+        apex_only = all(any(LEVERS[n].is_apex for n in s.result.lever_names.values()) for s in skipped)
+        why = ("Apex needs a CUDA GPU and a CUDA build of torch" if run.device == "cpu" and apex_only else
+               "; ".join(sorted({s.reason for s in skipped}))[:300])
+        lines.append(f"Did not run: {len(skipped)} of {len(summary.stages)} stages ({why}).")
+    failed = [s for s in summary.stages if s.status in (Status.FAILED, Status.OOM, Status.TIMEOUT)]
+    if failed:
+        lines.append("Failed: " + "; ".join(f"{s.key} ({s.status.value}: {s.reason[:120]})" for s in failed) + ".")
+    one = (f"{fastest.key} {_x(fastest)}" if fastest else (summary.baseline_note or "no result")) + (
+        f" · {len(bound)} launch-bound" if bound else "") + (f" · {len(noisy)} noisy" if noisy else "") + (
+        f" · {len(failed)} failed" if failed else "")
+    return Headline(tuple(lines), one)

@@ -1,0 +1,172 @@
+"""What was measured, as it was measured: a run and its stages' raw series. Torch-free.
+
+Derived figures (statistics, speedups, MFU, verdict cells) are not here: `summary.py` computes them once.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from bench_core.config.bench_config import BenchConfig
+from bench_core.machine.probe import Probe
+from bench_core.measure.breakdown import StageProfile
+
+SCHEMA = "bench_core.run/2"
+OLD_SCHEMAS = ("bench_core.run/1",)
+
+
+class Status(StrEnum):
+    """Every status word, for stages and runs alike; the store's SQL, the figures and the pages use these."""
+    QUEUED = "queued"
+    PENDING = "pending"
+    RUNNING = "running"
+    OK = "ok"
+    DONE = "done"
+    UNAVAILABLE = "unavailable"
+    OOM = "oom"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+STAGE_FINISHED = frozenset({Status.OK, Status.UNAVAILABLE, Status.OOM, Status.FAILED, Status.TIMEOUT,
+                            Status.CANCELLED, Status.INTERRUPTED})
+RUN_ACTIVE = frozenset({Status.QUEUED, Status.RUNNING})
+_TUPLES = ("times_ms", "losses", "host_ms", "rounds", "warnings", "rank_peak_mib")
+
+
+@dataclass(frozen=True)
+class StageResult:
+    index: int
+    key: str
+    label: str
+    optimizer: str
+    norm: str
+    precision: str
+    compile: str
+    gpus: str = "1"
+    head: str = "ce"                     # the loss-head lever (older results: the plain LM head + CE)
+    status: Status = Status.PENDING
+    reason: str = ""
+    iters_total: int = 0                 # timed iterations of one round
+    times_ms: tuple[float, ...] = ()     # every timed iteration, round after round
+    losses: tuple[float, ...] = ()
+    host_ms: tuple[float, ...] = ()      # host time to enqueue each timed step (CUDA); empty on CPU
+    rounds: tuple[int, ...] = ()         # iterations of each finished round: splits times_ms into rounds
+    warmup_s: float | None = None
+    warmup_steps: int | None = None
+    wall_s: float | None = None
+    peak_allocated_mib: float | None = None
+    peak_reserved_mib: float | None = None
+    peak_rss_mib: float | None = None
+    rank_peak_mib: tuple[float, ...] = ()   # per rank, for multi-process (DDP) stages
+    energy_j: float | None = None        # GPU energy over the timed steps of every round
+    skipped_steps: int | None = None     # GradScaler: steps skipped for inf/nan gradients
+    kernels: dict[str, list[str]] = field(default_factory=dict)
+    sdpa_backend: str | None = None
+    autocast_dtype: str | None = None
+    verdict: str | None = None           # verified | fallback | unconfirmed
+    warnings: tuple[str, ...] = ()
+    profile: StageProfile | None = None  # where the time goes, from the profiled steps
+    params: int | None = None
+    optimizer_class: str | None = None
+    norm_class: str | None = None
+    started_at: float | None = None      # wall clock (epoch s) when `go` was sent (the worker may still be building)
+    finished_at: float | None = None
+    timeline: dict[str, float] = field(default_factory=dict)  # worker event -> seconds since its process start
+    imported_metrics: dict | None = None  # figures of a stage imported from CSV (no raw series)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in STAGE_FINISHED
+
+    @property
+    def peak_mem_mib(self) -> float | None:
+        return self.peak_allocated_mib if self.peak_allocated_mib is not None else self.peak_rss_mib
+
+    @property
+    def round_series(self) -> list[list[float]]:
+        """times_ms split into rounds (a round still running is the last, partial one)."""
+        out, start = [], 0
+        for n in self.rounds:
+            out.append(list(self.times_ms[start:start + n]))
+            start += n
+        if start < len(self.times_ms):
+            out.append(list(self.times_ms[start:]))
+        return out
+
+    @property
+    def lever_names(self) -> dict[str, str]:
+        return {"optimizer": self.optimizer, "norm": self.norm, "precision": self.precision,
+                "compile": self.compile, "gpus": self.gpus, "head": self.head}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        data["profile"] = self.profile.to_dict() if self.profile else None
+        for name in _TUPLES:
+            data[name] = list(getattr(self, name))
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> StageResult:
+        known = {f.name for f in fields(cls)}
+        clean = {k: v for k, v in data.items() if k in known}
+        for name in _TUPLES:
+            clean[name] = tuple(clean.get(name) or ())
+        clean["status"] = Status(clean.get("status", "pending"))
+        clean["gpus"] = str(clean.get("gpus") or "1")
+        clean["profile"] = StageProfile.from_dict(clean["profile"]) if clean.get("profile") else None
+        if "rounds" not in data and clean["times_ms"] and clean["status"] == Status.OK:
+            clean["rounds"] = (len(clean["times_ms"]),)  # a schema-1 run: one round
+        return cls(**clean)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    config: BenchConfig
+    machine: Probe                       # the probe of the machine the run was measured on
+    device: str
+    preset: str
+    stages: tuple[StageResult, ...]
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    status: Status = Status.RUNNING
+    imported: bool = False
+    # summary.summarize's cache: runs are immutable snapshots, so their summary is computed once
+    derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @property
+    def gpu(self) -> str:
+        return (self.machine.cuda.name or "") if self.device == "cuda" else "CPU"
+
+    def with_stage(self, stage: StageResult) -> RunResult:
+        stages = tuple(stage if s.index == stage.index else s for s in self.stages)
+        return replace(self, stages=stages)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "run_id": self.run_id, "created_at": self.created_at, "status": self.status.value,
+                "preset": self.preset, "device": self.device, "imported": self.imported,
+                "config": self.config.to_dict(), "machine": self.machine.to_dict(),
+                "stages": [s.to_dict() for s in self.stages]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RunResult:
+        machine = data.get("machine") if "machine" in data else data.get("env")  # schema 1 called it env
+        return cls(config=BenchConfig.from_dict(data["config"]), machine=Probe.from_dict(machine),
+                   device=data["device"], preset=data.get("preset", "custom"),
+                   stages=tuple(StageResult.from_dict(s) for s in data["stages"]),
+                   run_id=data["run_id"], created_at=data["created_at"],
+                   status=Status(data.get("status", "done")), imported=bool(data.get("imported")))
+
+
+def initial_stage(index: int, stage: Any, iters: int) -> StageResult:
+    """A pending StageResult for a levers.Stage."""
+    return StageResult(index=index, key=stage.key, label=stage.label, iters_total=iters, **stage.as_dict())

@@ -1,0 +1,224 @@
+"""Every derived figure of a run, computed once per snapshot: statistics, rates, speedups with their interval,
+scaling, kernel cells, bottleneck and what changed from the previous stage.
+
+The store, the figures, the HTML report, the CLI table, the file formats and the pages all read a RunSummary
+(through `summarize(run)`); none of them computes a figure again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from bench_core.measure import breakdown, stats
+from bench_core.measure.breakdown import StageProfile
+from bench_core.measure.metrics import Rates, rates
+from bench_core.measure.proof import KernelCell, kernel_cells
+from bench_core.results.records import RunResult, StageResult, Status
+
+
+@dataclass(frozen=True)
+class StageSummary:
+    index: int
+    key: str
+    label: str
+    status: Status
+    reason: str
+    gpus: int
+    precision: str
+    mfu_peak: str                     # which datasheet peak MFU counts against (FP8 stages: bf16)
+    timing: stats.TimingStats
+    partial: bool                     # timings exist but the stage did not finish ok: not a result
+    round_medians: tuple[float, ...]
+    noise_reason: str | None          # None: steady; else which rule it broke, with the figures
+    rates: Rates
+    mfu_measured_peak: float | None
+    speedup: float | None
+    speedup_ci: tuple[float, float] | None
+    scaling_efficiency: float | None
+    peak_mem_mib: float | None
+    loss_first: float | None
+    loss_last: float | None
+    verdict: str | None               # verified | fallback | unconfirmed, or "imported: verified on <gpu>"
+    cells: dict[str, KernelCell]
+    warnings: tuple[str, ...]
+    host_ms: float | None             # median host time to enqueue one timed step
+    profile: StageProfile | None
+    bottleneck: breakdown.Bottleneck
+    delta: breakdown.StageDelta | None
+    energy_j_per_token: float | None
+    skipped_steps: int | None
+    result: StageResult = field(repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    @property
+    def noisy(self) -> bool | None:
+        if self.noise_reason is not None:  # also for an imported stage, whose series did not come along
+            return True
+        return None if self.timing.n == 0 else False
+
+    # Each figure's text, written once: the CLI, the dashboard, the HTML report and the docs' tables show these.
+    @property
+    def spread_text(self) -> str | None:
+        return None if self.timing.p10_ms is None else f"{self.timing.p10_ms:,.2f}–{self.timing.p90_ms:,.2f}"
+
+    @property
+    def speedup_text(self) -> str | None:
+        if self.speedup is None:
+            return None
+        ci = f" ({self.speedup_ci[0]:.2f}–{self.speedup_ci[1]:.2f})" if self.speedup_ci else ""
+        return f"×{self.speedup:.2f}{ci}"
+
+    @property
+    def mfu_text(self) -> str | None:
+        """FP8 stages count against the BF16 peak, and say so."""
+        if self.rates.mfu is None:
+            return None
+        return f"{self.rates.mfu:.1%}" + (f" of {self.mfu_peak}" if self.mfu_peak != self.precision else "")
+
+    @property
+    def ranked(self) -> bool:
+        """May appear in rankings and headlines: finished ok, measured here, and not a fallback."""
+        return self.ok and self.speedup is not None and not (self.verdict or "").split(" on ")[0].endswith("fallback")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run: RunResult
+    baseline_key: str | None
+    baseline_status: Status | None
+    baseline_note: str | None         # why there are no speedups, when there are none
+    stages: tuple[StageSummary, ...]
+
+    def stage(self, index: int) -> StageSummary:
+        return self.stages[index]
+
+    @property
+    def fastest(self) -> StageSummary | None:
+        ranked = [s for s in self.stages if s.ranked]
+        return max(ranked, key=lambda s: s.speedup or 0) if ranked else None
+
+
+def _imported_timing(metrics: dict) -> stats.TimingStats:
+    return stats.TimingStats(n=0, median_ms=metrics.get("median_ms"), p10_ms=metrics.get("p10_ms"),
+                             p90_ms=metrics.get("p90_ms"), mean_ms=metrics.get("mean_ms"),
+                             std_ms=metrics.get("std_ms"), iqr_ms=None)
+
+
+def _median(values: tuple[float, ...]) -> float | None:
+    return stats.timing_stats(values).median_ms if values else None
+
+
+def summarize(run: RunResult) -> RunSummary:
+    """Every derived figure of this snapshot, computed once (runs are immutable; a change is a new run)."""
+    cached = run.derived.get("summary")
+    if cached is None:
+        cached = run.derived["summary"] = _summarize(run)
+    return cached
+
+
+def _summarize(run: RunResult) -> RunSummary:
+    base = run.stages[0] if run.stages else None
+    base_ok = base is not None and base.status == Status.OK and bool(base.times_ms)
+    note = None
+    if base is not None and not base_ok:
+        note = (f"no speedups: the baseline stage {base.key} is {base.status.value}"
+                + (f" ({base.reason})" if base.reason else "") if base.finished else None)
+    imported_gpu = run.gpu if run.imported else None
+    ceilings = run.machine.raw.get("ceilings") or {}
+    out: list[StageSummary] = []
+    for stage in run.stages:
+        prev = out[-1] if out else None
+        # the baseline is the first stage: its median is read from its own summary, never computed again
+        base_median = (out[0].timing.median_ms if out else None) if base_ok else None
+        out.append(_stage_summary(run, stage, base if base_ok else None, base_median, prev, imported_gpu, ceilings))
+    out = [replace(s, scaling_efficiency=_scaling(s, out)) if s.gpus > 1 and s.scaling_efficiency is None else s
+           for s in out]
+    return RunSummary(run=run, baseline_key=base.key if base else None,
+                      baseline_status=base.status if base else None, baseline_note=note, stages=tuple(out))
+
+
+def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None, base_median: float | None,
+                   prev: StageSummary | None,
+                   imported_gpu: str | None, ceilings: dict) -> StageSummary:
+    imported_csv = bool(stage.imported_metrics) and not stage.times_ms
+    metrics = stage.imported_metrics or {}
+    timing = _imported_timing(metrics) if imported_csv else stats.timing_stats(stage.times_ms)
+    ok = stage.status == Status.OK
+    world = int(stage.gpus)
+    rounds = stage.round_series
+    round_medians = tuple(m for m in (stats.timing_stats(r).median_ms for r in rounds if r) if m is not None)
+    gpu = run.gpu if run.device == "cuda" else None
+    from bench_core.levers.registry import LEVERS
+    mfu_peak = LEVERS[stage.precision].peak  # type: ignore[attr-defined]
+    stage_rates = rates(run.config, timing.median_ms, gpu, mfu_peak, world) if ok else Rates(
+        mfu_reason=f"stage {stage.status.value}: no result")
+    speedup = ci = None
+    if imported_csv:
+        speedup = metrics.get("speedup")
+        ci = ((metrics["speedup_ci_low"], metrics["speedup_ci_high"])
+              if metrics.get("speedup_ci_low") is not None and metrics.get("speedup_ci_high") is not None else None)
+    elif ok and base is not None and timing.median_ms:
+        base_world = int(base.gpus)
+        # throughput ratio: equal to the step-time ratio at equal world sizes
+        scale = world / base_world
+        speedup = scale * (timing.median_ms if stage is base else base_median or 0) / timing.median_ms
+        interval = stats.bootstrap_speedup_ci(base.round_series, rounds) if stage is not base else None
+        ci = (interval[0] * scale, interval[1] * scale) if interval else None  # the baseline is the reference
+    bottleneck = (breakdown.bottleneck(stage.profile, timing.median_ms, _median(stage.host_ms))
+                  if ok else breakdown.Bottleneck("unknown", None, f"stage {stage.status.value}: not measured"))
+    delta = (breakdown.delta(prev.profile, stage.profile, _changed_title(prev.result, stage))
+             if prev is not None and prev.profile and stage.profile else None)
+    # measured ceilings: bf16 GEMM for the autocast stages, fp32 with TF32 off for fp32; none is measured for TF32
+    peak = {"bf16": ceilings.get("bf16_tflops"), "fp16": ceilings.get("bf16_tflops"),
+            "fp32": ceilings.get("fp32_tflops")}.get(mfu_peak)
+    tokens_timed = len(stage.times_ms) * run.config.tokens_per_step * world
+    verdict = stage.verdict
+    if imported_gpu and verdict and not verdict.startswith("imported:"):
+        verdict = f"imported: {verdict} on {imported_gpu}"
+    return StageSummary(
+        index=stage.index, key=stage.key, label=stage.label, status=stage.status, reason=stage.reason,
+        gpus=world, precision=stage.precision, mfu_peak=mfu_peak, timing=timing,
+        partial=not ok and bool(stage.times_ms), round_medians=round_medians,
+        noise_reason=stats.noise_reason(stage.times_ms, list(round_medians)) if stage.times_ms else
+        metrics.get("noise_reason"),
+        rates=stage_rates if not imported_csv else Rates(metrics.get("tokens_per_s"), metrics.get("tflops"),
+                                                         metrics.get("mfu"), None),
+        mfu_measured_peak=(stage_rates.tflops / (world * peak) if stage_rates.tflops and peak else
+                           metrics.get("mfu_measured_peak")),
+        speedup=speedup, speedup_ci=ci,
+        scaling_efficiency=metrics.get("scaling_efficiency") if imported_csv else None,
+        # a CUDA graph's replays use its private pool, which the allocator counts as reserved, not allocated
+        peak_mem_mib=(stage.peak_reserved_mib if stage.compile == "graphs" and stage.peak_reserved_mib
+                      else stage.peak_mem_mib),
+        loss_first=stage.losses[0] if stage.losses else metrics.get("loss_first"),
+        loss_last=stage.losses[-1] if stage.losses else metrics.get("loss_last"),
+        verdict=verdict,
+        cells=kernel_cells(stage.lever_names, stage.status.value, stage.reason, stage.kernels, stage.verdict,
+                           run.device, imported_gpu),
+        warnings=stage.warnings, host_ms=_median(stage.host_ms) if not imported_csv else metrics.get("host_ms"),
+        profile=stage.profile, bottleneck=bottleneck, delta=delta,
+        energy_j_per_token=(stage.energy_j / tokens_timed if stage.energy_j and tokens_timed and ok else
+                            metrics.get("energy_j_per_token")),
+        skipped_steps=stage.skipped_steps, result=stage)
+
+
+def _changed_title(prev: StageResult, cur: StageResult) -> str:
+    from bench_core.levers.registry import KINDS, LEVERS
+    from bench_core.levers.stage import Stage
+    changed = [LEVERS[getattr(cur, k)].title for k in KINDS
+               if getattr(prev, k) != getattr(cur, k)]
+    return " + ".join(changed) or Stage.of(cur).label
+
+
+def _scaling(stage: StageSummary, stages: list[StageSummary]) -> float | None:
+    """throughput(N) / (N x throughput(1)) against the same levers on one GPU in this run."""
+    if not stage.rates.tokens_per_s:
+        return None
+    levers = {k: v for k, v in stage.result.lever_names.items() if k != "gpus"}
+    twin = next((s for s in stages if s.gpus == 1 and s.ok and s.rates.tokens_per_s and
+                 {k: v for k, v in s.result.lever_names.items() if k != "gpus"} == levers), None)
+    if twin is None or not twin.rates.tokens_per_s:
+        return None
+    return stage.rates.tokens_per_s / (stage.gpus * twin.rates.tokens_per_s)

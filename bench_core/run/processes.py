@@ -1,0 +1,171 @@
+"""Worker processes from the parent's side: the handle, the pool that starts them ahead, and exit codes."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+from bench_core.config.environment import DISTRIBUTED_ENV, child_env
+
+STDERR_LINES = 12  # what a failed stage keeps of its worker's stderr
+
+
+def die_with_parent() -> None:
+    """If the server is killed (even kill -9), its stage worker must not live on holding the GPU."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"worker killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"worker killed by signal {-code}"
+    return f"worker exited with code {code}"
+
+
+def meaningful_stderr(text: str, limit: int = STDERR_LINES) -> str | None:
+    """The lines that say what went wrong: a rank's exception and its last frames, not torchrun's banners."""
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not set(ln.strip()) <= set("=-*_ ")]  # rows of '=' and such
+    errors = [i for i, ln in enumerate(lines) if "Error" in ln or "Exception" in ln or ln.startswith("[rank")]
+    if errors:
+        first = errors[0]
+        chosen = lines[max(first - 2, 0):first + limit]
+    else:
+        chosen = lines[-limit:]
+    return " | ".join(ln.strip()[:300] for ln in chosen)[:1500] or None
+
+
+@dataclass(frozen=True)
+class StageJob:
+    """What one worker process runs: a stage of a run, in one round."""
+    config: dict
+    stage: dict
+    device: str
+    round: int = 0
+    profile: bool = True          # the kernel proof and breakdown are taken once per stage, in its first round
+    build_ahead: bool = True      # build model and optimizer before the go signal (off when memory is tight)
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__)
+
+
+class WorkerHandle:
+    """One stage's process, started with its job. It imports torch, builds its model, then waits for `go`."""
+
+    def __init__(self, job: StageJob, env: dict | None, world: int = 1, warm_cuda: bool = False):
+        self.job = job
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.job_file: str | None = None
+        if world > 1:  # torchrun (through a launcher that dies with us), one worker per rank
+            fd, self.job_file = tempfile.mkstemp(suffix=".json")
+            with os.fdopen(fd, "w") as fh:
+                fh.write(job.to_json())
+            env = child_env(env, **DISTRIBUTED_ENV, BENCH_JOB_FILE=self.job_file,
+                            **({"OMP_NUM_THREADS": "1"} if job.device == "cpu" else {}))
+            cmd = ["-m", "bench_core.run.launch", "--standalone", f"--nproc-per-node={world}",
+                   "-m", "bench_core.run.worker"]
+        else:
+            env = child_env(env)
+            cmd = ["-m", "bench_core.run.worker"] + (["--warm-cuda"] if warm_cuda else [])
+        self.proc = subprocess.Popen([sys.executable, *cmd], env=env,  # noqa: S603 (our own argv)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+                                     start_new_session=True)
+        if self.job_file is None:
+            self._send(job.to_json())
+
+    def _send(self, line: str) -> None:
+        if self.proc.stdin is None:
+            return
+        try:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the worker died first; its exit code says why
+
+    def go(self) -> None:
+        """Start the measured work. Until now the worker has only imported, warmed up CUDA and built."""
+        if self.job_file is None:
+            self._send("go")
+        if self.proc.stdin and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group; the driver frees its GPU memory when it dies."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+    def stderr_text(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read()
+
+    def close(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout, self.stderr):
+            if stream and not stream.closed:
+                stream.close()
+        if self.job_file:
+            try:
+                os.unlink(self.job_file)
+            except OSError:
+                pass
+
+
+class WorkerPool:
+    """Starts single-process workers ahead of their stage, so torch import, CUDA context and model build
+    happen before the measured work instead of between stages.
+
+    `ahead` workers are started at once; another one each time a stage's measured and profiled steps are over
+    (`top_up`), so no process start competes with a stage's timed steps for the host CPU.
+    """
+
+    def __init__(self, jobs: list[StageJob], env: dict | None, ahead: int, warm_cuda: bool):
+        self.jobs, self.env, self.ahead, self.warm_cuda = jobs, env, max(ahead, 1), warm_cuda
+        self._started: dict[int, WorkerHandle] = {}
+        self._next = 0
+
+    def start(self) -> None:
+        while self._next < len(self.jobs) and len(self._started) < self.ahead:
+            self._spawn()
+
+    def _spawn(self) -> None:
+        self._started[self._next] = WorkerHandle(self.jobs[self._next], self.env, warm_cuda=self.warm_cuda)
+        self._next += 1
+
+    def top_up(self) -> None:
+        if self._next < len(self.jobs):
+            self._spawn()
+
+    def take(self, index: int) -> WorkerHandle:
+        handle = self._started.pop(index, None)
+        if handle is None or not handle.alive:
+            if handle is not None:  # it died waiting (e.g. killed): start it again, cold
+                handle.close()
+            while self._next <= index:
+                self._next += 1
+            handle = WorkerHandle(self.jobs[index], self.env, warm_cuda=self.warm_cuda)
+        return handle
+
+    def close(self) -> None:
+        for handle in self._started.values():
+            handle.kill()
+            handle.close()
+        self._started.clear()

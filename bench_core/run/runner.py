@@ -1,0 +1,248 @@
+"""The one loop over a run's stages: each stage, in each round, in its own worker process; events folded into
+immutable StageResults. The CLI and the dashboard's JobManager both call `run_all`.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from bench_core.config.bench_config import BenchConfig, estimate_memory, param_count, resolve_device
+from bench_core.levers.stage import Stage
+from bench_core.machine.probe import Probe
+from bench_core.results.records import STAGE_FINISHED, RunResult, StageResult, Status, initial_stage
+from bench_core.run import events as ev
+from bench_core.run.processes import StageJob, WorkerHandle, WorkerPool, describe_exit, meaningful_stderr
+
+WORKERS_AHEAD_CUDA = 8   # processes started (and models built) before the first stage's measured work
+BUILD_AHEAD_SHARE = 0.25  # of free GPU memory that idle, pre-built workers' weights may hold
+
+
+@dataclass
+class RunHooks:
+    on_update: Callable[[RunResult], None] | None = None         # every change (live views)
+    on_stage_done: Callable[[RunResult, StageResult], None] | None = None  # a stage's round ended (persistence)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    worker_env: dict | None = None                                  # None: this process's environment
+    timeout_s: float = 900.0
+
+
+def new_run(cfg: BenchConfig, stages: Iterable[Stage], probe: Probe, preset: str) -> RunResult:
+    device = resolve_device(cfg.device, probe.cuda_available)
+    return RunResult(config=cfg, machine=probe, device=device, preset=preset,
+                     stages=tuple(initial_stage(i, s, cfg.iters) for i, s in enumerate(stages)))
+
+
+class StageFold:
+    """Folds one worker's events into successive immutable StageResults (several rounds accumulate)."""
+
+    def __init__(self, result: StageResult, on_update: Callable[[StageResult], None]):
+        self.result = result
+        self.on_update = on_update
+        self.round_start = len(result.times_ms)
+
+    def update(self, **changes: object) -> None:
+        self.result = replace(self.result, **changes)  # type: ignore[arg-type]
+        self.on_update(self.result)
+
+    def apply(self, event: ev.Event) -> None:
+        r = self.result
+        if isinstance(event, (ev.Ready, ev.Built, ev.Started, ev.Warmup, ev.Memory, ev.Profiled, ev.Kernels,
+                              ev.Finished)):
+            self.result = replace(r, timeline={**r.timeline, event.name: event.t})
+        if isinstance(event, ev.Built):
+            self.result = replace(self.result, params=event.params, optimizer_class=event.optimizer_class,
+                                  norm_class=event.norm_class)
+        elif isinstance(event, ev.Started):
+            self.update(status=Status.RUNNING)
+        elif isinstance(event, ev.WarmupProgress) and not r.rounds:  # the first round's warm-up is the one kept
+            self.update(warmup_steps=event.steps, warmup_s=event.seconds)
+        elif isinstance(event, ev.Warmup) and not r.rounds:
+            self.update(warmup_s=event.seconds, warmup_steps=event.iters)
+        elif isinstance(event, ev.Iter):
+            self.update(times_ms=r.times_ms + (float(event.ms),), losses=r.losses + (float(event.loss),),
+                        host_ms=r.host_ms + ((float(event.host_ms),) if event.host_ms is not None else ()))
+        elif isinstance(event, ev.Memory):
+            self.update(peak_allocated_mib=_max(r.peak_allocated_mib, event.peak_allocated_mib),
+                        peak_reserved_mib=_max(r.peak_reserved_mib, event.peak_reserved_mib),
+                        peak_rss_mib=_max(r.peak_rss_mib, event.peak_rss_mib),
+                        rank_peak_mib=tuple(event.rank_peak_mib or ()),
+                        energy_j=_sum(r.energy_j, event.energy_j), skipped_steps=_sum(r.skipped_steps,
+                                                                                      event.skipped_steps),
+                        rounds=r.rounds + (len(r.times_ms) - self.round_start,))
+        elif isinstance(event, ev.Kernels):
+            from bench_core.measure.breakdown import StageProfile
+            self.update(kernels=event.seen, sdpa_backend=event.sdpa_backend, verdict=event.verdict,
+                        warnings=tuple(event.warnings), autocast_dtype=event.autocast_dtype,
+                        profile=StageProfile.from_dict(event.profile) if event.profile else None)
+        elif isinstance(event, ev.Unavailable):
+            self.update(status=Status.UNAVAILABLE, reason=event.reason)
+        elif isinstance(event, ev.Error):
+            self.update(status=Status.OOM if event.kind == "oom" else Status.FAILED, reason=event.message)
+
+
+def _max(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _sum(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else a + b
+
+
+def plan_jobs(run: RunResult, probe: Probe) -> list[tuple[int, StageJob]]:
+    """(stage index, job) for every runnable stage in every round; odd rounds run the ladder backwards."""
+    runnable = [s.index for s in run.stages if Stage.of(s).unavailable_reason(probe, run.device) is None]
+    free = probe.free_bytes.get(run.device)
+    singles = [i for i in runnable if run.stages[i].gpus == "1"]
+    held = param_count(run.config) * 4 * min(len(singles) * run.config.repeats, WORKERS_AHEAD_CUDA)
+    build_ahead = free is None or held < BUILD_AHEAD_SHARE * free
+    if run.device == "cuda" and free is not None and estimate_memory(run.config)["total_bytes"] + held > free:
+        build_ahead = False  # the measured stage must never run short because idle workers hold weights
+    jobs = []
+    for rnd in range(run.config.repeats):
+        order = runnable if rnd % 2 == 0 else list(reversed(runnable))
+        for i in order:
+            jobs.append((i, StageJob(config=run.config.to_dict(), stage=Stage.of(run.stages[i]).as_dict(),
+                                     device=run.device, round=rnd, profile=rnd == 0, build_ahead=build_ahead)))
+    return jobs
+
+
+def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunResult:
+    """Every stage of a run, round after round; one stage's failure never stops the next."""
+    hooks = hooks or RunHooks()
+    holder = {"run": run}
+
+    def publish(result: StageResult) -> None:
+        holder["run"] = holder["run"].with_stage(result)
+        if hooks.on_update:
+            hooks.on_update(holder["run"])
+
+    for stage in run.stages:  # stages that cannot run here say so at once, and keep saying so
+        reason = Stage.of(stage).unavailable_reason(probe, run.device)
+        if reason:
+            publish(replace(stage, status=Status.UNAVAILABLE, reason=reason))
+            if hooks.on_stage_done:
+                hooks.on_stage_done(holder["run"], holder["run"].stages[stage.index])
+    jobs = plan_jobs(run, probe)
+    singles = [job for _, job in jobs if job.stage["gpus"] == "1"]
+    ahead = WORKERS_AHEAD_CUDA if run.device == "cuda" else 1
+    pool = WorkerPool(singles, hooks.worker_env, ahead, warm_cuda=run.device == "cuda")
+    pool.start()
+    taken = 0
+    try:
+        for index, job in jobs:
+            stage = holder["run"].stages[index]
+            if hooks.cancel.is_set():
+                break
+            if stage.finished and stage.status != Status.OK:
+                continue  # failed in an earlier round: not run again
+            if job.stage["gpus"] == "1":
+                handle = pool.take(taken)
+                taken += 1
+            else:
+                handle = WorkerHandle(job, hooks.worker_env, world=int(job.stage["gpus"]))
+            result = run_worker(handle, stage, hooks, publish, pool.top_up, last_round=job.round ==
+                                run.config.repeats - 1)
+            publish(result)
+            if hooks.on_stage_done:
+                hooks.on_stage_done(holder["run"], result)
+    finally:
+        pool.close()
+    final = holder["run"]
+    cancelled = hooks.cancel.is_set()
+    for stage in final.stages:
+        if not stage.finished:  # never-run stages keep their own status; cancelled ones say so
+            stage = replace(stage, status=Status.CANCELLED if cancelled else Status.FAILED,
+                            reason="job cancelled" if cancelled else "did not run")
+            final = final.with_stage(stage)
+            if hooks.on_stage_done:
+                hooks.on_stage_done(final, stage)
+    final = replace(final, status=Status.CANCELLED if cancelled else Status.DONE)
+    if hooks.on_update:
+        hooks.on_update(final)
+    return final
+
+
+def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publish: Callable[[StageResult], None],
+               top_up: Callable[[], None], last_round: bool = True) -> StageResult:
+    """One round of one stage in `handle`'s process. The stage is `running` until its last round ends."""
+    fold = StageFold(replace(stage, status=Status.RUNNING if stage.status == Status.PENDING else stage.status),
+                     publish)
+    lines: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        for line in handle.proc.stdout or ():
+            lines.put(line)
+        lines.put(None)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    started = time.monotonic()
+    if stage.started_at is None:
+        fold.update(started_at=time.time())
+    handle.go()
+    stopped: tuple[Status, str] | None = None
+    finished = False
+    while True:
+        try:
+            line = lines.get(timeout=0.05)
+        except queue.Empty:
+            line = False
+        if line is None:
+            break
+        if line:
+            event = ev.decode(line)
+            if event is not None:
+                fold.apply(event)
+                if isinstance(event, ev.Profiled) or (isinstance(event, ev.Memory) and not _profiles(handle)):
+                    top_up()  # measured work is over: the next process may start now
+                finished = finished or isinstance(event, ev.Finished)
+        if finished:
+            break  # its result is complete: the process's exit (CUDA teardown, ~1 s) need not hold the next stage
+        if hooks.cancel.is_set():
+            stopped = (Status.CANCELLED, "cancelled by user")
+        elif time.monotonic() - started > hooks.timeout_s:
+            stopped = (Status.TIMEOUT, f"stage exceeded its {hooks.timeout_s:.0f} s limit")
+        if stopped:
+            handle.kill()
+            break
+    wall = (stage.wall_s or 0) + time.monotonic() - started
+    end = {"wall_s": wall, "finished_at": time.time()}
+    result = fold.result
+    if finished and not stopped and not (result.status in STAGE_FINISHED and result.status != Status.OK):
+        threading.Thread(target=_reap, args=(handle, reader), daemon=True).start()
+        return replace(result, status=Status.OK if last_round else Status.RUNNING, **end)  # type: ignore[arg-type]
+    code = handle.proc.wait()
+    reader.join(timeout=5)
+    tail = meaningful_stderr(handle.stderr_text())
+    handle.close()
+    if stopped:
+        return replace(result, status=stopped[0], reason=stopped[1], **end)  # type: ignore[arg-type]
+    if result.status in STAGE_FINISHED and result.status != Status.OK:
+        return replace(result, **end)  # type: ignore[arg-type]
+    if not finished:
+        return replace(result, status=Status.FAILED, reason=describe_exit(code) + (f": {tail}" if tail else ""),
+                       **end)  # type: ignore[arg-type]
+    return replace(result, status=Status.OK if last_round else Status.RUNNING, **end)  # type: ignore[arg-type]
+
+
+def _reap(handle: WorkerHandle, reader: threading.Thread, grace_s: float = 60.0) -> None:
+    """Wait for a finished worker to exit in the background; one that hangs on exit is killed."""
+    try:
+        handle.proc.wait(timeout=grace_s)
+    except Exception:
+        handle.kill()
+    reader.join(timeout=5)
+    handle.close()
+
+
+def _profiles(handle: WorkerHandle) -> bool:
+    return handle.job.profile
+
+
+def run_stage(cfg: BenchConfig, stage: Stage, probe: Probe, hooks: RunHooks | None = None) -> StageResult:
+    """One stage as a one-stage run (tests, tools): the same loop, the same worker, the same fold."""
+    return run_all(new_run(cfg, [stage], probe, "custom"), probe, hooks).stages[0]

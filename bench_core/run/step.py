@@ -1,0 +1,257 @@
+"""The training step a worker measures, and how: build, warm up, time, profile. Runs inside the worker only.
+
+Timing: CUDA events around each step, no host sync between steps (the CPU queues ahead as in real training);
+host time to enqueue each step with perf_counter. Warm-up: at least `warmup` steps and WARMUP_MIN_S seconds.
+"""
+from __future__ import annotations
+
+import contextlib
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bench_core.config.bench_config import WARMUP_MIN_S, BenchConfig
+from bench_core.levers.stage import Stage
+from bench_core.run.faults import broken_build
+from bench_core.run.processes import StageJob
+
+PROFILE_STEPS = 5
+GRAPH_WARMUP_STEPS = 3  # eager steps on a side stream before capture, as torch.cuda.graphs requires
+
+
+@dataclass
+class Built:
+    cfg: BenchConfig
+    step: Callable[[], Any]
+    sync: Callable[[], None]
+    ddp: Any
+    params: int
+    optimizer_class: str
+    norm_class: str
+    tf32: bool
+    scaler: Any
+    cuda: bool
+    nccl: str | None
+    last_dtype: str | None = None
+    capture: Callable[[], None] | None = None   # graphs: capture the step once warm-up has run eagerly
+
+
+def _qualname(obj: Any) -> str:
+    cls = obj if isinstance(obj, type) else type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def build_model(cfg: BenchConfig, norm_cls: Any, head: Any) -> Any:
+    """The config's model family, with the stage's norm class and loss head."""
+    from bench_core.config.bench_config import mlp_hidden
+    if cfg.family == "llama":
+        from bench_core.models.llama import Llama, LlamaConfig
+        return Llama(LlamaConfig(cfg.depth, cfg.width, cfg.heads, cfg.seq_len, cfg.vocab_size, mlp_hidden(cfg)),
+                     norm_cls, head)
+    from bench_core.models.gpt import GPT, GPTConfig
+    return GPT(GPTConfig(cfg.depth, cfg.width, cfg.heads, cfg.seq_len, cfg.vocab_size), norm_cls, head)
+
+
+def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
+    from bench_core.models.gpt import synthetic_batch
+    from bench_core.run.distributed import Distributed, nccl_version
+
+    cfg = BenchConfig.from_dict(job.config)
+    device, cuda = job.device, job.device == "cuda"
+    import os
+    if os.environ.get("BENCH_WORKER_THREADS"):
+        torch.set_num_threads(int(os.environ["BENCH_WORKER_THREADS"]))
+    ddp = Distributed(device)
+    target = ddp.device           # cuda:<local rank> under torchrun
+    plan = stage.precision_lever.build()
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = plan.tf32
+        torch.backends.cudnn.allow_tf32 = plan.tf32
+    if broken_build(stage.key):
+        raise ImportError("test fault: the norm lever's extension could not be imported")
+    norm_cls = stage.norm_lever.build()
+    torch.manual_seed(cfg.seed)
+    with torch.device(target):
+        model = build_model(cfg, norm_cls, stage.head_lever.build())
+        if plan.convert is not None:  # FP8: swap the blocks' modules before DDP, optimizer and compile see them
+            model = plan.convert(model)
+    if not stage.optimizer_lever.reduces_gradients:
+        model = ddp.wrap(model)
+    graphs = stage.compile_lever.captures_graph
+    opt = stage.optimizer_lever.build(model.parameters(), capturable=graphs)
+    model = stage.compile_lever.build(model)
+    # weak scaling: every rank takes the same per-GPU batch, of its own tokens
+    x, y = synthetic_batch(cfg.vocab_size, cfg.batch_size, cfg.seq_len, cfg.seed + ddp.rank, target)
+    dtype = getattr(torch, plan.autocast_dtype) if plan.autocast_dtype else None
+    scaler = torch.amp.GradScaler(device) if plan.grad_scaler else None
+
+    def autocast() -> Any:
+        # autocast's weight-cast cache must be off inside a CUDA graph capture
+        stack = contextlib.ExitStack()
+        if plan.context is not None:   # te.fp8_autocast, around autocast as TE documents
+            stack.enter_context(plan.context())
+        if dtype:
+            stack.enter_context(torch.autocast(device, dtype=dtype, cache_enabled=not graphs))
+        return stack
+
+    built = Built(cfg=cfg, step=lambda: None, sync=torch.cuda.synchronize if cuda else (lambda: None), ddp=ddp,
+                  params=sum(p.numel() for p in model.parameters()), optimizer_class=_qualname(opt),
+                  norm_class=_qualname(norm_cls), tf32=bool(torch.backends.cuda.matmul.allow_tf32) if cuda else False,
+                  scaler=scaler, cuda=cuda, nccl=nccl_version() if ddp.enabled and cuda else None)
+
+    def eager_step() -> Any:
+        opt.zero_grad()  # Apex FusedAdam.zero_grad takes no arguments; both default to set_to_none
+        with autocast():
+            logits, loss = model(x, y)
+        # a fused loss head (Liger FLCE) returns no logits: nothing to read the autocast dtype from
+        built.last_dtype = None if logits is None else str(logits.dtype).replace("torch.", "")
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        return loss
+
+    built.step = eager_step
+    if graphs:
+        def capture() -> None:
+            # torch.cuda.graphs' whole-network recipe: warm up on a side stream, then capture one step.
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(GRAPH_WARMUP_STEPS):
+                    eager_step()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            opt.zero_grad()
+            with torch.cuda.graph(graph):
+                with autocast():
+                    logits, static_loss = model(x, y)
+                static_loss.backward()
+                opt.step()
+
+            def replay() -> Any:
+                graph.replay()
+                return static_loss
+            built.step = replay
+        built.capture = capture
+    return built
+
+
+def warm_up(built: Built, job: StageJob, progress: Callable[[int, float], None], torch: Any) -> tuple[int, float]:
+    """At least cfg.warmup steps and WARMUP_MIN_S seconds, so clocks and the allocator settle; (steps, s)."""
+    start = last = time.perf_counter()
+    steps = 0
+    if built.capture is not None:
+        built.capture()
+        steps += GRAPH_WARMUP_STEPS
+    while True:
+        built.step()
+        built.sync()
+        steps += 1
+        now = time.perf_counter()
+        if now - last > 0.5:
+            progress(steps, now - start)
+            last = now
+        done = steps >= built.cfg.warmup and now - start >= WARMUP_MIN_S
+        if built.ddp.enabled:  # every rank stops after the same step, or collectives would hang
+            done = bool(built.ddp.all_agree(done))
+        if done:
+            return steps, now - start
+
+
+def measure(built: Built, job: StageJob, emit_iter: Callable[[int, float, float, float | None], None],
+            torch: Any) -> dict:
+    """The timed steps; returns the Memory event's fields."""
+    built.ddp.barrier()  # every rank starts the timed steps together; rank 0's clock speaks for the job
+    iters = built.cfg.iters
+    if not built.cuda:
+        scale = built.scaler.get_scale() if built.scaler else None
+        skipped = 0 if built.scaler else None
+        for i in range(iters):
+            start = time.perf_counter()
+            loss = built.step().item()
+            emit_iter(i, (time.perf_counter() - start) * 1e3, loss, None)
+            if built.scaler:  # a skipped step halves the scale; reading it on CPU costs nothing
+                new = built.scaler.get_scale()
+                skipped += new < scale
+                scale = new
+        peaks = built.ddp.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        return {"peak_rss_mib": max(peaks), "rank_peak_mib": peaks, "skipped_steps": skipped}
+    from bench_core.machine.telemetry import EnergyMeter
+    torch.cuda.reset_peak_memory_stats()
+    scales = torch.empty(iters + 1, dtype=torch.float32, pin_memory=True) if built.scaler else None
+    if scales is not None:
+        scales[0].copy_(built.scaler._scale.detach().float(), non_blocking=True)
+    meter = EnergyMeter(torch.cuda.current_device())
+    meter.start()
+    _time_cuda(built, iters, emit_iter, torch, scales)
+    energy = meter.stop()
+    peaks = built.ddp.gather((torch.cuda.max_memory_allocated() / 2**20, torch.cuda.max_memory_reserved() / 2**20))
+    skipped = None
+    if scales is not None:  # GradScaler halves its scale after each step it skipped for inf/nan gradients
+        values = scales.tolist()
+        skipped = sum(1 for a, b in zip(values, values[1:], strict=False) if b < a)
+    return {"peak_allocated_mib": max(p[0] for p in peaks), "peak_reserved_mib": max(p[1] for p in peaks),
+            "rank_peak_mib": [p[0] for p in peaks], "energy_j": energy, "skipped_steps": skipped}
+
+
+def _time_cuda(built: Built, iters: int, emit_iter: Callable, torch: Any, scales: Any) -> None:
+    """CUDA events around each step; each result is emitted as soon as its end event has completed."""
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    losses = torch.empty(iters, dtype=torch.float32, pin_memory=True)
+    host = [0.0] * iters
+    done = 0
+
+    def flush(recorded: int, block: bool) -> None:
+        nonlocal done
+        while done < recorded and (block or ends[done].query()):
+            ends[done].synchronize()
+            emit_iter(done, starts[done].elapsed_time(ends[done]), float(losses[done]), host[done])
+            done += 1
+
+    for i in range(iters):
+        t0 = time.perf_counter()
+        starts[i].record()
+        loss = built.step()
+        losses[i].copy_(loss.detach().float(), non_blocking=True)
+        if scales is not None:
+            scales[i + 1].copy_(built.scaler._scale.detach().float(), non_blocking=True)
+        ends[i].record()
+        host[i] = (time.perf_counter() - t0) * 1e3
+        flush(i + 1, block=False)
+    flush(iters, block=True)
+
+
+def profile(built: Built, torch: Any) -> tuple[Any, set[str], set[str]] | None:
+    """PROFILE_STEPS untimed steps under torch.profiler: (StageProfile, event names, GEMM input dtypes)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from bench_core.measure.breakdown import collect
+    from bench_core.measure.proof import gemm_operand_dtype
+    if not built.ddp.leader:  # the other ranks take the same steps, or rank 0's all-reduces would wait for ever
+        for _ in range(PROFILE_STEPS):
+            built.step()
+        return None
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if built.cuda else [])
+    built.sync()
+    with torch_profile(activities=activities, record_shapes=True) as prof:
+        for _ in range(PROFILE_STEPS):
+            built.step()
+        built.sync()
+    stage_profile, names = collect(prof, PROFILE_STEPS, built.cuda)
+    dtypes = set()
+    try:
+        for event in prof.profiler.kineto_results.events():
+            dtype = gemm_operand_dtype(event.name(), list(event.dtypes() or ()))
+            if dtype:
+                dtypes.add(dtype)
+    except (AttributeError, RuntimeError):  # an older profiler without raw kineto events
+        dtypes = set()
+    return stage_profile, names, dtypes

@@ -1,0 +1,127 @@
+"""One stage in one fresh process: ``python -m bench_core.run.worker``.
+
+It imports torch (and creates its CUDA context) at once, reads its job (one JSON line on stdin, or the file
+BENCH_JOB_FILE under torchrun), builds model and optimizer, then waits for `go` before any measured work.
+Events (bench_core.run.events) go to stdout, one per line; everything else the process prints goes to stderr.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from bench_core.levers.stage import Stage
+from bench_core.measure.proof import Facts, classify, gemm_pseudo_names, sdpa_backend, verdict
+from bench_core.run import events as ev
+from bench_core.run.faults import apply_test_fault
+from bench_core.run.processes import StageJob, die_with_parent
+from bench_core.run.step import build_stage, measure, profile, warm_up
+
+SPAWNED_AT = time.perf_counter()
+
+
+class Emitter:
+    def __init__(self) -> None:
+        self.enabled = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 reports
+        # Keep the real stdout for events; route fd 1 to stderr so stray prints can't corrupt the stream.
+        self._out = os.fdopen(os.dup(1), "w", buffering=1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+
+    def __call__(self, event: ev.Event) -> None:
+        if self.enabled:
+            t = round(time.perf_counter() - SPAWNED_AT, 3)  # seconds since the process started: overhead breakdown
+            self._out.write(type(event)(**{**event.__dict__, "t": t}).encode() + "\n")
+
+
+def is_oom(exc: BaseException) -> bool:
+    text = str(exc)
+    return (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+            or "out of memory" in text.lower() or "can't allocate memory" in text)
+
+
+def read_job() -> StageJob:
+    job_file = os.environ.get("BENCH_JOB_FILE")  # torchrun ranks get their job from a file, not stdin
+    if job_file:
+        with open(job_file) as fh:
+            return StageJob(**json.loads(fh.read()))
+    return StageJob(**json.loads(sys.stdin.readline()))
+
+
+def wait_for_go() -> None:
+    if not os.environ.get("BENCH_JOB_FILE"):
+        sys.stdin.readline()  # "go", or EOF if the parent closed the pipe: either way, start
+
+
+def run(job: StageJob, emit: Emitter, torch: Any) -> None:
+    stage = Stage(**job.stage)
+    if not job.build_ahead:
+        wait_for_go()
+    try:
+        built = build_stage(job, stage, torch)
+    except (ImportError, RuntimeError, TypeError) as exc:  # a lever whose extension cannot be built here
+        if is_oom(exc):
+            raise
+        return emit(ev.Unavailable(reason=f"{stage.label} could not be built: {type(exc).__name__}: {exc}"))
+    emit(ev.Built(pid=os.getpid(), params=built.params, optimizer_class=built.optimizer_class,
+                  norm_class=built.norm_class, tf32_matmul=built.tf32, grad_scaler=built.scaler is not None,
+                  cpu_threads=torch.get_num_threads(), world_size=built.ddp.world, nccl=built.nccl))
+    if job.build_ahead:
+        wait_for_go()
+    emit(ev.Started())
+    warm = warm_up(built, job, lambda steps, s: emit(ev.WarmupProgress(steps=steps, seconds=s)), torch)
+    emit(ev.Warmup(seconds=warm[1], iters=warm[0]))
+    memory = measure(built, job, lambda i, ms, loss, host: emit(ev.Iter(i=i, ms=ms, loss=loss, host_ms=host)),
+                     torch)
+    emit(ev.Memory(**memory))
+    if not job.profile:
+        built.ddp.close()
+        return
+    prof_out = profile(built, torch)
+    emit(ev.Profiled())
+    if prof_out is None:  # a non-leader rank under torchrun
+        built.ddp.close()
+        return
+    stage_profile, names, gemm_dtypes = prof_out
+    seen_names = names | gemm_pseudo_names(gemm_dtypes, built.tf32)
+    seen = classify(seen_names)
+    facts = Facts(optimizer_class=built.optimizer_class, norm_class=built.norm_class, tf32_matmul=built.tf32,
+                  grad_scaler=built.scaler is not None)
+    state, warnings = verdict(stage, job.device, seen, facts)
+    emit(ev.Kernels(seen=seen, sdpa_backend=sdpa_backend(names), verdict=state, warnings=warnings,
+                    autocast_dtype=built.last_dtype, profile=stage_profile.to_dict()))
+    built.ddp.close()
+
+
+def main() -> int:
+    parent = os.getppid()
+    die_with_parent()
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        return 1
+    emit = Emitter()
+    # Import torch (and, asked to, create the CUDA context) before the job: a worker started ahead of its
+    # stage pays this while earlier stages run their untimed work.
+    import torch
+
+    import bench_core.models.gpt  # noqa: F401  (the model module, loaded ahead of the job too)
+    if sys.argv[1:2] == ["--warm-cuda"] and torch.cuda.is_available():
+        a = torch.ones(64, 64, device="cuda")  # context and cuBLAS handle now, not on the stage's clock
+        (a @ a).sum().item()
+    emit(ev.Ready())
+    job = read_job()
+    t0 = time.perf_counter()
+    try:
+        apply_test_fault(Stage(**job.stage).key)
+        run(job, emit, torch)
+    except Exception as exc:  # the parent turns these into stage statuses
+        emit(ev.Error(kind="oom" if is_oom(exc) else "error",
+                      message=f"{type(exc).__name__}: {str(exc).strip()[:600]}"))
+        return 1
+    emit(ev.Finished(wall_s=time.perf_counter() - t0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

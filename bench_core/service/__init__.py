@@ -1,0 +1,1 @@
+"""The shared server's side: access roles and the job manager."""

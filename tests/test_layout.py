@@ -1,0 +1,41 @@
+"""The README's layout table is exact: every engine sub-package and module it names exists, and it names them all."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENGINE = ROOT / "bench_core"
+
+
+def _layout_rows() -> dict[str, str]:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Layout"):]
+    rows = re.findall(r"^\| `bench_core/([a-z_]+)/` \| (.*) \|$", section, flags=re.M)
+    return dict(rows)
+
+
+def test_every_sub_package_and_module_is_in_the_readme_layout():
+    rows = _layout_rows()
+    packages = sorted(p.name for p in ENGINE.iterdir() if (p / "__init__.py").exists())
+    assert sorted(rows) == packages
+    for package, text in rows.items():
+        named = set(re.findall(r"`([a-z_]+)`", text))
+        modules = {p.stem for p in (ENGINE / package).glob("*.py") if p.stem != "__init__"}
+        assert named == modules, f"bench_core/{package}: README names {sorted(named)}, the tree has {sorted(modules)}"
+
+
+def test_every_sub_package_says_what_it_is():
+    for init in ENGINE.glob("*/__init__.py"):
+        doc = init.read_text().strip()
+        assert doc.startswith('"""') and len(doc.splitlines()) == 1, f"{init}: a one-line docstring, nothing else"
+
+
+def test_no_sub_package_imports_one_above_it():
+    """The floors, bottom up, as the README lists them; an import may only go down or sideways within a package."""
+    order = list(_layout_rows())
+    for package in order:
+        for path in (ENGINE / package).glob("*.py"):
+            for other in set(re.findall(r"^\s*(?:from|import) bench_core\.([a-z_]+)", path.read_text(), flags=re.M)):
+                assert order.index(other) <= order.index(package), \
+                    f"{path.relative_to(ROOT)} imports bench_core.{other}, which stands above {package}"
