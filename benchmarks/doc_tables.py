@@ -16,7 +16,6 @@ import json
 from dataclasses import replace
 
 from bench_core.components.report import ComponentsReport
-from bench_core.levers.stage import Stage
 from bench_core.results.records import RunResult
 from bench_core.results.summary import StageSummary, summarize
 
@@ -38,7 +37,7 @@ def _shape(run: RunResult) -> str:
 
 def _evidence(s: StageSummary, device: str) -> str:
     """The key kernels this stage's levers expect, each with the first name the trace showed for it."""
-    stage = Stage.of(s.result)
+    stage = s.result.stage
     wanted = sorted({key for lever in stage.levers for key in lever.expects(device, stage)})
     seen = [(key, s.result.kernels[key][0]) for key in wanted if s.result.kernels.get(key)]
     return ", ".join(f"{key} `{name[:48]}`" for key, name in seen)
@@ -146,7 +145,7 @@ def twins(paths: list[str]) -> str:
         by_key = {s.key: s for s in summarize(run).stages}
         logits = run.config.tokens_per_step * run.config.vocab_size
         for s in summarize(run).stages:
-            stage = Stage.of(s.result)
+            stage = s.result.stage
             for lever in (lv for lv in stage.levers if lv.native):
                 twin = by_key.get(replace(stage, **{lever.kind: lever.native}).key)
                 if twin is None or not s.ok or not twin.ok or not s.timing.median_ms or not twin.timing.median_ms:

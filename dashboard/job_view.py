@@ -11,7 +11,6 @@ import pandas as pd
 import streamlit as st
 
 from bench_core.config.bench_config import describe_shape
-from bench_core.levers.stage import Stage
 from bench_core.results import figures
 from bench_core.results.formats import neutralise, to_csv, to_json
 from bench_core.results.records import RunResult, Status
@@ -166,7 +165,7 @@ def snippets(run: RunResult) -> None:
     st.subheader("What each stage changes")
     for stage in run.stages:
         with st.expander(f"{stage.index + 1}. {stage.label}  ({stage.key})"):
-            st.code(Stage.of(stage).snippet(), language="python")
+            st.code(stage.stage.snippet(), language="python")
 
 
 def finished_job(snap: JobSnapshot, key: str) -> None:

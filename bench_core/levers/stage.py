@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from bench_core.levers.registry import (
     BASELINE_LEVERS,
@@ -41,11 +40,6 @@ class Stage:
                 raise ConfigError(kind, name, f"unknown {kind} lever; choose one of {', '.join(names_of(kind))}")
             chosen.append(lever)
         object.__setattr__(self, "levers", tuple(chosen))
-
-    @classmethod
-    def of(cls, result: Any) -> Stage:
-        """The stage a StageResult (or any object with the lever fields) was run as."""
-        return cls(**{kind: getattr(result, kind, BASELINE_LEVERS[kind]) for kind in KINDS})
 
     def lever(self, kind: str) -> Lever:
         return self.levers[KINDS.index(kind)]

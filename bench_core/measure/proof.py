@@ -170,16 +170,15 @@ class KernelCell:
     why: str
 
 
-def kernel_cells(stage_names: Mapping[str, str], status: str, reason: str, kernels: Mapping[str, list[str]],
+def kernel_cells(stage: Stage, status: str, reason: str, kernels: Mapping[str, list[str]],
                  verdict_state: str | None, device: str, imported_from: str | None) -> dict[str, KernelCell]:
-    """One cell per key kernel. `stage_names` are the lever names; an Apex lever's missing kernel is the fallback
+    """One cell per key kernel. An Apex lever's missing kernel is the fallback
     the worker's verdict already declared — the cell shows that verdict, it does not judge again."""
     if status == "unavailable":
         return {key: KernelCell("unavailable", reason) for key in KEY_KERNELS}
     if not kernels:
         return {key: KernelCell("pending", f"{status}: the profiler runs after the timed iterations")
                 for key in KEY_KERNELS}
-    stage = Stage(**stage_names)
     cells = {}
     for key in KEY_KERNELS:
         names = kernels.get(key) or []

@@ -16,6 +16,7 @@ from typing import Any
 from bench_core.config.bench_config import INT_FIELDS, BenchConfig, collect_errors
 from bench_core.config.settings import Limits
 from bench_core.levers.registry import KINDS, LEVERS
+from bench_core.levers.stage import Stage
 from bench_core.measure.proof import KEY_KERNELS
 from bench_core.results.records import OLD_SCHEMAS, SCHEMA, STAGE_FINISHED, RunResult, StageResult, Status
 from bench_core.results.summary import RunSummary, StageSummary, summarize
@@ -49,7 +50,7 @@ def _profile(attr: str) -> Getter:
 
 COLUMNS: list[Column] = [
     Column("stage", "str", _s(lambda s: s.key)), Column("label", "str", _s(lambda s: s.label)),
-    *[Column(kind, "str", (lambda k: _s(lambda s: s.result.lever_names[k]))(kind)) for kind in KINDS],
+    *[Column(kind, "str", (lambda k: _s(lambda s: getattr(s.result.stage, k)))(kind)) for kind in KINDS],
     Column("status", "str", _s(lambda s: s.status.value)), Column("reason", "str", _s(lambda s: s.reason)),
     Column("verdict", "str", _s(lambda s: s.verdict or "")),
     Column("warnings", "str", _s(lambda s: " | ".join(s.warnings))),
@@ -233,9 +234,7 @@ def _run_from_rows(run_id: str, rows: list[dict]) -> RunResult:
     for i, row in enumerate(rows):
         kernels = {k: [k] for k in filter(None, (row.get("kernels_seen") or "").split(";")) if k in KEY_KERNELS}
         stages.append(StageResult(
-            index=i, key=row["stage"], label=row.get("label") or row["stage"], optimizer=str(row["optimizer"]),
-            norm=str(row["norm"]), precision=str(row["precision"]), compile=str(row["compile"]), gpus=str(row["gpus"]),
-            head=str(row["head"]),
+            index=i, stage=Stage(**{kind: str(row[kind]) for kind in KINDS}),
             status=Status(row["status"]), reason=row["reason"], iters_total=cfg.iters, kernels=kernels,
             verdict=row.get("verdict") or None,
             warnings=tuple(w for w in (row.get("warnings") or "").split(" | ") if w),

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench_core.levers.registry import LEVERS
-from bench_core.levers.stage import Stage
 from bench_core.results.records import Status
 from bench_core.results.summary import RunSummary, StageSummary
 
@@ -23,7 +21,7 @@ def _x(s: StageSummary) -> str:
 
 def _twin_key(s: StageSummary) -> str | None:
     """The key of the same stage with each vendor lever swapped for the PyTorch lever it replaces."""
-    twin = Stage.of(s.result).native_twin()
+    twin = s.result.stage.native_twin()
     return twin.key if twin else None
 
 
@@ -47,7 +45,7 @@ def headline(summary: RunSummary) -> Headline:
         twin = by_key.get(_twin_key(s) or "")
         if s.ok and twin is not None and twin.ok and s.timing.median_ms and twin.timing.median_ms:
             ratio = twin.timing.median_ms / s.timing.median_ms
-            lines.append(f"{Stage.of(s.result).vendors} in **{s.key}**: ×{ratio:.2f} against its native twin "
+            lines.append(f"{s.result.stage.vendors} in **{s.key}**: ×{ratio:.2f} against its native twin "
                          f"{twin.key} "
                          f"({s.timing.median_ms:.2f} vs {twin.timing.median_ms:.2f} ms)"
                          + (" — one of them is noisy: read it as a range" if s.noisy or twin.noisy else "") + ".")
@@ -60,12 +58,12 @@ def headline(summary: RunSummary) -> Headline:
         lines.append("Noisy: " + "; ".join(f"{s.key} — {s.noise_reason}" for s in noisy) + ".")
     fallback = [s for s in summary.stages if s.verdict == "fallback"]
     if fallback:
-        vendors = " / ".join(dict.fromkeys(Stage.of(s.result).vendors for s in fallback))
+        vendors = " / ".join(dict.fromkeys(s.result.stage.vendors for s in fallback))
         lines.append(f"Not counted as {vendors} (the trace showed a PyTorch fallback): "
                      + ", ".join(s.key for s in fallback) + ".")
     skipped = [s for s in summary.stages if s.status == Status.UNAVAILABLE]
     if skipped:
-        apex_only = all(any(LEVERS[n].is_apex for n in s.result.lever_names.values()) for s in skipped)
+        apex_only = all(any(lever.is_apex for lever in s.result.stage.levers) for s in skipped)
         why = ("Apex needs a CUDA GPU and a CUDA build of torch" if run.device == "cpu" and apex_only else
                "; ".join(sorted({s.reason for s in skipped}))[:300])
         lines.append(f"Did not run: {len(skipped)} of {len(summary.stages)} stages ({why}).")

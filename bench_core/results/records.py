@@ -5,12 +5,14 @@ Derived figures (statistics, speedups, MFU, verdict cells) are not here: `summar
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from bench_core.config.bench_config import BenchConfig
+from bench_core.levers.registry import BASELINE_LEVERS, KINDS
+from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe
 from bench_core.measure.breakdown import StageProfile
 
@@ -45,14 +47,7 @@ _TUPLES = ("times_ms", "losses", "host_ms", "rounds", "warnings", "rank_peak_mib
 @dataclass(frozen=True)
 class StageResult:
     index: int
-    key: str
-    label: str
-    optimizer: str
-    norm: str
-    precision: str
-    compile: str
-    gpus: str = "1"
-    head: str = "ce"                     # the loss-head lever (older results: the plain LM head + CE)
+    stage: Stage                         # the levers it ran with; files keep them as one column per kind
     status: Status = Status.PENDING
     reason: str = ""
     iters_total: int = 0                 # timed iterations of one round
@@ -103,12 +98,16 @@ class StageResult:
         return out
 
     @property
-    def lever_names(self) -> dict[str, str]:
-        return {"optimizer": self.optimizer, "norm": self.norm, "precision": self.precision,
-                "compile": self.compile, "gpus": self.gpus, "head": self.head}
+    def key(self) -> str:
+        return self.stage.key
+
+    @property
+    def label(self) -> str:
+        return self.stage.label
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = {"index": self.index, "key": self.key, "label": self.label, **self.stage.as_dict(),
+                **{f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("index", "stage")}}
         data["status"] = self.status.value
         data["profile"] = self.profile.to_dict() if self.profile else None
         for name in _TUPLES:
@@ -122,7 +121,8 @@ class StageResult:
         for name in _TUPLES:
             clean[name] = tuple(clean.get(name) or ())
         clean["status"] = Status(clean.get("status", "pending"))
-        clean["gpus"] = str(clean.get("gpus") or "1")
+        # older files lack the later kinds (head): the baseline lever, as those runs used
+        clean["stage"] = Stage(**{kind: str(data.get(kind) or BASELINE_LEVERS[kind]) for kind in KINDS})
         clean["profile"] = StageProfile.from_dict(clean["profile"]) if clean.get("profile") else None
         if "rounds" not in data and clean["times_ms"] and clean["status"] == Status.OK:
             clean["rounds"] = (len(clean["times_ms"]),)  # a schema-1 run: one round
@@ -167,6 +167,6 @@ class RunResult:
                    status=Status(data.get("status", "done")), imported=bool(data.get("imported")))
 
 
-def initial_stage(index: int, stage: Any, iters: int) -> StageResult:
-    """A pending StageResult for a levers.Stage."""
-    return StageResult(index=index, key=stage.key, label=stage.label, iters_total=iters, **stage.as_dict())
+def initial_stage(index: int, stage: Stage, iters: int) -> StageResult:
+    """A pending StageResult for a Stage."""
+    return StageResult(index=index, stage=stage, iters_total=iters)

@@ -146,12 +146,11 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
     metrics = stage.imported_metrics or {}
     timing = _imported_timing(metrics) if imported_csv else stats.timing_stats(stage.times_ms)
     ok = stage.status == Status.OK
-    world = int(stage.gpus)
+    world = stage.stage.world_size
     rounds = stage.round_series
     round_medians = tuple(m for m in (stats.timing_stats(r).median_ms for r in rounds if r) if m is not None)
     gpu = run.gpu if run.device == "cuda" else None
-    from bench_core.levers.registry import LEVERS
-    mfu_peak = LEVERS[stage.precision].peak  # type: ignore[attr-defined]
+    mfu_peak = stage.stage.precision_lever.peak
     stage_rates = rates(run.config, timing.median_ms, gpu, mfu_peak, world) if ok else Rates(
         mfu_reason=f"stage {stage.status.value}: no result")
     speedup = ci = None
@@ -160,7 +159,7 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
         ci = ((metrics["speedup_ci_low"], metrics["speedup_ci_high"])
               if metrics.get("speedup_ci_low") is not None and metrics.get("speedup_ci_high") is not None else None)
     elif ok and base is not None and timing.median_ms:
-        base_world = int(base.gpus)
+        base_world = base.stage.world_size
         # throughput ratio: equal to the step-time ratio at equal world sizes
         scale = world / base_world
         speedup = scale * (timing.median_ms if stage is base else base_median or 0) / timing.median_ms
@@ -179,7 +178,7 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
         verdict = f"imported: {verdict} on {imported_gpu}"
     return StageSummary(
         index=stage.index, key=stage.key, label=stage.label, status=stage.status, reason=stage.reason,
-        gpus=world, precision=stage.precision, mfu_peak=mfu_peak, timing=timing,
+        gpus=world, precision=stage.stage.precision, mfu_peak=mfu_peak, timing=timing,
         partial=not ok and bool(stage.times_ms), round_medians=round_medians,
         noise_reason=stats.noise_reason(stage.times_ms, list(round_medians)) if stage.times_ms else
         metrics.get("noise_reason"),
@@ -190,12 +189,12 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
         speedup=speedup, speedup_ci=ci,
         scaling_efficiency=metrics.get("scaling_efficiency") if imported_csv else None,
         # a CUDA graph's replays use its private pool, which the allocator counts as reserved, not allocated
-        peak_mem_mib=(stage.peak_reserved_mib if stage.compile == "graphs" and stage.peak_reserved_mib
+        peak_mem_mib=(stage.peak_reserved_mib if stage.stage.compile_lever.captures_graph and stage.peak_reserved_mib
                       else stage.peak_mem_mib),
         loss_first=stage.losses[0] if stage.losses else metrics.get("loss_first"),
         loss_last=stage.losses[-1] if stage.losses else metrics.get("loss_last"),
         verdict=verdict,
-        cells=kernel_cells(stage.lever_names, stage.status.value, stage.reason, stage.kernels, stage.verdict,
+        cells=kernel_cells(stage.stage, stage.status.value, stage.reason, stage.kernels, stage.verdict,
                            run.device, imported_gpu),
         warnings=stage.warnings, host_ms=_median(stage.host_ms) if not imported_csv else metrics.get("host_ms"),
         profile=stage.profile, bottleneck=bottleneck, delta=delta,
@@ -205,20 +204,17 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
 
 
 def _changed_title(prev: StageResult, cur: StageResult) -> str:
-    from bench_core.levers.registry import KINDS, LEVERS
-    from bench_core.levers.stage import Stage
-    changed = [LEVERS[getattr(cur, k)].title for k in KINDS
-               if getattr(prev, k) != getattr(cur, k)]
-    return " + ".join(changed) or Stage.of(cur).label
+    changed = [new.title for old, new in zip(prev.stage.levers, cur.stage.levers, strict=True) if old != new]
+    return " + ".join(changed) or cur.label
 
 
 def _scaling(stage: StageSummary, stages: list[StageSummary]) -> float | None:
     """throughput(N) / (N x throughput(1)) against the same levers on one GPU in this run."""
     if not stage.rates.tokens_per_s:
         return None
-    levers = {k: v for k, v in stage.result.lever_names.items() if k != "gpus"}
-    twin = next((s for s in stages if s.gpus == 1 and s.ok and s.rates.tokens_per_s and
-                 {k: v for k, v in s.result.lever_names.items() if k != "gpus"} == levers), None)
+    one_gpu = replace(stage.result.stage, gpus="1")
+    twin = next((s for s in stages if s.gpus == 1 and s.ok and s.rates.tokens_per_s and s.result.stage == one_gpu),
+                None)
     if twin is None or not twin.rates.tokens_per_s:
         return None
     return stage.rates.tokens_per_s / (stage.gpus * twin.rates.tokens_per_s)

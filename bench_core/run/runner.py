@@ -94,9 +94,9 @@ def _sum(a: Any, b: Any) -> Any:
 
 def plan_jobs(run: RunResult, probe: Probe) -> list[tuple[int, StageJob]]:
     """(stage index, job) for every runnable stage in every round; odd rounds run the ladder backwards."""
-    runnable = [s.index for s in run.stages if Stage.of(s).unavailable_reason(probe, run.device) is None]
+    runnable = [s.index for s in run.stages if s.stage.unavailable_reason(probe, run.device) is None]
     free = probe.free_bytes.get(run.device)
-    singles = [i for i in runnable if run.stages[i].gpus == "1"]
+    singles = [i for i in runnable if run.stages[i].stage.world_size == 1]
     held = param_count(run.config) * 4 * min(len(singles) * run.config.repeats, WORKERS_AHEAD_CUDA)
     build_ahead = free is None or held < BUILD_AHEAD_SHARE * free
     if run.device == "cuda" and free is not None and estimate_memory(run.config)["total_bytes"] + held > free:
@@ -105,7 +105,7 @@ def plan_jobs(run: RunResult, probe: Probe) -> list[tuple[int, StageJob]]:
     for rnd in range(run.config.repeats):
         order = runnable if rnd % 2 == 0 else list(reversed(runnable))
         for i in order:
-            jobs.append((i, StageJob(config=run.config.to_dict(), stage=Stage.of(run.stages[i]).as_dict(),
+            jobs.append((i, StageJob(config=run.config.to_dict(), stage=run.stages[i].stage.as_dict(),
                                      device=run.device, round=rnd, profile=rnd == 0, build_ahead=build_ahead)))
     return jobs
 
@@ -121,7 +121,7 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
             hooks.on_update(holder["run"])
 
     for stage in run.stages:  # stages that cannot run here say so at once, and keep saying so
-        reason = Stage.of(stage).unavailable_reason(probe, run.device)
+        reason = stage.stage.unavailable_reason(probe, run.device)
         if reason:
             publish(replace(stage, status=Status.UNAVAILABLE, reason=reason))
             if hooks.on_stage_done:

@@ -296,7 +296,7 @@ class JobManager:
         probe = self.probe(timeout=0) or run.machine
         for stage in run.stages:
             if not stage.finished:
-                reason = Stage.of(stage).unavailable_reason(probe, run.device)
+                reason = stage.stage.unavailable_reason(probe, run.device)
                 run = run.with_stage(replace(stage, status=Status.UNAVAILABLE, reason=reason) if reason else
                                      replace(stage, status=Status.CANCELLED, reason="job cancelled"))
         run = replace(run, status=Status.CANCELLED)
