@@ -28,7 +28,8 @@ DISK_WARN_BYTES = 5 * GIB
 # https://docs.nvidia.com/cuda/cuda-installation-guide-linux/ and its per-release copies under
 # https://docs.nvidia.com/cuda/archive/<version>/cuda-installation-guide-linux/. nvcc enforces it in
 # crt/host_config.h ("gcc versions later than N are not supported!"), as reported for 12.1 (N=12), 12.4 (N=13)
-# and 13.3 (N=15) in NVlabs/instant-ngp#1562 and cms-patatrack/pixeltrack-standalone#432.
+# and 13.3 (N=15) in NVlabs/instant-ngp#1562 and cms-patatrack/pixeltrack-standalone#432. The 12.8 (14) and
+# 13.0 (15) rows are from the guide's table but were not re-read when this was written: check them on a new CUDA.
 MAX_GCC_FOR_CUDA = ((11, 4, 11), (12, 0, 12), (12, 4, 13), (12, 8, 14), (13, 0, 15))
 MIN_GCC = 9  # torch's extension headers need C++17, which GCC 9 is the first to support fully
 
