@@ -247,7 +247,7 @@ def run_build(plan: BuildPlan, log_path: str, say: Callable[[str], None] = print
             if raw:
                 log.write(raw)
                 tail = (tail + [raw.rstrip()])[-20:]
-                if (stage := stage_line(raw)) is not None:
+                if (stage := stage_line(raw)) is not None and stage != last_stage:  # pip runs setup.py twice
                     last_stage = stage
                     say(f"[{elapsed:5.0f} s] {stage}")
                     last_said = time.monotonic()

@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import runpy
+import shutil
 import subprocess
 import sys
 
@@ -359,6 +360,35 @@ def test_the_build_reports_stages_and_a_heartbeat_and_keeps_the_log(tmp_path):
     failing = dataclasses.replace(plan, argv=(sys.executable, "-c", "print('boom'); raise SystemExit(3)"))
     failed = run_build(failing, str(tmp_path / "fail.log"), say=said.append)
     assert failed.returncode == 3 and failed.tail[-1] == "boom"
+
+
+PY_EXTENSION = """#include <Python.h>
+static struct PyModuleDef d = {{PyModuleDef_HEAD_INIT, "{0}", NULL, -1, NULL}};
+PyMODINIT_FUNC PyInit_{0}(void) {{ return PyModule_Create(&d); }}
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_real_pip_builds_only_the_named_extensions_from_the_staged_copy(tmp_path):
+    """pip + setuptools for real, on a checkout whose other extension does not compile: only the shim's three are
+    built, into --target, and the checkout stays as it was (no build/, no .egg-info)."""
+    text = UPSTREAM.replace("csrc/flatten_unflatten.cpp", "csrc/apex_C.c").replace(
+        'sources=["csrc/x.cu"]', 'sources=["csrc/" + name + ".c"]').replace('    name="apex",', '    name="apex",\n'
+                                                                            '    version="0.1",')
+    src = checkout(tmp_path, text)
+    for name in BENCH_EXTENSIONS:
+        (tmp_path / "apex" / "csrc" / f"{name}.c").write_text(PY_EXTENSION.format(name))
+    for name in ("syncbn", "mlp_cuda"):
+        (tmp_path / "apex" / "csrc" / f"{name}.c").write_text("this is not C\n")
+    plan = plan_build(src, str(tmp_path / "build"), "9.0", target=str(tmp_path / "lib"), environ={})
+    stage_source(plan)
+    said = []
+    outcome = run_build(plan, str(tmp_path / "build" / "apex_build.log"), say=said.append)
+    assert outcome.returncode == 0, "\n".join(outcome.tail)
+    built = sorted(f.split(".")[0] for f in os.listdir(tmp_path / "lib") if f.endswith(".so"))
+    assert built == sorted(BENCH_EXTENSIONS)
+    assert sorted(os.listdir(src)) == ["csrc", "setup.py"]
+    assert sum(NARROW_MARK in line for line in said) == 1 and said[-1].endswith("Successfully installed apex-0.1")
 
 
 def test_a_failed_clone_says_how_to_provide_apex_src(tmp_path):
