@@ -151,6 +151,13 @@ def test_a_gcc_newer_than_the_cuda_allows_blocks_the_build_with_the_version_to_i
     assert ok.verdict is Verdict.OK and "CUDA 12.8 allows GCC <= 14" in ok.message
 
 
+def test_the_h200s_compiler_banner_is_read_as_gcc_13_3(toolchain):
+    """`c++ --version` as the lent H200 prints it (a wrapper named g++-real, with nvcc 13.0.88)."""
+    banner = "g++-real (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0\nCopyright (C) 2023 Free Software Foundation, Inc."
+    cc = by_name(diagnose(toolchain(gcc=None, compiler_out=banner)))["host compiler"]
+    assert cc.verdict is Verdict.OK and cc.message.startswith("gcc 13.3.0 (")
+
+
 def test_an_old_gcc_fails_and_clang_is_only_warned_about(toolchain, monkeypatch):
     old = by_name(diagnose(toolchain(gcc="8.5.0")))["host compiler"]
     assert old.verdict is Verdict.FAIL and "gcc 8.5.0" in old.message and "older than GCC 9" in old.message
