@@ -24,6 +24,10 @@ from .doctor import BuildEnvironment, Check, Verdict, blocking, diagnose, host_f
 from .facts import probe_in_fresh_process
 
 
+def say_now(line: str) -> None:
+    print(line, flush=True)  # progress must show while pip runs, also when stdout is a log file
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     apex = sub.add_parser("apex", help="NVIDIA Apex: build it from source (apex build), check its build (apex doctor)")
     verbs = apex.add_subparsers(dest="apex_command", required=True)
@@ -59,13 +63,13 @@ def examine(build_dir: str, target: str | None = None, after_build: bool = False
     return env, diagnose(env, after_build)
 
 
-def cmd_doctor(args: argparse.Namespace, say: Callable[[str], None] = print) -> int:
+def cmd_doctor(args: argparse.Namespace, say: Callable[[str], None] = say_now) -> int:
     _, checks = examine(_build_dir(args), _target(args))
     say(json.dumps([c.to_dict() for c in checks], indent=1) if args.json else render(checks))
     return 1 if any(c.verdict is Verdict.FAIL for c in checks) else 0
 
 
-def cmd_build(args: argparse.Namespace, say: Callable[[str], None] = print) -> int:
+def cmd_build(args: argparse.Namespace, say: Callable[[str], None] = say_now) -> int:
     start = time.monotonic()
     build_dir, target = _build_dir(args), _target(args)
     if args.src:
