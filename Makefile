@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8501
 
-.PHONY: app test lint venv deps-app deps-test browser
+.PHONY: app apex test lint venv deps-app deps-test browser
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,11 @@ browser:
 
 app: deps-app
 	$(BIN)/streamlit run app.py --server.port $(PORT)
+
+# NVIDIA Apex from source, only the extensions the benchmark loads, for this GPU (python -m bench_core apex build
+# --help). APEX_SRC=/path/to/apex uses that checkout; without it, NVIDIA/apex is cloned at a pinned commit.
+apex: deps-app
+	APEX_SRC="$(APEX_SRC)" $(BIN)/python -m bench_core apex build
 
 # ruff (config in pyproject.toml) over the whole repo, mypy over the engine.
 lint: deps-test

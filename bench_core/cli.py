@@ -8,6 +8,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from bench_core.apex_build import commands as apex_commands
 from bench_core.config.bench_config import (
     FAMILIES,
     FIELD_HELP,
@@ -53,6 +54,7 @@ def parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import", help="import a CSV or JSON result into the history (exit 2 if rejected)")
     imp.add_argument("file")
     _db_args(imp, allow_none=False)
+    apex_commands.add_parser(sub)
     sub.add_parser("components", add_help=False,
                    help="the optimizer step and LayerNorm alone, against this GPU's measured ceilings "
                         "(python -m bench_core components --help)")
@@ -171,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench_core.components.cli import main as components_main
         return components_main(argv[1:])
     args = parser().parse_args(argv)
-    commands = {"probe": cmd_probe, "import": cmd_import}
+    commands = {"probe": cmd_probe, "import": cmd_import, "apex": apex_commands.run}
     return exit_code_of(lambda: commands.get(args.command, cmd_run)(args))
 
 

@@ -11,23 +11,40 @@ START=$(date +%s)
 CALL_BUDGET_S=${CALL_BUDGET_S:-570}  # the device call's limit is 600 s: every run ends inside it, so results still come back
 log() { echo "[$(date -u +%T)] $*" | tee -a "$OUT/steps.log"; }
 
+export APEX_BUILD_DIR=/tmp/apex-build  # the build's staging copy, ninja objects and pip log (python -m bench_core apex)
+
+apex_build() {  # apex_build LOG: `python -m bench_core apex build` into /tmp/apexlib; its output and time in $OUT/LOG
+  local name=${1:-apex_build.log}
+  log "building Apex $(cat .apex/COMMIT 2>/dev/null) ($name)"
+  local t0; t0=$(date +%s.%N)
+  # Doctor first, then only apex_C, amp_C and fused_layer_norm_cuda for this GPU (from a staging copy: .apex is
+  # not edited), then the probe's smoke tests. `--full` would build all 11 extensions.
+  PYTHONPATH=$ROOT python3 -m bench_core apex build --src .apex --target /tmp/apexlib > "$OUT/$name" 2>&1
+  local rc=$? secs; secs=$(python3 -c "print(round($(date +%s.%N)-$t0,1))")
+  echo "apex build exit $rc, elapsed $secs s" >> "$OUT/$name"
+  log "apex build exit $rc in $secs s"
+}
+
+apex_pack() {  # the build, carried back in one archive (.apexlib/ on the next call)
+  (cd /tmp && tar -cJf "$OUT/apexlib.tar.xz" apexlib/apex apexlib/apex_C*.so apexlib/amp_C*.so apexlib/fused_layer_norm_cuda*.so \
+    apexlib/apex-*.dist-info 2>>"$OUT/apex_build.log"); ls -la "$OUT/apexlib.tar.xz" | tee -a "$OUT/steps.log"
+}
+
 apex() {
   if [ -f .apexlib/apexlib.tar.xz ]; then
     log "unpacking the carried Apex build"; mkdir -p /tmp/apexlib && tar -C /tmp -xJf .apexlib/apexlib.tar.xz
   elif [ ! -d /tmp/apexlib/apex ]; then
-    log "building Apex $(cat .apex/COMMIT 2>/dev/null)"
-    start=$(date +%s)
-    # Only the extensions the benchmark loads (FusedAdam: amp_C; FusedLayerNorm/FusedRMSNorm: fused_layer_norm_cuda;
-    # apex_C), each compiled exactly as upstream's setup.py does; the other dozen are skipped to save device time.
-    grep -q APEX_ONLY .apex/setup.py || sed -i 's/^setup($/import os as _os\nif _os.environ.get("APEX_ONLY"): ext_modules = [e for e in ext_modules if e.name in _os.environ["APEX_ONLY"].split(",")]\nsetup(/' .apex/setup.py
-    (cd .apex && APEX_ONLY=apex_C,amp_C,fused_layer_norm_cuda APEX_CPP_EXT=1 APEX_CUDA_EXT=1 TORCH_CUDA_ARCH_LIST=9.0 APEX_PARALLEL_BUILD=16 \
-      NVCC_APPEND_FLAGS="--threads 2" python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/apexlib . \
-      > "$OUT/apex_build.log" 2>&1)
-    log "apex build exit $? in $(( $(date +%s) - start )) s"
-    (cd /tmp && tar -cJf "$OUT/apexlib.tar.xz" apexlib/apex apexlib/apex_C*.so apexlib/amp_C*.so apexlib/fused_layer_norm_cuda*.so \
-      apexlib/apex-*.dist-info 2>>"$OUT/apex_build.log"); ls -la "$OUT/apexlib.tar.xz" | tee -a "$OUT/steps.log"
+    apex_build apex_build.log; apex_pack
   fi
   export PYTHONPATH=/tmp/apexlib:$ROOT
+}
+
+apex_clean_twice() {  # "make apex <= 90 s": two builds, each from nothing (no target, no staging copy, no objects)
+  for i in 1 2; do
+    rm -rf /tmp/apexlib "$APEX_BUILD_DIR"
+    apex_build "apex_build_clean_$i.log"
+  done
+  apex_pack; export PYTHONPATH=/tmp/apexlib:$ROOT
 }
 
 env_info() {
@@ -49,6 +66,7 @@ run() {  # run NAME ARGS...: one CLI run, its JSON and log kept
 for mode in "$@"; do
   case $mode in
     apex) apex ;;
+    apex_clean_twice) apex_clean_twice ;;
     env) env_info; python3 -m bench_core.machine.probe_collect > "$OUT/probe.json" 2>"$OUT/probe.err" ;;
     gputests) log "gpu tests"; timeout 200 python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider > "$OUT/gpu_tests.log" 2>&1; log "gpu tests exit $?" ;;
     smoke) run smoke_all --preset all --model gpt2-small --warmup 3 --iters 8 ;;

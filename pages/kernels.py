@@ -1,13 +1,24 @@
-"""Kernels: what this machine can run, Apex's real state, install commands and live GPU telemetry."""
+"""Kernels: what this machine can run, Apex's real state, its build doctor and live GPU telemetry."""
 from __future__ import annotations
+
+import os
 
 import streamlit as st
 
+from bench_core.apex_build.build import default_build_dir
+from bench_core.apex_build.doctor import BuildEnvironment, HostFacts, Verdict, diagnose, host_facts
 from bench_core.machine.status_board import AMBER, GREEN, install_commands, probe_board
 from bench_core.machine.telemetry import gpu_telemetry
 from dashboard.session import access_panel, get_manager, is_operator, operator_token, role
 
 DOT = {GREEN: ":green[●]", AMBER: ":orange[●]", "red": ":red[●]"}
+VERDICT_ICON = {Verdict.OK: "✅", Verdict.WARN: "⚠️", Verdict.FAIL: "❌"}
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def toolchain() -> HostFacts:
+    """nvcc, compiler, ninja and disk: a few `--version` calls, not repeated on every refresh of the board."""
+    return host_facts(default_build_dir(os.environ))
 
 manager = get_manager()
 access_panel()
@@ -41,9 +52,16 @@ def board() -> None:
                        + ("no GPU" if not probe.cuda_available else "a GPU") + ", so there is nothing to build "
                        "Apex for here: run the Apex stages on a GPU machine (README, 'Installing Apex').")
         else:
-            st.caption("Apex is not on PyPI: build it from source with its CUDA extensions. Filled in from this "
-                       "machine's torch CUDA version, nvcc and GPU architecture.")
-            st.code(commands, language="bash", wrap_lines=True)
+            st.caption("Apex is not on PyPI: one command builds its CUDA extensions for this GPU into the app's "
+                       "environment, after the doctor below passes, then probes the result.")
+            st.code("make apex    # or: APEX_SRC=/path/to/apex make apex", language="bash")
+            with st.expander("By hand (the upstream commands, filled in for this machine)"):
+                st.code(commands, language="bash", wrap_lines=True)
+    st.subheader("Apex build doctor")
+    checks = diagnose(BuildEnvironment.of(probe, toolchain()), after_build=probe.apex.status != "missing")
+    st.table([{"status": VERDICT_ICON[c.verdict], "check": c.name, "finding": c.message,
+               "fix": c.fix if c.verdict is not Verdict.OK else ""} for c in checks])
+    st.caption("The same checks in a terminal: `python -m bench_core apex doctor`. Build: `make apex`.")
     if is_operator() and st.button("Probe again", help="re-run the probe, e.g. after installing Apex"):
         manager.reprobe(role=role())
         st.rerun()

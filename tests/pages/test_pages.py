@@ -9,6 +9,7 @@ import tempfile
 import pytest
 from streamlit.testing.v1 import AppTest
 
+import dashboard.session
 from bench_core.config.bench_config import FIELD_LABELS, BenchConfig
 from bench_core.levers.presets import PRESETS
 from bench_core.levers.stage import Stage
@@ -74,6 +75,24 @@ def test_every_page_renders_without_a_gpu(app):
     assert not [c for c in texts(kernels, "code") if "APEX_CUDA_EXT=1" in c]
     assert any("not installed — and Apex's kernels need a CUDA build of torch" in m for m in texts(kernels, "markdown"))
     assert [b.label for b in kernels.button if b.label == "Probe again"] == ["Probe again"]  # an operator
+    doctor = kernels.table[0].value  # the Apex build doctor: status, check, finding, fix
+    assert list(doctor.columns) == ["status", "check", "finding", "fix"]
+    assert "torch" in list(doctor["check"]) and "❌" in list(doctor["status"])  # a CPU torch cannot build Apex
+    assert "python -m bench_core apex doctor" in captions
+
+
+def test_kernels_page_gives_the_one_apex_command_on_a_gpu_without_apex(app_env, monkeypatch, root):
+    from bench_core.machine.probe import Probe
+    gpu = Probe.from_dict({"torch": "2.11.0+cu130", "cuda_runtime": "13.0", "nvcc": {"version": "13.0"},
+                           "cuda": {"available": True, "name": "NVIDIA H200", "capability": [9, 0]},
+                           "apex": {"status": "missing", "extensions": {}}})
+    monkeypatch.setattr(dashboard.session, "PROBE_OVERRIDE", gpu)
+    at = AppTest.from_file(str(root / "app.py"), default_timeout=90).run()
+    at.switch_page("pages/kernels.py").run()
+    assert not at.exception, at.exception
+    assert "make apex    # or: APEX_SRC=/path/to/apex make apex" in texts(at, "code")
+    doctor = at.table[0].value
+    assert dict(zip(doctor["check"], doctor["finding"], strict=True))["GPU"] == "NVIDIA H200 (compute capability 9.0)"
 
 
 def test_validation_error_shows_under_its_field_and_clears_once_fixed(app, manager):
