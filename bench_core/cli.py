@@ -151,15 +151,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from bench_core.components.report import is_components_json, parse_report
     from bench_core.results.formats import ImportRejected, parse_upload
+    limit = load_limits().max_upload_mib * 2**20
     try:
         with open(args.file, "rb") as fh:
             data = fh.read()
-        runs = parse_upload(args.file, data, max_bytes=load_limits().max_upload_mib * 2**20)
-    except ImportRejected as exc:
+        components = is_components_json(data)
+        report = parse_report(args.file, data, limit) if components else None
+        runs = [] if components else parse_upload(args.file, data, max_bytes=limit)
+    except (ImportRejected, OSError) as exc:
         print(f"import rejected, nothing was imported: {exc}", file=sys.stderr)
         return 2
     store = open_store(args.db)
+    if report is not None:
+        print(f"imported components report {store.save_components(report.to_dict())} into {store.path}")
     for run in runs:
         new_id, renamed = store.import_run(run)
         print(f"imported run {new_id}" + (f" (run {run.run_id} already exists: imported under a new id)"

@@ -5,7 +5,7 @@ import streamlit as st
 
 from bench_core.config.bench_config import resolve_device
 from bench_core.machine.telemetry import has_nvidia_gpu
-from bench_core.measure.estimate import WARN_ABOVE_S, run_seconds
+from bench_core.measure.estimate import WARN_ABOVE_S, rate_source, run_seconds
 from bench_core.results.summary import summarize
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from dashboard import form, job_view, ladder
@@ -79,7 +79,7 @@ estimate = (run_seconds(cfg, probe, device, [s.precision for s in can_run]) if c
             else None)
 msg_col.caption(f"{len(can_run)} of {len(stages)} chosen stages can run on this machine"
                 + (f" · {cfg.repeats} round(s)" if cfg else "")
-                + (f" · estimated {estimate / 60:.1f} min (model FLOPs ÷ this machine's measured matmul rate)"
+                + (f" · estimated {estimate / 60:.1f} min (model FLOPs ÷ {rate_source(probe, device)})"
                    if estimate else ""))
 if estimate and estimate > WARN_ABOVE_S:
     msg_col.warning(f"This run is estimated to take about {estimate / 60:.0f} minutes on this machine. A smaller "

@@ -7,7 +7,8 @@ import sqlite3
 import pandas as pd
 import streamlit as st
 
-from bench_core.components.report import GPT_WORKLOADS, ComponentsReport, write_csv_text
+from bench_core.components.report import ComponentsReport, write_csv_text
+from bench_core.config.bench_config import WORKLOADS
 from bench_core.measure.breakdown import BUSY_THRESHOLD
 from bench_core.results.figures import components_bars
 from bench_core.service.jobs import LimitExceeded, NotAllowed
@@ -16,24 +17,28 @@ from dashboard.session import access_panel, get_manager, is_operator, persistenc
 manager = get_manager()
 access_panel()
 st.title("Components: what Apex changes in isolation")
-st.caption("A training step hides the optimizer and LayerNorm in a few percent of its time. Here each runs alone, "
+st.caption("A training step hides the optimizer and the norm (LayerNorm for gpt, RMSNorm for llama) in a few percent "
+           "of its time. Here each runs alone, "
            "at the chosen model's real parameter shapes and rows × width, timed with CUDA events (median of "
            "repeated calls), and set against what this GPU can do at most: its measured copy bandwidth (the "
            "optimizer moves 28 bytes per fp32 parameter: parameter, gradient and two moments, read and written).")
 persistence_banner(manager)
 
 probe = manager.probe(timeout=0)
-ceilings = (probe.raw.get("ceilings") if probe else None) or {}
+ceilings = probe.ceilings if probe else None
 if ceilings:
-    st.markdown(f"Measured ceilings on **{ceilings.get('device_name')}**: bf16 GEMM "
-                f"**{ceilings['bf16_tflops']:.0f} TFLOP/s**, fp32 GEMM (TF32 off) **{ceilings['fp32_tflops']:.1f} "
-                f"TFLOP/s**, device copy **{ceilings['copy_gbps']:,.0f} GB/s**.")
-    st.caption(ceilings.get("method", ""))
+    st.markdown(f"Measured ceilings on **{ceilings.device_name}**: bf16 GEMM "
+                f"**{ceilings.bf16_tflops:.0f} TFLOP/s**, fp32 GEMM (TF32 off) **{ceilings.fp32_tflops:.1f} "
+                f"TFLOP/s**, device copy **{ceilings.copy_gbps:,.0f} GB/s**.")
+    st.caption(ceilings.method)
+elif probe is not None and probe.cuda_available:
+    st.caption("This GPU's ceilings are not measured yet (a first run measures them after its stages; measuring "
+               "the components measures them too): until then no row has a copy fraction.")
 elif probe is not None:
-    st.caption("No GPU here: no ceilings. On CPU the for-loop, foreach and fused Adam rows and torch's LayerNorm "
-               "run; the Apex rows are unavailable, with the reason.")
+    st.caption("No GPU here: no ceilings. On CPU the for-loop, foreach and fused Adam rows and torch's own norm "
+               "run; the Apex and Liger rows are unavailable, with the reason.")
 
-model = st.selectbox("Model size", list(GPT_WORKLOADS), index=list(GPT_WORKLOADS).index(
+model = st.selectbox("Model size", list(WORKLOADS), index=list(WORKLOADS).index(
     "gpt2-small" if probe and probe.cuda_available else "tiny"))
 
 
@@ -73,9 +78,9 @@ else:
         cols = [c for c in ("view", "name", "dtype", "status", "median_ms", "p10_ms", "p90_ms", "gb_per_s",
                             "copy_fraction", "kernels_per_call", "kernel_ms", "bound", "proof", "reason") if c in table]
         st.dataframe(table[cols], hide_index=True, width="stretch")
-        host_bound = [f"{r.name} [{r.dtype}]" for r in report.rows if r.bound == "host-bound"]
+        host_bound = [f"{r.name} [{r.dtype}]" for r in report.rows if r.bound == "launch-bound"]
         if host_bound:
-            st.caption(f"host-bound (kernels busy the GPU less than {BUSY_THRESHOLD:.0%} of the call): "
+            st.caption(f"launch-bound (kernels busy the GPU less than {BUSY_THRESHOLD:.0%} of the call): "
                        f"{', '.join(host_bound)}. Their wall time follows the host CPU and moves between runs; "
                        "kernel_ms is the stable figure.")
         for row in report.rows:

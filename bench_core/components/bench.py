@@ -1,9 +1,11 @@
-"""The measurement behind the components view (see components.py): imports torch, so call it in its own process.
+"""The measurement behind the components view: imports torch, so call it in its own process.
 
-Optimizer rows: one Adam step over GPT-shaped parameters (real shapes, real count) with random gradients.
-LayerNorm rows: forward + backward over (batch x seq) rows at the model's width, fp32 and under BF16 autocast.
-Each row: ``warmup`` untimed calls, ``repeats`` timed calls (CUDA events on the GPU, perf_counter on CPU), then one
-more call under torch.profiler for the kernel count and the proof of which implementation ran.
+The rows are the registry's levers, by their registry names: every optimizer lever (one step over the real model's
+parameters, random gradients), and the model family's norm levers (forward + backward over (batch x seq) rows at
+the model's width, fp32 and under BF16 autocast), plus the compiled native norm. Whether a row can run here is the
+lever's own requirement; timing is the stages' CUDA-event timer (machine.timer); one more call under torch.profiler
+is read by the stages' trace reader (measure.breakdown) and judged by the lever's expected and betraying kernels
+(measure.proof).
 """
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ import importlib.util
 import platform
 import statistics
 import time
-from collections import Counter
 from datetime import UTC, datetime
+from typing import Any
 
 from bench_core.components.report import (
     ComponentRow,
@@ -23,223 +25,133 @@ from bench_core.components.report import (
     adam_bytes,
     adam_bytes_per_param,
     gbps,
-    gpt_param_shapes,
-    layernorm_bytes,
-    layernorm_shape,
+    norm_bytes,
+    norm_shape,
 )
 from bench_core.config.bench_config import BenchConfig, ConfigError, param_count
-from bench_core.levers.builders import LR  # the stages' learning rate, so a row times the same Adam math
+from bench_core.levers.registry import LEVERS, Lever, NormLever, OptimizerLever, names_of
+from bench_core.levers.stage import Stage
 from bench_core.machine import cache as machine_cache
+from bench_core.machine.ceilings import Ceilings
+from bench_core.machine.probe import Probe
 from bench_core.machine.timer import time_calls
+from bench_core.measure import breakdown, proof
 from bench_core.measure.stats import quantile
 
-NAME_CHARS = 160
-COMPILE_CPU_REASON = ("compiled LayerNorm row runs on CUDA only (CPU inductor compile takes minutes on small "
-                      "machines)")
-APEX_LN_KERNELS = ("cuApplyLayerNorm", "cuComputeGradInput", "cuComputePartGradGammaBeta", "cuComputeGradGammaBeta")
-
-# (name, title) of each row, in display order
-OPTIMIZERS = (("adam-forloop", "torch Adam (for-loop)"), ("adam-foreach", "torch Adam (foreach)"),
-              ("adam-fused", "torch Adam (fused=True)"), ("apex-fusedadam", "Apex FusedAdam"),
-              ("apex-fusedadam-capturable", "Apex FusedAdam (capturable=True)"))
-NORMS = (("layernorm", "torch nn.LayerNorm"), ("apex-fusedln", "Apex FusedLayerNorm"),
-         ("layernorm-compiled", "torch.compile(nn.LayerNorm)"))
+COMPILE_CPU_REASON = "compiled norm row runs on CUDA only (CPU inductor compile takes minutes on small machines)"
+DTYPES = ("fp32", "bf16-autocast")
+NAMES_SHOWN = 4
 
 
-def is_apex_adam_kernel(name: str) -> bool:
-    """Apex's multi_tensor_apply_kernel<…AdamFunctor…> (torch's fused kernel is at::native::…FusedAdamMathFunctor)."""
-    return "AdamFunctor" in name and "at::native" not in name
+def param_shapes(cfg: BenchConfig) -> list[tuple[int, ...]]:
+    """The shapes of the model a stage's worker builds, read from ``parameters()`` of it built on the meta device
+    (no memory, no copy of the model's layout to keep in step)."""
+    import torch
+
+    from bench_core.run.step import build_model
+    norm = LEVERS[norm_levers(cfg)[0]].build()  # type: ignore[attr-defined]
+    with torch.device("meta"):
+        model = build_model(cfg, norm, LEVERS["ce"].build())  # type: ignore[attr-defined]
+    return [tuple(p.shape) for p in model.parameters()]
 
 
-def is_apex_ln_kernel(name: str) -> bool:
-    return any(k in name for k in APEX_LN_KERNELS)
+def optimizer_levers() -> list[str]:
+    return names_of("optimizer")
 
 
-def is_key_op(name: str) -> bool:
-    """Host ops that tell the implementations apart: foreach, fused Adam, native LayerNorm."""
-    return name.startswith(("aten::_foreach_", "aten::_fused_adam", "aten::native_layer_norm"))
+def norm_levers(cfg: BenchConfig) -> list[str]:
+    """The family's norm levers, native first (the registry's order)."""
+    return [n for n in names_of("norm") if LEVERS[n].family == cfg.family]  # type: ignore[attr-defined]
 
 
-def profile_call(torch, fn, cuda: bool) -> tuple[list[str], list[str], float | None]:
-    """(host op names, GPU kernel names, summed GPU kernel ms) of one call; names repeat as often as they ran.
+def compiled_name(native: str) -> str:
+    return f"{native}-compiled"
 
-    The kernel list is empty and the time None on CPU. Summed kernel time next to the timed ms tells how much of
-    a call the GPU was busy: the rest is launch and host overhead."""
+
+def _class_name(obj: Any) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _profile(torch, fn, cuda: bool) -> tuple[breakdown.StageProfile, set[str]]:
+    """One call under torch.profiler, read by the stages' trace reader."""
     import warnings
 
-    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # "Profiler clears events at the end of each cycle"
+        warnings.simplefilter("ignore", UserWarning)
         with profile(activities=activities) as prof:
             fn()
             if cuda:
                 torch.cuda.synchronize()
-        events = list(prof.events())
-    ops, kernels, kernel_us = [], [], 0.0
-    for evt in events:
-        if cuda and evt.device_type == DeviceType.CUDA:
-            if getattr(evt, "is_user_annotation", False) or evt.name.startswith("Optimizer."):
-                continue  # a record_function range drawn on the GPU timeline (e.g. Optimizer.step#Adam.step)
-            kernels.append(evt.name)
-            kernel_us += evt.time_range.elapsed_us()
-        else:
-            ops.append(evt.name)
-    if cuda and not kernels:  # older profilers hang device activity on the host events instead
-        for evt in events:
-            for k in getattr(evt, "kernels", None) or ():
-                kernels.append(k.name)
-                kernel_us += getattr(k, "duration", 0) or 0
-    return ops, kernels, (kernel_us / 1e3 if cuda else None)
+    return breakdown.collect(prof, 1, cuda)
 
 
-NOISE = ("void ", "(anonymous namespace)::", "at::native::", "std::")
+def _shown_names(profile: breakdown.StageProfile, seen: dict[str, list[str]]) -> tuple[str, ...]:
+    """The key kernels (or ops) that tell implementations apart first, then those that took the most time."""
+    keys = [n for names in seen.values() for n in names if not n.startswith("gemm:")]
+    ranked = list(dict.fromkeys(keys + [name for name, *_ in profile.top]))
+    return tuple(n[:breakdown.NAME_CHARS] for n in ranked[:NAMES_SHOWN])
 
 
-def _short(name: str) -> str:
-    """A kernel name made readable: namespaces and 'void ' dropped, cut at NAME_CHARS."""
-    for noise in NOISE:
-        name = name.replace(noise, "")
-    return name if len(name) <= NAME_CHARS else name[:NAME_CHARS - 1] + "…"
-
-
-def is_key_kernel(name: str) -> bool:
-    return any(k in name for k in ("AdamFunctor", "AdamCapturable", "FusedAdamMathFunctor", "LayerNorm",
-                                   "layer_norm", "triton_"))
-
-
-def _key_names(ops: list[str], kernels: list[str], cuda: bool) -> tuple[str, ...]:
-    """A few distinct names: those that tell implementations apart first, then the most run. Kernels on CUDA,
-    host ops on CPU."""
-    if cuda:
-        counts = Counter(kernels)
-        ranked = sorted(counts, key=lambda n: (not is_key_kernel(n), -counts[n]))
-        return tuple(_short(n) for n in ranked[:4])
-    keys = [n for n in dict.fromkeys(ops) if is_key_op(n)]
-    if not keys:
-        keys = [n for n, _ in Counter(o for o in ops if o.startswith("aten::")).most_common(4)]
-    return tuple(keys[:4])
-
-
-def _has(names, test) -> bool:
-    return any(test(n) for n in names)
-
-
-def proof_of(name: str, ops: list[str], kernels: list[str], cuda: bool) -> tuple[str, str | None]:
-    """('verified' | 'fallback', what the trace lacked or showed) for a row's claimed implementation."""
-    foreach = _has(ops, lambda n: n.startswith("aten::_foreach_"))
-    fused = _has(ops, lambda n: n.startswith("aten::_fused_adam"))
-    native_ln = _has(ops, lambda n: n.startswith("aten::native_layer_norm"))
-    if name == "adam-forloop":
-        ok, lack = not (foreach or fused), "trace shows aten::_foreach_* or aten::_fused_adam_"
-    elif name == "adam-foreach":
-        ok, lack = foreach and not fused, "no aten::_foreach_* op in the trace"
-    elif name == "adam-fused":
-        ok, lack = fused, "no aten::_fused_adam_ op in the trace"
-    elif name == "apex-fusedadam":
-        ok = _has(kernels, is_apex_adam_kernel) and not (foreach or fused)
-        lack = "no multi_tensor_apply_kernel<…AdamFunctor…> kernel in the trace (or PyTorch Adam ops in it)"
-    elif name == "apex-fusedadam-capturable":
-        ok = _has(kernels, lambda n: "AdamCapturable" in n) and not (foreach or fused)
-        lack = "no multi_tensor_apply_kernel<…AdamCapturableFunctor…> kernel in the trace (or PyTorch Adam ops)"
-    elif name == "layernorm":
-        ok, lack = native_ln, "no aten::native_layer_norm op in the trace"
-    elif name == "apex-fusedln":
-        ok = _has(kernels, is_apex_ln_kernel) and not native_ln
-        lack = "no cuApplyLayerNorm/cuComputeGradInput kernel in the trace, or aten::native_layer_norm in it"
-    elif name == "layernorm-compiled":
-        ok = not native_ln and (not cuda or _has(kernels, lambda n: "triton" in n))
-        lack = "aten::native_layer_norm in the trace, or no Triton kernel"
-    else:
-        return "fallback", f"unknown row {name}"
-    return ("verified", None) if ok else ("fallback", "fell back: " + lack)
-
-
-def apex_reason(device: str, ext: str, what: str, probe_apex_ok: bool | None, probe) -> str | None:
-    """Why an Apex row cannot run here, or None. Never lets a PyTorch fallback run under an Apex name."""
-    if device != "cuda":
-        return (f"{what} runs CUDA kernels only ({ext}); no CPU path" if ext == "amp_C" else
-                f"{what} falls back to F.layer_norm on CPU; the row would time PyTorch, so it is not run")
-    if probe is not None:  # the probe is the one judge of Apex health (a Probe, or its dict)
-        try:
-            if isinstance(probe, dict):
-                from bench_core.machine.probe import Probe
-                probe = Probe.from_dict(probe)
-            reason = probe.apex_reason(ext)
-        except Exception as exc:
-            reason = f"the probe could not judge Apex: {type(exc).__name__}: {exc}"
-        if reason:
-            return reason
-    if probe_apex_ok is False:
-        return "the probe found Apex's CUDA extensions not usable on this machine"
-    if importlib.util.find_spec("apex") is None:
-        return "NVIDIA apex is not installed"
-    if importlib.util.find_spec(ext) is None:
-        return f"apex {ext} extension not built ({what} needs --cuda_ext)"
-    return None
+def _judge(levers: tuple[Lever, ...], stage: Stage, device: str, seen: dict[str, list[str]],
+           facts: proof.Facts) -> tuple[str, str | None]:
+    """The stages' verdict over just the levers a row measures (not the whole stage's others)."""
+    state, warnings = proof.lever_verdict(levers, stage, device, seen, facts)
+    return ("verified" if state == "verified" else state), ("; ".join(warnings) or None)
 
 
 def measure_row(torch, view: str, name: str, title: str, dtype: str, fn, nbytes: int, cuda: bool, warmup: int,
-                repeats: int, copy_gbps: float | None) -> tuple[ComponentRow, list[str]]:
-    """Time and profile one row. Returns the row and its GPU kernel names (with repeats) for comparisons."""
+                repeats: int, copy_gbps: float | None, judge) -> tuple[ComponentRow, breakdown.StageProfile | None]:
+    """Time and profile one row; `judge(seen)` gives (proof, note). Returns the row and its trace profile."""
     try:
         times = time_calls(torch, fn, cuda, warmup, repeats)
-        ops, kernels, kernel_ms = profile_call(torch, fn, cuda)
+        profile, names = _profile(torch, fn, cuda)
     except Exception as exc:
         return ComponentRow(view, name, dtype, "failed", reason=f"{type(exc).__name__}: {exc}"[:500],
-                            bytes_moved=nbytes, title=title), []
+                            bytes_moved=nbytes, title=title), None
+    seen = proof.classify(names)
+    verdict, note = judge(seen)
     median = statistics.median(times)
     rate = gbps(nbytes, median)
-    proof, note = proof_of(name, ops, kernels, cuda)
     return ComponentRow(
         view, name, dtype, "ok", reason=note, median_ms=median, p10_ms=quantile(times, 0.1),
         p90_ms=quantile(times, 0.9), bytes_moved=nbytes, gb_per_s=rate,
         copy_fraction=(rate / copy_gbps) if (rate and copy_gbps) else None,
-        kernels_per_call=len(kernels) if cuda else None, kernel_ms=kernel_ms,
-        kernel_names=_key_names(ops, kernels, cuda), proof=proof, title=title), kernels
+        kernels_per_call=round(profile.kernels_per_step) if cuda and profile.kernels_per_step is not None else None,
+        kernel_ms=profile.gpu_kernel_ms if cuda else None, kernel_names=_shown_names(profile, seen), proof=verdict,
+        title=title), profile
 
 
-def _build_optimizer(torch, name: str, params, cuda: bool):
-    if name == "adam-forloop":
-        return torch.optim.Adam(params, lr=LR, foreach=False, fused=False)
-    if name == "adam-foreach":
-        return torch.optim.Adam(params, lr=LR, foreach=True)
-    if name == "adam-fused":
-        return torch.optim.Adam(params, lr=LR, fused=True)
-    from apex.optimizers import FusedAdam
-    return FusedAdam(params, lr=LR, adam_w_mode=False, capturable=name.endswith("capturable"))
-
-
-def optimizer_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: int, probe_apex_ok, probe,
-                   copy_gbps) -> list[ComponentRow]:
+def optimizer_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: int, probe: Probe,
+                   copy_gbps: float | None) -> list[ComponentRow]:
     cuda = device == "cuda"
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     params = []
-    for shape in gpt_param_shapes(cfg):
+    for shape in param_shapes(cfg):
         p = torch.nn.Parameter(torch.randn(shape, device=device, generator=gen) * 0.02)
         p.grad = torch.randn(shape, device=device, generator=gen) * 1e-2  # random, never zeros
         params.append(p)
     nbytes = adam_bytes(sum(p.numel() for p in params))
     rows = []
-    for name, title in OPTIMIZERS:
-        if name.startswith("apex"):
-            reason = apex_reason(device, "amp_C", "Apex FusedAdam", probe_apex_ok, probe)
-            if reason:
-                rows.append(ComponentRow("optimizer", name, "fp32", "unavailable", reason=reason, title=title))
-                continue
-        try:
-            opt = _build_optimizer(torch, name, params, cuda)
-            if name == "adam-fused":
-                opt.step()  # torch raises here, not in the constructor, where fused is not supported
-        except Exception as exc:
-            what = (f"torch.optim.Adam(fused=True) is not supported on {device} in torch {torch.__version__}"
-                    if name == "adam-fused" else f"{title} could not be built")
-            rows.append(ComponentRow("optimizer", name, "fp32", "unavailable", title=title,
-                                     reason=f"{what}: {type(exc).__name__}: {exc}"[:500]))
+    for name in optimizer_levers():
+        lever: OptimizerLever = LEVERS[name]  # type: ignore[assignment]
+        stage = Stage(optimizer=name)
+        reason = lever.requires(probe, device, stage)
+        if reason:
+            rows.append(ComponentRow("optimizer", name, "fp32", "unavailable", reason=reason, title=lever.title))
             continue
-        row, _ = measure_row(torch, "optimizer", name, title, "fp32", opt.step, nbytes, cuda, warmup, repeats,
-                             copy_gbps)
+        try:
+            opt = lever.build(params)
+            opt.step()  # torch raises here, not in the constructor, where an option is not supported
+        except Exception as exc:
+            rows.append(ComponentRow("optimizer", name, "fp32", "unavailable", title=lever.title,
+                                     reason=f"{lever.title} could not be built: {type(exc).__name__}: {exc}"[:500]))
+            continue
+        facts = proof.Facts(optimizer_class=_class_name(opt))
+        row, _ = measure_row(torch, "optimizer", name, lever.title, "fp32", opt.step, nbytes, cuda, warmup, repeats,
+                             copy_gbps, lambda seen, s=stage, lv=lever, f=facts: _judge((lv,), s, device, seen, f))
         rows.append(row)
         del opt
         gc.collect()
@@ -248,47 +160,47 @@ def optimizer_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: i
     return rows
 
 
-def _norm_module(torch, name: str, width: int, device: str):
-    if name == "apex-fusedln":
-        from apex.normalization import FusedLayerNorm
-        module = FusedLayerNorm(width)
-    else:
-        module = torch.nn.LayerNorm(width)
-    module = module.to(device)
+def _norm_module(torch, lever: NormLever, width: int, device: str, compiled: bool):
+    module: Any = lever.build()(width).to(device)
     with torch.no_grad():
         module.weight.copy_(1 + 0.1 * torch.randn(width))
-        module.bias.copy_(0.1 * torch.randn(width))
-    return torch.compile(module, dynamic=False) if name == "layernorm-compiled" else module
+        bias = getattr(module, "bias", None)  # RMSNorm has none
+        if bias is not None:
+            bias.copy_(0.1 * torch.randn(width))
+    return torch.compile(module, dynamic=False) if compiled else module
 
 
-def layernorm_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: int, probe_apex_ok, probe,
-                   copy_gbps) -> list[ComponentRow]:
+def norm_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: int, probe: Probe,
+              copy_gbps: float | None) -> list[ComponentRow]:
     cuda = device == "cuda"
-    rows_n, width = layernorm_shape(cfg)
+    rows_n, width = norm_shape(cfg)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     x = torch.randn(rows_n, width, device=device, generator=gen).requires_grad_()
     dy = {torch.float32: torch.randn(rows_n, width, device=device, generator=gen)}
     dy[torch.bfloat16] = dy[torch.float32].to(torch.bfloat16)
+    names = norm_levers(cfg)
     out: list[ComponentRow] = []
-    traces: dict[tuple[str, str], list[str]] = {}
-    for name, title in NORMS:
-        reason = None
-        if name == "apex-fusedln":
-            reason = apex_reason(device, "fused_layer_norm_cuda", "Apex FusedLayerNorm", probe_apex_ok, probe)
-        elif name == "layernorm-compiled" and not cuda:
-            reason = COMPILE_CPU_REASON
+    profiles: dict[tuple[str, str], breakdown.StageProfile] = {}
+    for name in [*names, compiled_name(names[0])]:
+        compiled = name not in LEVERS
+        lever: NormLever = LEVERS[names[0] if compiled else name]  # type: ignore[assignment]
+        stage = Stage(norm=lever.name, compile="compile" if compiled else "eager")
+        levers = (lever, stage.lever("compile")) if compiled else (lever,)
+        title = f"torch.compile({lever.title})" if compiled else lever.title
+        reason = (COMPILE_CPU_REASON if compiled and not cuda else
+                  next((r for r in (lv.requires(probe, device, stage) for lv in levers) if r), None))
         if reason:
-            out += [ComponentRow("layernorm", name, d, "unavailable", reason=reason, title=title) for d in
-                    ("fp32", "bf16-autocast")]
+            out += [ComponentRow("norm", name, d, "unavailable", reason=reason, title=title) for d in DTYPES]
             continue
         try:
-            module = _norm_module(torch, name, width, device)
+            module = _norm_module(torch, lever, width, device, compiled)
         except Exception as exc:
-            out += [ComponentRow("layernorm", name, d, "unavailable", title=title,
+            out += [ComponentRow("norm", name, d, "unavailable", title=title,
                                  reason=f"{title} could not be built: {type(exc).__name__}: {exc}"[:500])
-                    for d in ("fp32", "bf16-autocast")]
+                    for d in DTYPES]
             continue
-        for dtype in ("fp32", "bf16-autocast"):
+        facts = proof.Facts(norm_class=None if compiled else _class_name(module))
+        for dtype in DTYPES:
             auto = dtype == "bf16-autocast"
 
             def step(module=module, auto=auto):
@@ -300,30 +212,42 @@ def layernorm_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: i
                 y.backward(dy[y.dtype])
                 return y
 
-            try:  # the first call compiles (torch.compile) and tells which dtype the LayerNorm writes
+            try:  # the first call compiles (torch.compile) and tells which dtype the norm writes
                 t0 = time.perf_counter()
                 io_bytes = step().element_size()
                 first_s = time.perf_counter() - t0
             except Exception as exc:
-                out.append(ComponentRow("layernorm", name, dtype, "failed", title=title,
+                out.append(ComponentRow("norm", name, dtype, "failed", title=title,
                                         reason=f"{type(exc).__name__}: {exc}"[:500]))
                 continue
-            nbytes = layernorm_bytes(rows_n, width, dtype_bytes=io_bytes)
-            row, kernels = measure_row(torch, "layernorm", name, title, dtype, step, nbytes, cuda, warmup,
-                                       repeats, copy_gbps)
-            if name == "layernorm-compiled" and row.status == "ok":
+            nbytes = norm_bytes(rows_n, width, io_bytes, cfg.family)
+            row, profile = measure_row(
+                torch, "norm", name, title, dtype, step, nbytes, cuda, warmup, repeats, copy_gbps,
+                lambda seen, s=stage, lvs=levers, f=facts: _judge(lvs, s, device, seen, f))
+            if compiled and row.status == "ok":
                 note = f"first call (compile) took {first_s:.1f} s, not timed"
                 row = _with(row, reason=f"{row.reason}; {note}" if row.reason else note)
-            traces[(name, dtype)] = kernels
+            if profile is not None:
+                profiles[(name, dtype)] = profile
             out.append(row)
-    apex16, apex32 = traces.get(("apex-fusedln", "bf16-autocast")), traces.get(("apex-fusedln", "fp32"))
-    if cuda and apex16 and apex32:
-        added = Counter(apex16) - Counter(apex32)
-        extra = tuple(f"{_short(n)} x{c}" for n, c in added.most_common()
-                      if not any(k in n for k in APEX_LN_KERNELS))
-        out = [_with(r, extra_kernels=extra) if (r.name, r.dtype) == ("apex-fusedln", "bf16-autocast") else r
-               for r in out]
-    return out
+    return _wrapper_kernels(out, profiles, cuda)
+
+
+def _wrapper_kernels(rows: list[ComponentRow], profiles: dict[tuple[str, str], breakdown.StageProfile],
+                     cuda: bool) -> list[ComponentRow]:
+    """A vendor norm under autocast: the kernels its wrapper adds over its fp32 call (its own kernels left out)."""
+    for name in {n for n, _ in profiles}:
+        lever = LEVERS.get(name)
+        low, full = profiles.get((name, "bf16-autocast")), profiles.get((name, "fp32"))
+        if not (cuda and lever is not None and lever.vendor and low and full):
+            continue
+        own = [proof.KEY_KERNELS[k].match for k in lever.expects("cuda", Stage(norm=name))]
+        calls_full = {n: calls for n, _, _, calls in full.top}
+        added = [(n, calls - calls_full.get(n, 0.0)) for n, _, _, calls in low.top
+                 if calls > calls_full.get(n, 0.0) and not any(m(n) for m in own)]
+        extra = tuple(f"{n} x{c:g}" for n, c in sorted(added, key=lambda nc: -nc[1]))
+        rows = [_with(r, extra_kernels=extra) if (r.name, r.dtype) == (name, "bf16-autocast") else r for r in rows]
+    return rows
 
 
 def _with(row: ComponentRow, **changes) -> ComponentRow:
@@ -344,26 +268,29 @@ def _env(torch, device: str) -> dict:
             "fingerprint": machine_cache.environment_fingerprint()}
 
 
-def notes(cfg: BenchConfig, n_params: int, rows_n: int, width: int, warmup: int, repeats: int, cuda: bool,
-          ceilings: dict | None) -> tuple[str, ...]:
+def notes(cfg: BenchConfig, n_tensors: int, n_params: int, rows_n: int, width: int, warmup: int, repeats: int,
+          cuda: bool, ceilings: Ceilings | None) -> tuple[str, ...]:
     timer = "CUDA events around each call" if cuda else "time.perf_counter around each call"
-    out = [f"optimizer: one step over {len(gpt_param_shapes(cfg))} fp32 tensors, {n_params:,} parameters, random "
-           f"grads; {adam_bytes_per_param()} bytes per parameter moved (param read+write 8, grad read 4, exp_avg "
-           f"read+write 8, exp_avg_sq read+write 8) = {adam_bytes(n_params):,} bytes per step",
-           f"layernorm: forward + backward at {rows_n}x{width}; bytes = 5*R*W*e + 4*R*4 + 5*W*4 (x, y, dy, x again, "
-           "dx at e bytes: the dtype the LayerNorm reads and writes, fp32 for torch even under autocast, bf16 for "
-           "Apex under autocast; mean/rstd fp32; gamma/beta read and their grads written in fp32); casts not counted",
+    affine = "gamma/beta" if cfg.family == "gpt" else "gamma (RMSNorm has no beta)"
+    out = [f"optimizer: one step over the {n_tensors} fp32 tensors of the {cfg.family} model, {n_params:,} "
+           f"parameters, random grads; {adam_bytes_per_param()} bytes per parameter moved (param read+write 8, grad "
+           f"read 4, exp_avg read+write 8, exp_avg_sq read+write 8) = {adam_bytes(n_params):,} bytes per step",
+           f"norm: forward + backward at {rows_n}x{width}; x, y, dy, x again and dx at e bytes (the dtype the norm "
+           f"reads and writes, fp32 for torch even under autocast), its statistics in fp32, {affine} read and their "
+           "grads written in fp32; casts not counted",
            f"timing: {warmup} warm-up calls, then {repeats} timed calls, {timer}; median, p10, p90. Kernel count and "
            "proof: one more call under torch.profiler"]
-    if ceilings:
+    if cuda:
         out.append("copy fraction = GB/s / measured device-to-device copy GB/s (read + written). Ceilings: "
-                   + str(ceilings.get("method")))
+                   + (ceilings.method if ceilings else "not measured yet, so no copy fraction"))
     return tuple(out)
 
 
-def run(cfg: BenchConfig, device: str, probe_apex_ok: bool | None = None, repeats: int = 30, *, warmup: int = 5,
-        model: str = "custom", ceilings: dict | None = None, refresh_ceilings: bool = False,
-        probe: dict | None = None) -> ComponentsReport:
+def run(cfg: BenchConfig, device: str, repeats: int = 30, *, warmup: int = 5, model: str = "custom",
+        ceilings: Ceilings | None = None, refresh_ceilings: bool = False,
+        probe: Probe | None = None) -> ComponentsReport:
+    """Every row on ``device`` ("cpu" | "cuda"). ``probe``: the machine's (default: the cached probe), the one judge
+    of what can run. On CUDA the ceilings are the cached ones, or measured now (this is a measurement run)."""
     import torch
     if device not in ("cpu", "cuda"):
         raise ConfigError("device", device, "must be cpu or cuda")
@@ -372,18 +299,21 @@ def run(cfg: BenchConfig, device: str, probe_apex_ok: bool | None = None, repeat
         raise ConfigError("device", "cuda", "no CUDA device is available on this machine")
     if repeats < 1:
         raise ConfigError("repeats", repeats, "must be a positive integer")
+    if probe is None:
+        from bench_core.machine.probe import cached_probe
+        probe = cached_probe()[0]
     if cuda and ceilings is None:
         from bench_core.machine.ceilings import cached_or_measure
-        measured = cached_or_measure(torch, refresh=refresh_ceilings)
-        ceilings = measured.to_dict() if measured else None
-    copy = (ceilings or {}).get("copy_gbps") if cuda else None
+        ceilings = cached_or_measure(torch, refresh=refresh_ceilings)
+    ceilings = ceilings if cuda else None
+    copy = ceilings.copy_gbps if ceilings else None
     torch.manual_seed(cfg.seed)
-    rows = optimizer_rows(torch, cfg, device, warmup, repeats, probe_apex_ok, probe, copy)
-    rows += layernorm_rows(torch, cfg, device, warmup, repeats, probe_apex_ok, probe, copy)
-    rows_n, width = layernorm_shape(cfg)
+    rows = optimizer_rows(torch, cfg, device, warmup, repeats, probe, copy)
+    rows += norm_rows(torch, cfg, device, warmup, repeats, probe, copy)
+    rows_n, width = norm_shape(cfg)
     n_params = param_count(cfg)
     return ComponentsReport(
-        model=model, device=device, config=cfg.to_dict(), rows=tuple(rows), ceilings=ceilings if cuda else None,
-        params=n_params, rows_x_width=(rows_n, width), env=_env(torch, device),
-        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        notes=notes(cfg, n_params, rows_n, width, warmup, repeats, cuda, ceilings if cuda else None))
+        model=model, device=device, config=cfg.to_dict(), rows=tuple(rows),
+        ceilings=ceilings.to_dict() if ceilings else None, params=n_params, rows_x_width=(rows_n, width),
+        env=_env(torch, device), created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        notes=notes(cfg, len(param_shapes(cfg)), n_params, rows_n, width, warmup, repeats, cuda, ceilings))

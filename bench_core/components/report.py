@@ -5,16 +5,14 @@ Imports no torch. The measurement is in ``components.bench``; the command line i
 from __future__ import annotations
 
 import csv
+import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from bench_core.config.bench_config import WORKLOADS, BenchConfig
-from bench_core.measure.breakdown import BUSY_THRESHOLD
+from bench_core.config.bench_config import BenchConfig
+from bench_core.measure import breakdown
 
-# The rows measure GPT's parts (torch and Apex LayerNorm, Adam over GPT's parameter shapes): GPT sizes only.
-GPT_WORKLOADS = {name: shape for name, shape in WORKLOADS.items() if shape.get("family", "gpt") == "gpt"}
-
-VIEWS = ("optimizer", "layernorm")
+VIEWS = ("optimizer", "norm")
 DTYPES = ("fp32", "bf16-autocast")
 STATUSES = ("ok", "unavailable", "failed")
 DEFAULT_REPEATS = 30
@@ -22,20 +20,6 @@ DEFAULT_WARMUP = 5
 
 
 # ---------------------------------------------------------------- counting (torch-free, tested by hand)
-def gpt_param_shapes(cfg: BenchConfig) -> list[tuple[int, ...]]:
-    """The shapes of ``bench_core.models.gpt.GPT(cfg).parameters()``, in that order.
-
-    The LM head is tied to the token embedding, so its weight is not listed twice (as ``parameters()`` does)."""
-    d, v, t = cfg.width, cfg.vocab_size, cfg.seq_len
-    block = [(d,), (d,),                       # ln1 weight, bias
-             (3 * d, d), (3 * d,),             # attn.qkv
-             (d, d), (d,),                     # attn.proj
-             (d,), (d,),                       # ln2
-             (4 * d, d), (4 * d,),             # mlp.fc
-             (d, 4 * d), (d,)]                 # mlp.proj
-    return [(v, d), (t, d)] + block * cfg.depth + [(d,), (d,)]
-
-
 def numel(shape: tuple[int, ...]) -> int:
     n = 1
     for s in shape:
@@ -70,8 +54,24 @@ def layernorm_bytes(rows: int, width: int, dtype_bytes: int = 4, stat_bytes: int
     return 5 * r * w * dtype_bytes + 4 * r * stat_bytes + 5 * w * param_bytes
 
 
-def layernorm_shape(cfg: BenchConfig) -> tuple[int, int]:
-    """(rows, width) of one LayerNorm call in the model: every token of a step, at the model's width."""
+def rmsnorm_bytes(rows: int, width: int, dtype_bytes: int = 4, stat_bytes: int = 4, param_bytes: int = 4) -> int:
+    """Bytes RMSNorm forward + backward must move over a (rows x width) input, each tensor touched once.
+
+    forward:  read x (R·W·e), read gamma (W·p), write y (R·W·e), write rstd (R·s);
+    backward: read dy, x (2·R·W·e), read rstd (R·s), read gamma (W·p), write dx (R·W·e), write dgamma (W·p).
+    Total: 5·R·W·e + 2·R·s + 3·W·p (LayerNorm's count without the mean and beta)."""
+    r, w = rows, width
+    return 5 * r * w * dtype_bytes + 2 * r * stat_bytes + 3 * w * param_bytes
+
+
+def norm_bytes(rows: int, width: int, dtype_bytes: int, family: str) -> int:
+    """The family's norm: LayerNorm for gpt, RMSNorm for llama."""
+    count = rmsnorm_bytes if family == "llama" else layernorm_bytes
+    return count(rows, width, dtype_bytes=dtype_bytes)
+
+
+def norm_shape(cfg: BenchConfig) -> tuple[int, int]:
+    """(rows, width) of one norm call in the model: every token of a step, at the model's width."""
     return cfg.batch_size * cfg.seq_len, cfg.width
 
 
@@ -82,8 +82,9 @@ def gbps(nbytes: int, ms: float | None) -> float | None:
 # ---------------------------------------------------------------- results
 @dataclass(frozen=True)
 class ComponentRow:
-    view: str                                  # "optimizer" | "layernorm"
-    name: str                                  # e.g. "adam-foreach", "apex-fusedln"
+    view: str                                  # "optimizer" | "norm"
+    name: str                                  # a registry lever's name (e.g. "adam", "apex-fusedln"), or
+                                               # "<native norm>-compiled"
     dtype: str                                 # "fp32" | "bf16-autocast"
     status: str                                # "ok" | "unavailable" | "failed"
     reason: str | None = None                  # why unavailable / failed; a note (e.g. a fallback) when ok
@@ -100,12 +101,15 @@ class ComponentRow:
     extra_kernels: tuple[str, ...] = ()        # Apex LN under autocast: kernels its wrapper adds ("name x count")
     title: str = ""                            # human name, e.g. "Apex FusedAdam (capturable)"
 
+    def _bottleneck(self) -> breakdown.Bottleneck:
+        """The stages' rule (measure.breakdown.bottleneck), over this call's kernels and its median wall time."""
+        profile = None if self.kernel_ms is None else breakdown.StageProfile("cuda", 1, self.kernel_ms, None, None)
+        return breakdown.bottleneck(profile, self.median_ms)
+
     @property
     def gpu_busy(self) -> float | None:
-        """Kernel time over the call's wall time: below BUSY_THRESHOLD the host's launches set the pace."""
-        if self.kernel_ms is None or not self.median_ms:
-            return None
-        return min(1.0, self.kernel_ms / self.median_ms)
+        """Kernel time over the call's wall time, as for a stage."""
+        return self._bottleneck().busy
 
     @property
     def kernel_gb_per_s(self) -> float | None:
@@ -114,10 +118,10 @@ class ComponentRow:
 
     @property
     def bound(self) -> str | None:
-        """"gpu-bound" or "host-bound" (as for stages); None on CPU. A host-bound row's wall time follows the host
-        CPU and moves between runs; its kernel_ms is the stable figure."""
-        busy = self.gpu_busy
-        return None if busy is None else ("gpu-bound" if busy >= BUSY_THRESHOLD else "host-bound")
+        """"gpu-bound" or "launch-bound", by the stages' rule; None on CPU. A launch-bound row's wall time follows
+        the host CPU and moves between runs; its kernel_ms is the stable figure."""
+        verdict = self._bottleneck().verdict
+        return None if verdict == "unknown" else verdict
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -186,7 +190,10 @@ def format_table(report: ComponentsReport) -> str:
     ceil = report.ceilings
     rows, width = report.rows_x_width
     lines = [f"components: {report.model} on {report.device} ({report.env.get('device_name', '?')}), "
-             f"{report.params:,} parameters, LayerNorm {rows}x{width}"]
+             f"{report.params:,} parameters, norm {rows}x{width}"]
+    if report.device == "cuda" and not ceil:
+        lines.append("ceilings: not measured yet (no copy fraction); `python -m bench_core.machine.ceilings` "
+                     "measures them")
     if ceil:
         lines.append(f"ceilings ({'cached' if ceil.get('from_cache') else 'measured'} {ceil.get('measured_at')}): "
                      f"bf16 GEMM {ceil['bf16_tflops']:.0f} TFLOP/s, fp32 GEMM (TF32 off) {ceil['fp32_tflops']:.1f} "
@@ -225,3 +232,41 @@ def write_csv_text(report: ComponentsReport) -> str:
 def write_csv(report: ComponentsReport, path: str) -> None:
     with open(path, "w", newline="") as fh:
         fh.write(write_csv_text(report))
+
+
+REPORT_KEYS = ("model", "device", "rows", "rows_x_width", "created_at")
+
+
+def is_components_json(data: bytes) -> bool:
+    """A JSON object with a components report's keys (a run's JSON has none of rows_x_width)."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(doc, dict) and "rows_x_width" in doc
+
+
+def parse_report(name: str, data: bytes, max_bytes: int = 5 * 2**20) -> ComponentsReport:
+    """A components JSON (ComponentsReport.to_dict(), as `components --json` writes it) read back;
+    ImportRejected naming what is wrong."""
+    from bench_core.results.formats import ImportRejected
+    if len(data) > max_bytes:
+        raise ImportRejected(f"{name!r}: {len(data):,} bytes, above the {max_bytes:,}-byte limit")
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ImportRejected(f"{name!r}: not JSON ({exc})") from None
+    missing = [k for k in REPORT_KEYS if not isinstance(doc, dict) or k not in doc]
+    if missing:
+        raise ImportRejected(f"{name!r}: not a components report: no {', '.join(missing)}")
+    if not isinstance(doc["rows"], list):
+        raise ImportRejected(f"{name!r}: rows must be a list")
+    try:
+        report = ComponentsReport.from_dict(doc)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ImportRejected(f"{name!r}: a row is not a components row: {exc}") from None
+    for row in report.rows:
+        if row.status not in STATUSES or row.dtype not in DTYPES:
+            raise ImportRejected(f"{name!r}: row {row.name!r}: status must be one of {', '.join(STATUSES)} and "
+                                 f"dtype one of {', '.join(DTYPES)}")
+    return report

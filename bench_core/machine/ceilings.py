@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
@@ -103,31 +104,78 @@ def measure(torch, n: int = GEMM_N, copy_nbytes: int = COPY_BYTES, warmup: int =
                     device_name=torch.cuda.get_device_name(0))
 
 
+def cached() -> Ceilings | None:
+    """The cached ceilings for this machine and environment, or None; measures nothing, imports no torch."""
+    data = machine_cache.load(CACHE_KIND, machine_cache.environment_fingerprint())
+    if data is None:
+        return None
+    try:
+        return replace(Ceilings.from_dict(data), from_cache=True)
+    except (TypeError, ValueError):
+        return None  # a cached entry of another shape: as if not measured
+
+
 def cached_or_measure(torch, refresh: bool = False) -> Ceilings | None:
     """The cached ceilings for this machine and environment, else measured now and cached. None without CUDA.
 
     ``refresh=True`` is "measure again": it measures and overwrites the cached entry."""
     if not torch.cuda.is_available():
         return None
-    fingerprint = machine_cache.environment_fingerprint()
-    if not refresh:
-        data = machine_cache.load(CACHE_KIND, fingerprint)
-        if data is not None:
-            try:
-                return replace(Ceilings.from_dict(data), from_cache=True)
-            except (TypeError, ValueError):
-                pass  # a cached entry of another shape: measure again
+    found = None if refresh else cached()
+    if found is not None:
+        return found
     ceilings = measure(torch)
-    machine_cache.save(CACHE_KIND, fingerprint, ceilings.to_dict())
+    machine_cache.save(CACHE_KIND, machine_cache.environment_fingerprint(), ceilings.to_dict())
     return ceilings
+
+
+class CeilingsProcess:
+    """``python -m bench_core.machine.ceilings --json --wait`` started early: it imports torch and opens its CUDA
+    context (host work, as the worker pool's idle workers do) and measures only when told to, when the GPU is
+    otherwise idle. ``start()`` then ``measure()``; ``close()`` ends it if it was never told."""
+
+    def __init__(self, timeout_s: float = 180.0, env: dict | None = None):
+        self.timeout_s = timeout_s
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        from bench_core.config.environment import child_env
+        self.proc = subprocess.Popen(  # noqa: S603 (our own argv)
+            [sys.executable, "-m", "bench_core.machine.ceilings", "--json", "--wait"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=child_env(self.env))
+
+    def measure(self) -> Ceilings | None:
+        """Measured (or cached) ceilings; None when the process fails or runs past its limit (a run goes on)."""
+        if self.proc is None:
+            self.start()
+        try:
+            out, _ = self.proc.communicate("go\n", timeout=self.timeout_s)  # type: ignore[union-attr]
+            data = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
+            return Ceilings.from_dict(data) if isinstance(data, dict) else None
+        except Exception:
+            self.close()
+            return None
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench_core.machine.ceilings", description=__doc__.splitlines()[0])
     p.add_argument("--refresh", action="store_true", help="measure again, ignoring the cache")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--wait", action="store_true", help="import torch and open CUDA, then measure only after a line "
+                   "on stdin (how a run starts it early and measures when the GPU is idle)")
     args = p.parse_args(argv)
     import torch
+    if args.wait:
+        if torch.cuda.is_available():
+            torch.zeros(1, device="cuda")  # the CUDA context, opened before the go
+        if sys.stdin.readline().strip() != "go":
+            return 0
     ceilings = cached_or_measure(torch, refresh=args.refresh)
     if ceilings is None:
         print(json.dumps(None) if args.json else "no CUDA device: no ceilings")

@@ -14,6 +14,7 @@ from typing import Any
 
 from bench_core.config.environment import child_env
 from bench_core.machine import cache as machine_cache
+from bench_core.machine.ceilings import Ceilings
 
 APEX_EXTENSIONS = ("amp_C", "fused_layer_norm_cuda")
 APEX_NEEDS = {"amp_C": "FusedAdam", "fused_layer_norm_cuda": "FusedLayerNorm"}
@@ -79,6 +80,7 @@ class Probe:
     error: str | None = None
     packages: Mapping[str, PackageState] = field(default_factory=dict)  # liger_kernel, torchao, transformer_engine
     apex_rms: bool = False            # fused_layer_norm_cuda has the RMSNorm entry points
+    ceilings: Ceilings | None = None  # measured GEMM/copy rates; None until measured (after a run's stages)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Probe:
@@ -112,10 +114,17 @@ class Probe:
             packages={name: PackageState(version=info.get("version"), importable=bool(info.get("importable")),
                                          error=info.get("error"))
                       for name, info in (data.get("packages") or {}).items() if isinstance(info, dict)},
-            apex_rms=bool(((apex.get("extensions") or {}).get("fused_layer_norm_cuda") or {}).get("rms")))
+            apex_rms=bool(((apex.get("extensions") or {}).get("fused_layer_norm_cuda") or {}).get("rms")),
+            ceilings=_ceilings_of(data.get("ceilings")))
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.raw)
+
+    def with_ceilings(self, ceilings: Ceilings | None) -> Probe:
+        """This probe with ceilings measured after it was taken (raw follows, so the stored run keeps them)."""
+        from dataclasses import replace
+        return replace(self, ceilings=ceilings, raw={**self.raw,
+                                                     "ceilings": ceilings.to_dict() if ceilings else None})
 
     # ------------------------------------------------------------ accessors
     @property
@@ -179,13 +188,23 @@ class Probe:
         return all(self.apex_reason(ext) is None for ext in APEX_EXTENSIONS)
 
 
+def _ceilings_of(data: Any) -> Ceilings | None:
+    if not isinstance(data, Mapping):
+        return None
+    try:
+        return Ceilings.from_dict(dict(data))
+    except (TypeError, ValueError):
+        return None  # a stored probe of another shape: as if not measured
+
+
 FAILED_PROBE = {"cuda": {"available": False}, "apex": {"status": "missing", "extensions": {}}}
 
 
 def run_probe(timeout: float = 180.0, env: dict | None = None, measure_again: bool = False) -> Probe:
     """The probe in a fresh interpreter; on failure a Probe with `error` set and no CUDA.
 
-    `measure_again` also re-measures the GPU ceilings instead of reading them from the machine's cache."""
+    `measure_again` also re-measures the GPU ceilings; otherwise the probe carries the cached ones, if any (a run
+    measures them after its stages, never before: see run.runner)."""
     cmd = [sys.executable, "-m", "bench_core.machine.probe_collect"]
     extra = {"BENCH_REFRESH_CEILINGS": "1"} if measure_again else {}
     try:
@@ -204,7 +223,7 @@ def cached_probe(refresh: bool = False, env: dict | None = None) -> tuple[Probe,
     key = machine_cache.environment_fingerprint()
     data = None if refresh else machine_cache.load("probe", key)
     if data is not None and not data.get("error"):
-        return Probe.from_dict(_fresh_free_memory(data)), True
+        return Probe.from_dict(_fresh_ceilings(_fresh_free_memory(data), key)), True
     probe = run_probe(env=env, measure_again=refresh)
     if not probe.error:
         machine_cache.save("probe", key, probe.to_dict())
@@ -220,3 +239,12 @@ def _fresh_free_memory(data: dict) -> dict:
     if cpu_free is not None:
         data["cpu"] = {**(data.get("cpu") or {}), "available_bytes": cpu_free}
     return data
+
+
+def _fresh_ceilings(data: dict, fingerprint: str) -> dict:
+    """A cached probe taken before the ceilings were measured gets them from their own cache (torch-free)."""
+    if data.get("ceilings"):
+        return data
+    from bench_core.machine.ceilings import CACHE_KIND
+    found = machine_cache.load(CACHE_KIND, fingerprint)
+    return {**data, "ceilings": {**found, "from_cache": True}} if found else data

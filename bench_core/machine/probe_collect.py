@@ -269,10 +269,13 @@ def _cpu_matmul_gflops(torch: Any) -> float:
 
 
 def _ceilings(torch: Any) -> dict | None:
-    """Measured bf16/fp32 GEMM and copy ceilings, cached per machine and environment
-    (BENCH_REFRESH_CEILINGS=1 measures again)."""
-    from bench_core.machine.ceilings import cached_or_measure
-    found = cached_or_measure(torch, refresh=os.environ.get("BENCH_REFRESH_CEILINGS") == "1")
+    """The cached GEMM and copy ceilings, or None: they are measured after a run's first stages (run.runner),
+    never here, so a first run is not held up by them. BENCH_REFRESH_CEILINGS=1 (probe again) measures them now."""
+    from bench_core.machine.ceilings import cached, cached_or_measure
+    if os.environ.get("BENCH_REFRESH_CEILINGS") == "1":
+        found = cached_or_measure(torch, refresh=True)
+    else:
+        found = cached()
     return found.to_dict() if found else None
 
 

@@ -1,7 +1,8 @@
 """How long a run will take here, before it runs: model FLOPs over a measured matrix-multiply rate.
 
-An estimate, said to be one: the rate is the probe's GEMM ceiling (CUDA) or a small fp32 matmul timed on this
-CPU, at an assumed 50% of it for a whole training step, plus each stage's fixed costs.
+An estimate, said to be one: the rate is the probe's measured GEMM ceiling (CUDA) — the datasheet peak until a run
+has measured it — or a small fp32 matmul timed on this CPU, at an assumed 50% of it for a whole training step, plus
+each stage's fixed costs. `rate_source` says which rate it used.
 """
 from __future__ import annotations
 
@@ -15,11 +16,24 @@ PROFILE_STEPS = 5
 WARN_ABOVE_S = 180.0       # the page warns before a run longer than this
 
 
+def _measured_tflops(probe: Probe, precision: str) -> float | None:
+    if probe.ceilings is None:
+        return None
+    return probe.ceilings.bf16_tflops if precision in ("bf16", "fp16") else probe.ceilings.fp32_tflops
+
+
+def rate_source(probe: Probe, device: str) -> str:
+    """Which rate the estimate divides by, in words: the ceilings may not be measured yet on a new machine."""
+    if device != "cuda":
+        return "this CPU's measured matmul rate"
+    if probe.ceilings is not None:
+        return "this GPU's measured GEMM ceiling"
+    return "the GPU's datasheet peak (its GEMM ceiling is not measured yet: the first run measures it)"
+
+
 def step_seconds(cfg: BenchConfig, probe: Probe, device: str, precision: str) -> float | None:
     if device == "cuda":
-        ceilings = probe.raw.get("ceilings") or {}
-        tflops = ceilings.get("bf16_tflops" if precision in ("bf16", "fp16") else "fp32_tflops")
-        tflops = tflops or peak_tflops(probe.gpu_name, precision)[0]
+        tflops = _measured_tflops(probe, precision) or peak_tflops(probe.gpu_name, precision)[0]
         rate = tflops * 1e12 if tflops else None
     else:
         gflops = (probe.raw.get("cpu") or {}).get("matmul_gflops")

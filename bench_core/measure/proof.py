@@ -115,29 +115,37 @@ class Facts:
 
 def verdict(stage: Stage, device: str, seen: Mapping[str, list[str]], facts: Facts = Facts()) -> tuple[str, list[str]]:
     """('verified' | 'fallback' | 'unconfirmed', warnings) for the levers of a stage."""
+    state, warnings = lever_verdict(stage.levers, stage, device, seen, facts)
+    switches = _switch_warnings(stage, facts)
+    if switches:
+        state = "unconfirmed" if state == "verified" else state
+        warnings += switches
+    return state, warnings
+
+
+def lever_verdict(levers: Iterable[object], stage: Stage, device: str, seen: Mapping[str, list[str]],
+                  facts: Facts = Facts()) -> tuple[str, list[str]]:
+    """The verdict on some of a stage's levers only (the components view measures one lever alone)."""
     warnings: list[str] = []
     state = "verified"
-    for lever in stage.levers:
-        missing = [k for k in lever.expects(device, stage) if not seen.get(k)]
-        betrayed = [k for k in lever.betrayed_by if seen.get(k)]
+    for lever in levers:
+        missing = [k for k in lever.expects(device, stage) if not seen.get(k)]  # type: ignore[attr-defined]
+        betrayed = [k for k in lever.betrayed_by if seen.get(k)]  # type: ignore[attr-defined]
         wrong_class = _wrong_class(lever, facts)
-        if lever.vendor and (missing or betrayed or wrong_class):  # a named library (Apex, Liger...) not used
-            state = "fallback"
+        title = lever.title  # type: ignore[attr-defined]
+        if lever.vendor and (missing or betrayed or wrong_class):  # type: ignore[attr-defined]
+            state = "fallback"  # a named library (Apex, Liger...) not used
             parts = [f"no {', '.join(KEY_KERNELS[k].label for k in missing)} kernel in the trace"] if missing else []
             parts += [f"trace shows {', '.join(KEY_KERNELS[k].label for k in betrayed)}"] if betrayed else []
             parts += [wrong_class] if wrong_class else []
-            warnings.append(f"{lever.title} fell back to PyTorch: {'; '.join(parts)}")
+            warnings.append(f"{title} fell back to PyTorch: {'; '.join(parts)}")
         elif missing or betrayed or wrong_class:
             state = "unconfirmed" if state == "verified" else state
             parts = [f"expected {', '.join(KEY_KERNELS[k].label for k in missing)} but the trace did not show it"] \
                 if missing else []
             parts += [f"the trace also shows {', '.join(KEY_KERNELS[k].label for k in betrayed)}"] if betrayed else []
             parts += [wrong_class] if wrong_class else []
-            warnings.append(f"{lever.title}: {'; '.join(parts)}")
-    switches = _switch_warnings(stage, facts)
-    if switches:
-        state = "unconfirmed" if state == "verified" else state
-        warnings += switches
+            warnings.append(f"{title}: {'; '.join(parts)}")
     return state, warnings
 
 

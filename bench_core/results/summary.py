@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from bench_core.machine.ceilings import Ceilings
 from bench_core.measure import breakdown, stats
 from bench_core.measure.breakdown import StageProfile
 from bench_core.measure.metrics import Rates, rates
@@ -126,7 +127,7 @@ def _summarize(run: RunResult) -> RunSummary:
         note = (f"no speedups: the baseline stage {base.key} is {base.status.value}"
                 + (f" ({base.reason})" if base.reason else "") if base.finished else None)
     imported_gpu = run.gpu if run.imported else None
-    ceilings = run.machine.raw.get("ceilings") or {}
+    ceilings = run.machine.ceilings
     out: list[StageSummary] = []
     for stage in run.stages:
         prev = out[-1] if out else None
@@ -141,7 +142,7 @@ def _summarize(run: RunResult) -> RunSummary:
 
 def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None, base_median: float | None,
                    prev: StageSummary | None,
-                   imported_gpu: str | None, ceilings: dict) -> StageSummary:
+                   imported_gpu: str | None, ceilings: Ceilings | None) -> StageSummary:
     imported_csv = bool(stage.imported_metrics) and not stage.times_ms
     metrics = stage.imported_metrics or {}
     timing = _imported_timing(metrics) if imported_csv else stats.timing_stats(stage.times_ms)
@@ -169,9 +170,10 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
                   if ok else breakdown.Bottleneck("unknown", None, f"stage {stage.status.value}: not measured"))
     delta = (breakdown.delta(prev.profile, stage.profile, _changed_title(prev.result, stage))
              if prev is not None and prev.profile and stage.profile else None)
-    # measured ceilings: bf16 GEMM for the autocast stages, fp32 with TF32 off for fp32; none is measured for TF32
-    peak = {"bf16": ceilings.get("bf16_tflops"), "fp16": ceilings.get("bf16_tflops"),
-            "fp32": ceilings.get("fp32_tflops")}.get(mfu_peak)
+    # measured ceilings: bf16 GEMM for the autocast stages, fp32 with TF32 off for fp32; none is measured for TF32.
+    # None until measured (a run measures them after its stages): then only the datasheet MFU is shown
+    peak = ({"bf16": ceilings.bf16_tflops, "fp16": ceilings.bf16_tflops,
+             "fp32": ceilings.fp32_tflops}.get(mfu_peak) if ceilings else None)
     tokens_timed = len(stage.times_ms) * run.config.tokens_per_step * world
     verdict = stage.verdict
     if imported_gpu and verdict and not verdict.startswith("imported:"):

@@ -8,10 +8,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from bench_core.config.bench_config import BenchConfig, estimate_memory, param_count, resolve_device
 from bench_core.levers.stage import Stage
+from bench_core.machine.ceilings import Ceilings, CeilingsProcess
 from bench_core.machine.probe import Probe
 from bench_core.results.records import STAGE_FINISHED, RunResult, StageResult, Status, initial_stage
 from bench_core.run import events as ev
@@ -21,6 +22,16 @@ WORKERS_AHEAD_CUDA = 8   # processes started (and models built) before the first
 BUILD_AHEAD_SHARE = 0.25  # of free GPU memory that idle, pre-built workers' weights may hold
 
 
+class CeilingsMeasurer(Protocol):
+    """Measures the GPU's GEMM and copy ceilings in its own process (machine.ceilings.CeilingsProcess)."""
+
+    def start(self) -> None: ...
+
+    def measure(self) -> Ceilings | None: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class RunHooks:
     on_update: Callable[[RunResult], None] | None = None         # every change (live views)
@@ -28,6 +39,7 @@ class RunHooks:
     cancel: threading.Event = field(default_factory=threading.Event)
     worker_env: dict | None = None                                  # None: this process's environment
     timeout_s: float = 900.0
+    ceilings: CeilingsMeasurer | None = None   # None: a CeilingsProcess on CUDA when the probe has no ceilings
 
 
 def new_run(cfg: BenchConfig, stages: Iterable[Stage], probe: Probe, preset: str) -> RunResult:
@@ -131,7 +143,9 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
     ahead = WORKERS_AHEAD_CUDA if run.device == "cuda" else 1
     pool = WorkerPool(singles, hooks.worker_env, ahead, warm_cuda=run.device == "cuda")
     pool.start()
-    taken = 0
+    measurer = hooks.ceilings or (CeilingsProcess(env=hooks.worker_env)
+                                  if run.device == "cuda" and probe.ceilings is None else None)
+    taken = ran = 0
     try:
         for index, job in jobs:
             stage = holder["run"].stages[index]
@@ -149,10 +163,25 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
             publish(result)
             if hooks.on_stage_done:
                 hooks.on_stage_done(holder["run"], result)
+            if measurer is not None and not ran:
+                measurer.start()  # after the first stage, never before it: its import and CUDA context only
+            ran += 1
     finally:
         pool.close()
-    final = holder["run"]
     cancelled = hooks.cancel.is_set()
+    # The ceilings are measured after the last stage, not between stages: until then the pool's idle workers hold
+    # GPU memory and may still be building models, and the next stage's warm-up follows at once, so a GEMM or copy
+    # there would share the GPU with them. Started after the first stage, the process's import and CUDA context
+    # overlap the rest of the run; the measurement itself is a few seconds once the GPU is idle.
+    try:
+        if measurer is not None and ran and not cancelled:
+            measured = measurer.measure()
+            if measured is not None:
+                holder["run"] = replace(holder["run"], machine=holder["run"].machine.with_ceilings(measured))
+    finally:
+        if measurer is not None:
+            measurer.close()
+    final = holder["run"]
     for stage in final.stages:
         if not stage.finished:  # never-run stages keep their own status; cancelled ones say so
             stage = replace(stage, status=Status.CANCELLED if cancelled else Status.FAILED,

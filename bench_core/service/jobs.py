@@ -154,6 +154,10 @@ class JobManager:
             raise NotAllowed("only an operator may import runs")
         if self.store is None:
             raise ImportRejected("this server keeps no history")
+        from bench_core.components.report import is_components_json, parse_report
+        if is_components_json(data):  # a components report: into the Components page's history
+            report = parse_report(name, data, self.limits.max_upload_mib * 2**20)
+            return f"Imported components report {self.store.save_components(report.to_dict())} from {name}."
         runs = parse_upload(name, data, max_bytes=self.limits.max_upload_mib * 2**20)
         notes = []
         for run in runs:
@@ -171,7 +175,7 @@ class JobManager:
         if not self._device.acquire(timeout=1):
             raise LimitExceeded("device", "a run is using the device: measure the components when it is over")
         try:
-            cmd = [sys.executable, "-m", "bench_core.components.cli", "--model", model, "--json", "--no-db"]
+            cmd = [sys.executable, "-m", "bench_core.components.cli", "--model", model, "--json", "-", "--no-db"]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,  # noqa: S603
                                   env=child_env(self.env))
         finally:

@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from bench_core.components import cli as components
+from bench_core.components.bench import norm_levers, optimizer_levers, param_shapes
 from bench_core.components.report import (
-    GPT_WORKLOADS,
     ComponentRow,
     ComponentsReport,
     adam_bytes,
     adam_bytes_per_param,
-    gpt_param_shapes,
     layernorm_bytes,
-    layernorm_shape,
+    norm_shape,
     numel,
+    rmsnorm_bytes,
 )
 from bench_core.config.bench_config import WORKLOADS, BenchConfig, param_count
 from bench_core.machine import cache as machine_cache
@@ -58,7 +58,9 @@ def test_layernorm_bytes_by_hand():
     assert fwd + bwd == 212 == layernorm_bytes(2, 3, dtype_bytes=4)
     # bf16 activations, fp32 statistics and parameters: only the 5 R·W terms (x, y, dy, x, dx) halve
     assert layernorm_bytes(2, 3, dtype_bytes=2) == 212 - 5 * 6 * 2
-    assert layernorm_shape(TINY) == (4 * 64, 128)
+    assert norm_shape(TINY) == (4 * 64, 128)
+    # RMSNorm: no mean and no beta. fwd: x, gamma, y, rstd; bwd: dy, x, rstd, gamma, dx, dgamma
+    assert rmsnorm_bytes(2, 3) == 6 * 4 + 3 * 4 + 6 * 4 + 2 * 4 + 6 * 4 + 6 * 4 + 2 * 4 + 3 * 4 + 6 * 4 + 3 * 4
 
 
 def test_gemm_flops_and_copy_bytes_by_hand():
@@ -67,23 +69,30 @@ def test_gemm_flops_and_copy_bytes_by_hand():
     assert ceilings.copy_bytes(2 * 1024 ** 3) == 4 * 1024 ** 3   # read once, written once
 
 
-@pytest.mark.parametrize("name", sorted(GPT_WORKLOADS))
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_param_shapes_sum_to_param_count(name):
     cfg = BenchConfig(**WORKLOADS[name])
-    assert sum(numel(s) for s in gpt_param_shapes(cfg)) == param_count(cfg)
+    assert sum(numel(s) for s in param_shapes(cfg)) == param_count(cfg)
 
 
-def test_param_shapes_match_the_real_model():
-    from bench_core.models.gpt import GPT, GPTConfig
-    cfg = BenchConfig(depth=3, width=48, heads=4, seq_len=16, batch_size=2, vocab_size=100)
-    model = GPT(GPTConfig(cfg.depth, cfg.width, cfg.heads, cfg.seq_len, cfg.vocab_size))
-    assert [tuple(p.shape) for p in model.parameters()] == gpt_param_shapes(cfg)
+@pytest.mark.parametrize("family", ["gpt", "llama"])
+def test_param_shapes_match_the_real_model(family):
+    import torch
+
+    from bench_core.levers.registry import LEVERS
+    from bench_core.run.step import build_model
+    cfg = BenchConfig(depth=3, width=48, heads=4, seq_len=16, batch_size=2, vocab_size=100, family=family)
+    torch.manual_seed(0)
+    model = build_model(cfg, LEVERS[norm_levers(cfg)[0]].build(), LEVERS["ce"].build())  # on the CPU, for real
+    assert [tuple(p.shape) for p in model.parameters()] == param_shapes(cfg)
+    assert norm_levers(cfg) == (["layernorm", "apex-fusedln", "liger-ln"] if family == "gpt"
+                                else ["rmsnorm", "apex-fusedrms", "liger-rms"])
 
 
 # ---------------------------------------------------------------- the rows on CPU
 @pytest.fixture(scope="module")
 def cpu_report():
-    return components.run(TINY, "cpu", None, repeats=20, warmup=2, model="tiny")
+    return components.run(TINY, "cpu", repeats=20, warmup=2, model="tiny")
 
 
 def _fused_adam_on_cpu() -> bool:
@@ -106,15 +115,23 @@ def _assert_measured(row: ComponentRow):
     assert row.proof == "verified", row.reason
 
 
+def test_a_row_per_registry_optimizer_lever(cpu_report):
+    from bench_core.levers.registry import LEVERS
+    rows = [r for r in cpu_report.rows if r.view == "optimizer"]
+    assert [r.name for r in rows] == optimizer_levers() == [n for n, lv in LEVERS.items() if lv.kind == "optimizer"]
+    assert {"adam-loop", "adam", "adam-fused", "apex-fusedadam"} <= {r.name for r in rows}
+    assert all(r.title == LEVERS[r.name].title for r in rows)
+
+
 def test_cpu_optimizer_rows(cpu_report):
     r = cpu_report
     assert r.device == "cpu" and r.model == "tiny" and r.params == param_count(TINY) and r.ceilings is None
-    for name in ("adam-forloop", "adam-foreach"):
+    for name in ("adam-loop", "adam"):
         row = r.row("optimizer", name)
         _assert_measured(row)
         assert row.bytes_moved == 28 * param_count(TINY)
         assert row.gb_per_s == pytest.approx(row.bytes_moved / row.median_ms / 1e6)
-    assert any(n.startswith("aten::_foreach_") for n in r.row("optimizer", "adam-foreach").kernel_names)
+    assert not any(n.startswith("aten::_foreach_") for n in r.row("optimizer", "adam-loop").kernel_names)
     fused = r.row("optimizer", "adam-fused")
     if _fused_adam_on_cpu():
         _assert_measured(fused)
@@ -126,49 +143,99 @@ def test_cpu_optimizer_rows(cpu_report):
 def test_cpu_layernorm_rows(cpu_report):
     rows, width = cpu_report.rows_x_width
     for dtype in ("fp32", "bf16-autocast"):
-        row = cpu_report.row("layernorm", "layernorm", dtype)
+        row = cpu_report.row("norm", "layernorm", dtype)
         _assert_measured(row)
         assert row.bytes_moved == layernorm_bytes(rows, width, 4)  # torch LayerNorm runs in fp32 under autocast
 
 
 def test_cpu_apex_and_compiled_rows_are_unavailable_with_a_reason(cpu_report):
-    for view, name, dtype in (("optimizer", "apex-fusedadam", "fp32"), ("optimizer", "apex-fusedadam-capturable",
-                              "fp32"), ("layernorm", "apex-fusedln", "fp32"),
-                              ("layernorm", "apex-fusedln", "bf16-autocast"),
-                              ("layernorm", "layernorm-compiled", "fp32")):
+    for view, name, dtype in (("optimizer", "apex-fusedadam", "fp32"), ("norm", "apex-fusedln", "fp32"),
+                              ("norm", "apex-fusedln", "bf16-autocast"), ("norm", "liger-ln", "fp32"),
+                              ("norm", "layernorm-compiled", "fp32")):
         row = cpu_report.row(view, name, dtype)
         assert row.status == "unavailable" and row.reason and row.median_ms is None, row
     assert "CPU" in cpu_report.row("optimizer", "apex-fusedadam").reason
-    assert "CUDA only" in cpu_report.row("layernorm", "layernorm-compiled").reason
+    assert "CUDA only" in cpu_report.row("norm", "layernorm-compiled").reason
+
+
+def test_unavailable_rows_give_the_levers_own_reason(cpu_report):
+    from bench_core.levers.registry import LEVERS
+    from bench_core.levers.stage import Stage
+    from bench_core.machine.probe import cached_probe
+    probe = cached_probe()[0]
+    for kind, name in (("optimizer", "apex-fusedadam"), ("optimizer", "zero-adam"), ("norm", "apex-fusedln")):
+        view = "optimizer" if kind == "optimizer" else "norm"
+        assert cpu_report.row(view, name).reason == LEVERS[name].requires(probe, "cpu", Stage(**{kind: name}))
+
+
+def test_llama_rows_are_rmsnorm_rows():
+    cfg = BenchConfig(**{**WORKLOADS["llama-tiny"], "depth": 1}, device="cpu")
+    report = components.run(cfg, "cpu", repeats=3, warmup=1, model="llama-tiny")
+    norms = [r for r in report.rows if r.view == "norm"]
+    assert [r.name for r in norms if r.dtype == "fp32"] == ["rmsnorm", "apex-fusedrms", "liger-rms",
+                                                           "rmsnorm-compiled"]
+    rows, width = report.rows_x_width
+    for dtype in ("fp32", "bf16-autocast"):
+        row = report.row("norm", "rmsnorm", dtype)
+        _assert_measured(row)
+        assert row.bytes_moved == rmsnorm_bytes(rows, width, 4) and row.title == "RMSNorm"
+    assert report.params == param_count(cfg) and report.row("optimizer", "adam").status == "ok"
 
 
 def test_report_round_trips_and_flattens(cpu_report):
     data = json.loads(json.dumps(cpu_report.to_dict()))
     assert ComponentsReport.from_dict(data) == cpu_report
     flat = cpu_report.to_csv_rows()
-    assert len(flat) == len(cpu_report.rows) == 11
+    assert len(flat) == len(cpu_report.rows) == 6 + 4 * 2   # 6 optimizer levers; 3 norm levers + compiled, x2
     assert {"model", "device", "view", "name", "dtype", "status", "median_ms", "gb_per_s"} <= set(flat[0])
     assert any("28 bytes per parameter" in n for n in cpu_report.notes)
-
-
-def test_apex_rows_never_run_when_the_probe_says_no():
-    reason = __import__("bench_core.components.bench", fromlist=["apex_reason"]).apex_reason(
-        "cuda", "amp_C", "Apex FusedAdam", False, None)
-    assert reason and "not usable" in reason
 
 
 # ---------------------------------------------------------------- command line
 def test_cli_json_parses_and_writes_csv(tmp_path, capsys):
     out = tmp_path / "rows.csv"
-    code = components.main(["--model", "tiny", "--device", "cpu", "--json", "--repeats", "3", "--warmup", "1",
-                            "--out", str(out)])
+    code = components.main(["--model", "tiny", "--device", "cpu", "--json", "-", "--repeats", "3", "--warmup", "1",
+                            "--out", str(out), "--no-db"])
     assert code == 0
     data = json.loads(capsys.readouterr().out)
     assert data["model"] == "tiny" and data["device"] == "cpu"
     rows = {(r["name"], r["dtype"]): r for r in data["rows"]}
-    assert rows[("adam-foreach", "fp32")]["status"] == "ok" and rows[("adam-foreach", "fp32")]["median_ms"] > 0
+    assert rows[("adam", "fp32")]["status"] == "ok" and rows[("adam", "fp32")]["median_ms"] > 0
     assert out.read_text().splitlines()[0].startswith("model,device,params")
     assert len(out.read_text().splitlines()) == 1 + len(data["rows"])
+
+
+def test_cli_json_path_writes_the_file_and_it_imports(tmp_path, capsys):
+    path, db = tmp_path / "components.json", tmp_path / "runs.sqlite3"
+    code = components.main(["--model", "tiny", "--device", "cpu", "--json", str(path), "--repeats", "2",
+                            "--warmup", "0", "--no-db"])
+    assert code == 0 and not capsys.readouterr().out.lstrip().startswith("{")   # the table, not the JSON
+    data = json.loads(path.read_text())
+    assert data["model"] == "tiny" and len(data["rows"]) == 14
+    proc = subprocess.run([sys.executable, "-m", "bench_core", "import", str(path), "--db", str(db)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT, env=_env())
+    assert proc.returncode == 0, proc.stderr
+    from bench_core.results.store import Store
+    listed = Store(str(db)).list_components()
+    assert len(listed) == 1 and listed[0]["model"] == "tiny" and listed[0]["report_id"] in proc.stdout
+    assert ComponentsReport.from_dict(Store(str(db)).load_components(listed[0]["report_id"])) == \
+        ComponentsReport.from_dict(data)
+    assert Store(str(db)).list_runs() == []                                       # not a run
+
+
+def test_a_bad_components_json_is_rejected_with_the_reason(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"rows_x_width": [1, 2], "model": "tiny"}))
+    proc = subprocess.run([sys.executable, "-m", "bench_core", "import", str(bad), "--db", str(tmp_path / "x.db")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT, env=_env())
+    assert proc.returncode == 2 and "not a components report: no device, rows, created_at" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_components_help_names_the_command():
+    proc = subprocess.run([sys.executable, "-m", "bench_core", "components", "--help"], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT, env=_env())
+    assert proc.returncode == 0 and "python -m bench_core components" in proc.stdout
 
 
 @pytest.mark.parametrize("args,field", [
@@ -177,6 +244,7 @@ def test_cli_json_parses_and_writes_csv(tmp_path, capsys):
     (["--repeats", "many"], "repeats"),
     (["--repeats", "0"], "repeats"),
     (["--out", "/no/such/folder/rows.csv"], "out"),
+    (["--json", "/no/such/folder/r.json"], "json"),
     (["--bogus"], "--bogus"),
 ])
 def test_cli_bad_input_exits_2_with_one_line(args, field):
@@ -281,11 +349,11 @@ def test_bound_splits_rows_at_the_stage_busy_threshold():
 
     assert row(None, 0.2).bound is None and row(None, 0.2).gpu_busy is None     # CPU: no kernel time
     assert row(BUSY_THRESHOLD, 1.0).bound == "gpu-bound"                          # the threshold itself is busy
-    assert row(BUSY_THRESHOLD - 1e-9, 1.0).bound == "host-bound"
+    assert row(BUSY_THRESHOLD - 1e-9, 1.0).bound == "launch-bound"                # the stages' word for it
     assert row(1.2, 1.0).gpu_busy == 1.0                                          # clipped: one call's jitter
     # Recorded on the H200 (docs/data/h200_2026-12-03_call2_components_gpt2-small_run1.json): LayerNorm fp32
     # 0.090 ms of kernels in a 0.256 ms call; torch fused Adam 1.013 ms of kernels in 1.027 ms.
-    assert row(0.090, 0.256).bound == "host-bound" and row(1.013, 1.027).bound == "gpu-bound"
+    assert row(0.090, 0.256).bound == "launch-bound" and row(1.013, 1.027).bound == "gpu-bound"
 
 
 def test_cpu_rows_have_no_bound(cpu_report):

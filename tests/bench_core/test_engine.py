@@ -208,3 +208,37 @@ def test_repeats_run_every_stage_each_round_in_alternating_order(tiny_cfg, cpu_p
     assert len(spy.pids) == 4  # a fresh process for every stage in every round
     s = summarize(run).stages[1]
     assert len(s.round_medians) == 2 and s.speedup_ci is not None
+
+
+class _FakeCeilings:
+    """Records when the run started and asked for the ceilings measurement (the real one is a GPU process)."""
+
+    def __init__(self):
+        self.events: list[tuple[str, float]] = []
+
+    def start(self):
+        self.events.append(("start", time.time()))
+
+    def measure(self):
+        from bench_core.machine.ceilings import Ceilings
+        self.events.append(("measure", time.time()))
+        return Ceilings(700.0, 50.0, 4000.0, "fake method", "2026-01-01T00:00:00+00:00", "fake GPU")
+
+    def close(self):
+        self.events.append(("close", time.time()))
+
+
+def test_ceilings_are_measured_after_the_stages_never_before_the_first(tiny_cfg, cpu_probe):
+    fake = _FakeCeilings()
+    stages = [Stage(), Stage(optimizer="adam-loop")]
+    run = run_all(new_run(replace(tiny_cfg, iters=2), stages, cpu_probe, "custom"), cpu_probe,
+                  RunHooks(ceilings=fake))
+    first, last = run.stages
+    assert [name for name, _ in fake.events] == ["start", "measure", "close"]
+    started, measured = fake.events[0][1], fake.events[1][1]
+    assert first.status == last.status == Status.OK
+    assert first.started_at < first.finished_at <= started  # the first stage's worker ran before any of it
+    assert last.finished_at <= measured                      # and the measurement after the last stage
+    assert run.machine.ceilings is not None and run.machine.ceilings.copy_gbps == 4000.0
+    assert run.machine.to_dict()["ceilings"]["device_name"] == "fake GPU"  # stored with the run
+

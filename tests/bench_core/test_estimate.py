@@ -25,3 +25,17 @@ def test_gpt2_small_seed_on_a_2_core_cpu_is_long():
     probe = Probe.from_dict({"cpu": {"matmul_gflops": 50.0}})
     cfg = BenchConfig(warmup=10, iters=30)  # gpt2-small: ~0.8 TFLOP a step
     assert run_seconds(cfg, probe, "cpu", ["fp32"]) > 600
+
+
+def test_gpu_estimate_says_datasheet_until_the_ceilings_are_measured():
+    from bench_core.machine.ceilings import Ceilings
+    from bench_core.measure.estimate import rate_source
+    from bench_core.measure.metrics import peak_tflops
+    cfg = BenchConfig()
+    probe = Probe.from_dict({"cuda": {"available": True, "name": "NVIDIA H200"}})
+    datasheet = peak_tflops("NVIDIA H200", "bf16")[0]
+    assert datasheet and "datasheet" in rate_source(probe, "cuda") and "not measured yet" in rate_source(probe, "cuda")
+    assert step_seconds(cfg, probe, "cuda", "bf16") == pytest.approx(flops_per_step(cfg) / (datasheet * 1e12 * 0.5))
+    measured = probe.with_ceilings(Ceilings(datasheet / 2, 40.0, 4000.0, "m", "t", "NVIDIA H200"))
+    assert rate_source(measured, "cuda") == "this GPU's measured GEMM ceiling"
+    assert step_seconds(cfg, measured, "cuda", "bf16") == pytest.approx(2 * step_seconds(cfg, probe, "cuda", "bf16"))

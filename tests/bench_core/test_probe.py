@@ -84,3 +84,44 @@ def test_cached_probe_is_measured_once_per_environment(tmp_path, monkeypatch):
     assert was_cached and second.torch == first.torch and second.apex == first.apex
     third, was_cached = cached_probe(refresh=True)
     assert not was_cached
+
+
+CEILINGS = {"bf16_tflops": 700.0, "fp32_tflops": 50.0, "copy_gbps": 4000.0, "method": "m",
+            "measured_at": "2026-01-01T00:00:00+00:00", "device_name": "GPU"}
+
+
+def test_ceilings_are_typed_on_the_probe():
+    from bench_core.machine.ceilings import Ceilings
+    probe = Probe.from_dict({**PROBE_DATA, "ceilings": CEILINGS})
+    assert probe.ceilings == Ceilings(**CEILINGS)
+    assert Probe.from_dict(PROBE_DATA).ceilings is None
+    assert Probe.from_dict({**PROBE_DATA, "ceilings": {"copy_gbps": 1.0}}).ceilings is None  # another shape
+    later = Probe.from_dict(PROBE_DATA).with_ceilings(Ceilings(**CEILINGS))
+    assert later.ceilings == probe.ceilings and Probe.from_dict(later.to_dict()) == later
+
+
+def test_the_probe_measures_no_ceilings_unless_probed_again(tmp_path, monkeypatch):
+    from bench_core.machine import cache as machine_cache
+    from bench_core.machine import ceilings, probe_collect
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    measured = []
+    monkeypatch.setattr(ceilings, "cached_or_measure", lambda torch, refresh=False: measured.append(refresh))
+    assert probe_collect._ceilings(None) is None and measured == []   # nothing cached: none, and nothing measured
+    machine_cache.save(ceilings.CACHE_KIND, machine_cache.environment_fingerprint(), CEILINGS)
+    assert probe_collect._ceilings(None)["copy_gbps"] == 4000.0 and measured == []
+    monkeypatch.setenv("BENCH_REFRESH_CEILINGS", "1")
+    probe_collect._ceilings(None)
+    assert measured == [True]                                         # probe again: measured again
+
+
+def test_a_cached_probe_gets_the_ceilings_measured_after_it(tmp_path, monkeypatch):
+    from bench_core.machine import cache as machine_cache
+    from bench_core.machine.ceilings import CACHE_KIND
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    key = machine_cache.environment_fingerprint()
+    machine_cache.save("probe", key, {**PROBE_DATA, "ceilings": None})
+    assert cached_probe()[0].ceilings is None
+    machine_cache.save(CACHE_KIND, key, CEILINGS)                    # a run measured them since
+    probe, was_cached = cached_probe()
+    assert was_cached and probe.ceilings is not None and probe.ceilings.from_cache
+    assert probe.ceilings.bf16_tflops == 700.0

@@ -13,7 +13,7 @@ SMALL = BenchConfig(depth=2, width=768, heads=12, seq_len=1024, batch_size=8, vo
 def report(tmp_path_factory):
     import os
     os.environ.setdefault("BENCH_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    return components.run(SMALL, "cuda", None, repeats=20, warmup=3, model="custom")
+    return components.run(SMALL, "cuda", repeats=20, warmup=3, model="custom")
 
 
 @pytest.fixture(scope="module")
@@ -31,18 +31,25 @@ def test_ceilings_are_measured(report):
     assert "median" in c["method"]
 
 
+# An optimizer row counts the fewest bytes an Adam step can move (each tensor once), over ~1.5 GB of fp32 state for
+# SMALL, 30x the H200's 50 MB L2, so no cache can serve it: it cannot beat the device-to-device copy, which moves
+# the same kind of bytes. The allowance is for measurement alone: CUDA events resolve ~0.5 us on calls of
+# milliseconds (< 0.1%), and each of the two medians (row and copy) moves by a few percent between runs at most.
+COPY_ALLOWANCE = 1.05
+
+
 def test_torch_rows_measured_with_kernels(report):
-    for name in ("adam-forloop", "adam-foreach", "adam-fused"):
+    for name in ("adam-loop", "adam", "adam-fused"):
         row = report.row("optimizer", name)
         assert row.status == "ok" and row.proof == "verified", row.reason
         assert row.median_ms > 0 and row.gb_per_s > 0 and row.kernels_per_call >= 1
-        assert 0 < row.copy_fraction < 1.5
-        assert 0 < row.kernel_ms <= row.p90_ms * 1.5   # the GPU is busy for part of a call at most
-    fused, foreach = report.row("optimizer", "adam-fused"), report.row("optimizer", "adam-foreach")
+        assert 0 < row.copy_fraction <= COPY_ALLOWANCE
+        assert 0 < row.kernel_ms <= row.p90_ms * COPY_ALLOWANCE   # kernels fit inside the call they were timed in
+    fused, foreach = report.row("optimizer", "adam-fused"), report.row("optimizer", "adam")
     assert fused.kernels_per_call < foreach.kernels_per_call
     assert any("FusedAdamMathFunctor" in n for n in fused.kernel_names), fused.kernel_names
     for dtype in ("fp32", "bf16-autocast"):
-        row = report.row("layernorm", "layernorm", dtype)
+        row = report.row("norm", "layernorm", dtype)
         assert row.status == "ok" and row.proof == "verified" and row.kernels_per_call >= 2, row
 
 
@@ -51,23 +58,21 @@ def test_apex_fusedadam_row_is_proven_by_its_kernel(report, apex_or_skip):
     assert row.status == "ok" and row.proof == "verified", row.reason
     assert any("multi_tensor_apply_kernel" in n and "AdamFunctor" in n for n in row.kernel_names), row.kernel_names
     assert not any("FusedAdamMathFunctor" in n for n in row.kernel_names)
-    cap = report.row("optimizer", "apex-fusedadam-capturable")
-    assert cap.status == "ok" and cap.proof == "verified", cap.reason
-    assert any("AdamCapturableFunctor" in n for n in cap.kernel_names), cap.kernel_names
+    assert row.copy_fraction <= COPY_ALLOWANCE
 
 
 def test_apex_layernorm_rows_and_the_casts_its_wrapper_adds(report, apex_or_skip):
     for dtype in ("fp32", "bf16-autocast"):
-        row = report.row("layernorm", "apex-fusedln", dtype)
+        row = report.row("norm", "apex-fusedln", dtype)
         assert row.status == "ok" and row.proof == "verified", row.reason
         assert any("cuApplyLayerNorm" in n or "cuComputeGradInput" in n for n in row.kernel_names) or \
             row.kernels_per_call >= 3
-    bf16 = report.row("layernorm", "apex-fusedln", "bf16-autocast")
+    bf16 = report.row("norm", "apex-fusedln", "bf16-autocast")
     assert bf16.extra_kernels, "Apex's autocast wrapper should add cast kernels"
-    assert bf16.kernels_per_call > report.row("layernorm", "apex-fusedln", "fp32").kernels_per_call
+    assert bf16.kernels_per_call > report.row("norm", "apex-fusedln", "fp32").kernels_per_call
 
 
 def test_compiled_layernorm_row(report):
-    row = report.row("layernorm", "layernorm-compiled", "fp32")
+    row = report.row("norm", "layernorm-compiled", "fp32")
     assert row.status == "ok" and row.proof == "verified", row.reason
     assert any("triton" in n for n in row.kernel_names)
