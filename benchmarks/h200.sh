@@ -47,6 +47,24 @@ apex_clean_twice() {  # "make apex <= 90 s": two builds, each from nothing (no t
   apex_pack; export PYTHONPATH=/tmp/apexlib:$ROOT
 }
 
+make_apex_twice() {  # issue 23's measurement: `make apex` itself, twice, each from a clean environment (no Apex
+  # installed, no staging copy, no objects), into the image's own Python (the H200 has no package index, so the
+  # Makefile's deps-app step is marked done with -o; BIN points make at that Python).
+  local bin; bin=$(dirname "$(command -v python3)")
+  for i in 1 2; do
+    python3 -m pip uninstall -y -q apex >/dev/null 2>&1; rm -rf "${APEX_BUILD_DIR:-$HOME/.cache/bench_core/apex-build}"
+    log "make apex $i (clean)"
+    local t0; t0=$(date +%s.%N)
+    make -o deps-app apex BIN="$bin" APEX_SRC="$ROOT/.apex" > "$OUT/make_apex_$i.log" 2>&1
+    local rc=$? secs; secs=$(python3 -c "print(round($(date +%s.%N)-$t0,1))")
+    echo "make apex exit $rc, elapsed $secs s" >> "$OUT/make_apex_$i.log"; log "make apex $i exit $rc in $secs s"
+  done
+  # carry the installed build to later calls, as apex_pack does for --target builds
+  local site; site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  mkdir -p /tmp/apexlib && (cd "$site" && cp -r apex apex_C*.so amp_C*.so fused_layer_norm_cuda*.so apex-*.dist-info /tmp/apexlib/)
+  apex_pack
+}
+
 env_info() {
   { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv; python3 -c \
     "import torch,sys;print('torch',torch.__version__,'cuda',torch.version.cuda,'python',sys.version.split()[0])"; \
@@ -67,6 +85,7 @@ for mode in "$@"; do
   case $mode in
     apex) apex ;;
     apex_clean_twice) apex_clean_twice ;;
+    make_apex_twice) make_apex_twice ;;
     env) env_info; python3 -m bench_core.machine.probe_collect > "$OUT/probe.json" 2>"$OUT/probe.err" ;;
     gputests) log "gpu tests"; timeout 200 python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider > "$OUT/gpu_tests.log" 2>&1; log "gpu tests exit $?" ;;
     smoke) run smoke_all --preset all --model gpt2-small --warmup 3 --iters 8 ;;

@@ -158,7 +158,7 @@ def test_import_exits_0_and_2_with_the_reason(cli, tmp_path):
     assert len(Store(str(db)).list_runs()) == 2
 
     missing = cli("import", str(tmp_path / "nope.json"), "--db", str(db))
-    assert missing.returncode == 1 and "No such file" in missing.stderr and "Traceback" not in missing.stderr
+    assert missing.returncode == 2 and "No such file" in missing.stderr and "Traceback" not in missing.stderr
 
 
 def test_unwritable_output_is_refused_before_anything_runs(cli, tmp_path):
