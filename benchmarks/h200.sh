@@ -89,11 +89,12 @@ for mode in "$@"; do
     env) env_info; python3 -m bench_core.machine.probe_collect > "$OUT/probe.json" 2>"$OUT/probe.err" ;;
     gputests) log "gpu tests"; timeout 200 python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider > "$OUT/gpu_tests.log" 2>&1; log "gpu tests exit $?" ;;
     smoke) run smoke_all --preset all --model gpt2-small --warmup 3 --iters 8 ;;
-    ttr)  # time to result: the seed ladder on gpt2-small, 10 + 30; cold probe and ceilings, then the cached ones
-      rm -rf "$(python3 -c 'from bench_core.machine.cache import cache_dir; print(cache_dir())')"  # probe + ceilings
-      for i in 1 2; do
-        log "time to result $i"; python3 benchmarks/time_to_result.py -- --preset seed --model gpt2-small --warmup 10 \
-          --iters 30 --no-db --json "$OUT/ttr_$i.json" > "$OUT/ttr_$i.log" 2>&1; tail -1 "$OUT/ttr_$i.log" | tee -a "$OUT/steps.log"
+    ttr)  # time to result: the seed ladder on gpt2-small, 10 + 30: twice cold (no probe, no ceilings), then cached
+      for name in cold_1 cold_2 cached; do
+        [ "$name" = cached ] || rm -rf "$(python3 -c 'from bench_core.machine.cache import cache_dir; print(cache_dir())')"
+        log "time to result $name"; python3 benchmarks/time_to_result.py -- --preset seed --model gpt2-small --warmup 10 \
+          --iters 30 --no-db --json "$OUT/ttr_$name.json" > "$OUT/ttr_$name.log" 2>&1
+        tail -1 "$OUT/ttr_$name.log" | tee -a "$OUT/steps.log"
       done ;;
     small) for i in 1 2; do run seed_small_$i --preset seed --model gpt2-small --repeats 2
                             run native_small_$i --preset native --model gpt2-small --repeats 2; done ;;
