@@ -12,6 +12,7 @@ import streamlit as st
 
 from bench_core.config.bench_config import describe_shape
 from bench_core.results import figures
+from bench_core.results.columns import Layout, proof_consequence, shown
 from bench_core.results.formats import neutralise, to_csv, to_json
 from bench_core.results.records import RunResult, Status
 from bench_core.results.summary import RunSummary, summarize
@@ -90,67 +91,32 @@ def charts(summaries: RunSummary | Sequence[RunSummary], key: str, version: tupl
 
 
 def fallback_warnings(run: RunResult) -> None:
-    for stage in run.stages:
-        for warning in stage.warnings:
-            st.warning(f"**{stage.key}**: {warning} — this stage is not counted as Apex.")
+    for s in summarize(run).stages:
+        consequence = proof_consequence(s)
+        for warning in s.warnings:
+            st.warning(f"**{s.key}**: {warning} — {consequence}.")
 
 
-# Every cell is text with its unit, and "—" where a figure does not apply: never "None" or a made-up 0.0.
-TABLE_COLUMNS = {
-    "stage": st.column_config.TextColumn("Stage", width="large"),
-    "status": st.column_config.TextColumn("Status"),
-    "median_ms": st.column_config.TextColumn("Median"),
-    "spread": st.column_config.TextColumn("p10–p90"),
-    "speedup": st.column_config.TextColumn("Speedup (95% CI)"),
-    "tokens_per_s": st.column_config.TextColumn("Tokens/s"),
-    "mfu_pct": st.column_config.TextColumn("MFU"),
-    "bottleneck": st.column_config.TextColumn("Bottleneck"),
-    "noise": st.column_config.TextColumn("Noise"),
-    "peak_mem_mib": st.column_config.TextColumn("Peak memory"),
-    "verdict": st.column_config.TextColumn("Kernel proof"),
-    "reason": st.column_config.TextColumn("Notes", width="large"),
-}
-NA = "—"
-
-
-def _fmt(value: float | None, fmt: str, unit: str = "") -> str:
-    return NA if value is None else format(value, fmt) + unit
+def column_config(summary: RunSummary) -> dict:
+    """The shown columns' headers and help texts, from the one spec every view renders."""
+    return {c.key: st.column_config.TextColumn(c.header, help=c.help,
+                                               width="large" if c.key == "stage" or c.layout == Layout.NOTE else None)
+            for c in shown(summary)}
 
 
 def table_rows(summary: RunSummary) -> pd.DataFrame:
-    """The on-screen table: text already neutralised, so the grid's own CSV download carries no formula."""
-    rows = []
-    for s in summary.stages:
-        t = s.timing
-        rows.append({
-            "stage": s.key, "status": s.status.value + (" (partial)" if s.partial else ""),
-            "median_ms": _fmt(t.median_ms, ".2f", " ms"),
-            "spread": NA if s.spread_text is None else f"{s.spread_text} ms",
-            "speedup": s.speedup_text or NA,
-            "tokens_per_s": _fmt(s.rates.tokens_per_s, ",.0f"),
-            "mfu_pct": s.mfu_text or NA,
-            "bottleneck": NA if s.bottleneck.verdict == "unknown" else
-            f"{s.bottleneck.verdict} ({s.bottleneck.busy_text} busy)",
-            "noise": s.noise_reason or ("steady" if t.n else NA),
-            "peak_mem_mib": _fmt(s.peak_mem_mib if summary.run.device == "cuda" else None, ",.0f", " MiB"),
-            "verdict": s.verdict or NA, "reason": "; ".join(([s.reason] if s.reason else []) + list(s.warnings)),
-        })
-    df = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
-    for col in ("stage", "status", "reason", "verdict", "noise"):
-        df[col] = df[col].map(neutralise)
-    return df
+    """The on-screen table, one text cell per shown column ("—" where a figure does not apply), neutralised so
+    the grid's own CSV download carries no formula."""
+    cols = shown(summary)
+    rows = [{c.key: neutralise(c.cell(s)) for c in cols} for s in summary.stages]
+    return pd.DataFrame(rows, columns=[c.key for c in cols])
 
 
 def results_table(summary: RunSummary, key: str) -> None:
-    df = table_rows(summary)
-    if summary.run.device != "cuda":
-        df = df.drop(columns=["mfu_pct", "peak_mem_mib", "bottleneck"])
-    st.dataframe(df, column_config=TABLE_COLUMNS, hide_index=True, width="stretch", key=f"{key}_table")
+    st.dataframe(table_rows(summary), column_config=column_config(summary), hide_index=True, width="stretch",
+                 key=f"{key}_table")
     if summary.baseline_note:
         st.warning(summary.baseline_note)
-    for s in summary.stages:
-        if s.delta:
-            st.caption(f"**{s.key}** vs the stage before: {s.delta.text}")
 
 
 def downloads(run: RunResult, key: str) -> None:

@@ -7,6 +7,7 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 CATEGORIES = ("gemm", "attention", "normalization", "optimizer", "cast/copy", "elementwise/other", "communication")
@@ -288,9 +289,19 @@ def collect(prof: Any, steps: int, cuda: bool) -> tuple[StageProfile, set[str]]:
 
 
 # --- verdicts ------------------------------------------------------------------------------------------------
+class Bound(StrEnum):
+    """Who sets a step's pace. A StrEnum: files and tables keep the words."""
+    GPU = "gpu-bound"
+    LAUNCH = "launch-bound"
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Bottleneck:
-    verdict: str           # "gpu-bound" | "launch-bound" | "unknown"
+    verdict: Bound
     busy: float | None
     sentence: str
 
@@ -314,17 +325,17 @@ def bottleneck(profile: StageProfile | None, median_ms: float | None, host_ms: f
     Not the trace's own busy figure: the profiler slows the host, so under it the GPU idles more than in the
     timed steps and a GPU-bound stage could look launch-bound."""
     if profile is not None and profile.source == "cpu":
-        return Bottleneck("unknown", None, "No GPU: the step runs on the CPU, so there is no launch/GPU split.")
+        return Bottleneck(Bound.UNKNOWN, None, "No GPU: the step runs on the CPU, so there is no launch/GPU split.")
     if profile is None or not profile.gpu_kernel_ms or not median_ms or median_ms <= 0:
-        return Bottleneck("unknown", None, "No kernel trace for this stage, so the GPU/host split is unknown.")
+        return Bottleneck(Bound.UNKNOWN, None, "No kernel trace for this stage, so the GPU/host split is unknown.")
     kernel_ms = profile.gpu_kernel_ms
     busy = min(1.0, kernel_ms / median_ms)
     if busy >= BUSY_THRESHOLD:
-        return Bottleneck("gpu-bound", busy,
+        return Bottleneck(Bound.GPU, busy,
                           f"GPU busy {busy_text(busy)} of the step: kernels, not the host, set the pace.")
     why = (f"host {host_ms:.1f} ms to enqueue a step of {kernel_ms:.1f} ms of kernels" if host_ms
            else f"a step of {median_ms:.1f} ms holds {kernel_ms:.1f} ms of kernels")
-    return Bottleneck("launch-bound", busy,
+    return Bottleneck(Bound.LAUNCH, busy,
                       f"GPU busy {busy_text(busy)}: the CPU cannot enqueue kernels as fast as the GPU runs them "
                       f"({why}); this stage's time depends on the host CPU. "
                       "CUDA graphs (the `graphs` lever) remove this.")

@@ -1,7 +1,8 @@
 """Files: the CSV and JSON a run is written to, and the strict reader that imports them back.
 
-The CSV's columns are one table here (name, type, where the value comes from); the reader knows the columns
-from the same table. Imports are refused whole, on the first bad value, naming the field, the row and the value.
+The CSV's columns are one table here (name, type, where the value comes from), the shown figures' columns taken
+from their display columns (`columns.DISPLAY_COLUMNS`); the reader knows the columns from the same table. Imports
+are refused whole, on the first bad value, naming the field, the row and the value.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import io
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from bench_core.config.bench_config import INT_FIELDS, BenchConfig, collect_errors
@@ -18,18 +19,12 @@ from bench_core.config.settings import Limits
 from bench_core.levers.registry import KINDS, LEVERS
 from bench_core.levers.stage import Stage
 from bench_core.measure.proof import KEY_KERNELS
+from bench_core.results.columns import DISPLAY_COLUMNS, DisplayColumn, Field, Getter, display_fields
 from bench_core.results.records import OLD_SCHEMAS, SCHEMA, STAGE_FINISHED, RunResult, StageResult, Status
 from bench_core.results.summary import RunSummary, StageSummary, summarize
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-Getter = Callable[[RunSummary, StageSummary], Any]
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    kind: str          # str | int | float | bool
-    get: Getter
+Column = Field     # one CSV/JSON column: name, type, where the value comes from
 
 
 def _s(fn: Callable[[StageSummary], Any]) -> Getter:
@@ -40,55 +35,52 @@ def _r(fn: Callable[[RunResult], Any]) -> Getter:
     return lambda run, stage: fn(run.run)
 
 
-def _ci(i: int) -> Getter:
-    return lambda run, stage: stage.speedup_ci[i] if stage.speedup_ci else None
-
-
 def _profile(attr: str) -> Getter:
     return lambda run, stage: getattr(stage.profile, attr) if stage.profile else None
 
 
-COLUMNS: list[Column] = [
-    Column("stage", "str", _s(lambda s: s.key)), Column("label", "str", _s(lambda s: s.label)),
-    *[Column(kind, "str", (lambda k: _s(lambda s: getattr(s.result.stage, k)))(kind)) for kind in KINDS],
-    Column("status", "str", _s(lambda s: s.status.value)), Column("reason", "str", _s(lambda s: s.reason)),
-    Column("verdict", "str", _s(lambda s: s.verdict or "")),
-    Column("warnings", "str", _s(lambda s: " | ".join(s.warnings))),
-    Column("baseline_stage", "str", lambda run, stage: run.baseline_key or ""),
-    Column("partial", "bool", _s(lambda s: s.partial)),
-    Column("median_ms", "float", _s(lambda s: s.timing.median_ms)),
-    Column("p10_ms", "float", _s(lambda s: s.timing.p10_ms)), Column("p90_ms", "float", _s(lambda s: s.timing.p90_ms)),
-    Column("mean_ms", "float", _s(lambda s: s.timing.mean_ms)),
-    Column("std_ms", "float", _s(lambda s: s.timing.std_ms)),
-    Column("noisy", "bool", _s(lambda s: s.noisy)), Column("noise_reason", "str", _s(lambda s: s.noise_reason or "")),
-    Column("tokens_per_s", "float", _s(lambda s: s.rates.tokens_per_s)),
-    Column("speedup", "float", _s(lambda s: s.speedup)),
-    Column("speedup_ci_low", "float", _ci(0)), Column("speedup_ci_high", "float", _ci(1)),
-    Column("scaling_efficiency", "float", _s(lambda s: s.scaling_efficiency)),
-    Column("tflops", "float", _s(lambda s: s.rates.tflops)), Column("mfu", "float", _s(lambda s: s.rates.mfu)),
-    Column("mfu_measured_peak", "float", _s(lambda s: s.mfu_measured_peak)),
-    Column("peak_mem_mib", "float", _s(lambda s: s.peak_mem_mib)),
-    Column("peak_reserved_mib", "float", _s(lambda s: s.result.peak_reserved_mib)),
-    Column("loss_first", "float", _s(lambda s: s.loss_first)), Column("loss_last", "float", _s(lambda s: s.loss_last)),
-    Column("host_ms", "float", _s(lambda s: s.host_ms)),
-    Column("gpu_kernel_ms", "float", _profile("gpu_kernel_ms")), Column("gpu_busy", "float", _profile("gpu_busy")),
-    Column("kernels_per_step", "float", _profile("kernels_per_step")),
-    Column("bottleneck", "str", _s(lambda s: s.bottleneck.verdict)),
-    Column("energy_j_per_token", "float", _s(lambda s: s.energy_j_per_token)),
-    Column("skipped_steps", "int?", _s(lambda s: s.skipped_steps)),
-    Column("kernels_seen", "str", _s(lambda s: ";".join(sorted(k for k, v in s.result.kernels.items()
-                                                             if v and k in KEY_KERNELS)))),
-    Column("sdpa_backend", "str", _s(lambda s: s.result.sdpa_backend or "")),
-    Column("autocast_dtype", "str", _s(lambda s: s.result.autocast_dtype or "")),
-    Column("warmup_s", "float", _s(lambda s: s.result.warmup_s)),
-    Column("run_id", "str", _r(lambda r: r.run_id)), Column("created_at", "str", _r(lambda r: r.created_at)),
-    Column("preset", "str", _r(lambda r: r.preset)), Column("device", "str", _r(lambda r: r.device)),
-    Column("gpu", "str", _r(lambda r: r.gpu)), Column("torch", "str", _r(lambda r: r.machine.torch or "")),
-    Column("cuda", "str", _r(lambda r: r.machine.cuda_runtime or "")),
-    Column("driver", "str", _r(lambda r: r.machine.driver or "")),
-    Column("apex", "str", _r(lambda r: r.machine.apex.label)),
-    *[Column(name, "int", (lambda n: _r(lambda r: getattr(r.config, n)))(name)) for name in INT_FIELDS],
-]
+def file_columns(display: tuple[DisplayColumn, ...]) -> list[Column]:
+    """The file's columns in their fixed order (saved files must still import). A shown figure's columns come
+    from its display column (`shown[...]`); one not placed here is appended at the end."""
+    shown = display_fields(display)
+    ordered: list[Column] = [
+        shown["stage"], Column("label", "str", _s(lambda s: s.label)),
+        *[Column(kind, "str", (lambda k: _s(lambda s: getattr(s.result.stage, k)))(kind)) for kind in KINDS],
+        shown["status"], shown["reason"], shown["verdict"], shown["warnings"],
+        Column("baseline_stage", "str", lambda run, stage: run.baseline_key or ""),
+        shown["partial"], shown["median_ms"], shown["p10_ms"], shown["p90_ms"],
+        Column("mean_ms", "float", _s(lambda s: s.timing.mean_ms)),
+        Column("std_ms", "float", _s(lambda s: s.timing.std_ms)),
+        shown["noisy"], shown["noise_reason"], shown["tokens_per_s"],
+        shown["speedup"], shown["speedup_ci_low"], shown["speedup_ci_high"], shown["scaling_efficiency"],
+        Column("tflops", "float", _s(lambda s: s.rates.tflops)), shown["mfu"],
+        Column("mfu_measured_peak", "float", _s(lambda s: s.mfu_measured_peak)),
+        shown["peak_mem_mib"],
+        Column("peak_reserved_mib", "float", _s(lambda s: s.result.peak_reserved_mib)),
+        Column("loss_first", "float", _s(lambda s: s.loss_first)),
+        Column("loss_last", "float", _s(lambda s: s.loss_last)),
+        Column("host_ms", "float", _s(lambda s: s.host_ms)),
+        Column("gpu_kernel_ms", "float", _profile("gpu_kernel_ms")), shown["gpu_busy"],
+        Column("kernels_per_step", "float", _profile("kernels_per_step")),
+        shown["bottleneck"], shown["energy_j_per_token"], shown["skipped_steps"],
+        Column("kernels_seen", "str", _s(lambda s: ";".join(sorted(k for k, v in s.result.kernels.items()
+                                                                 if v and k in KEY_KERNELS)))),
+        Column("sdpa_backend", "str", _s(lambda s: s.result.sdpa_backend or "")),
+        Column("autocast_dtype", "str", _s(lambda s: s.result.autocast_dtype or "")),
+        Column("warmup_s", "float", _s(lambda s: s.result.warmup_s)),
+        Column("run_id", "str", _r(lambda r: r.run_id)), Column("created_at", "str", _r(lambda r: r.created_at)),
+        Column("preset", "str", _r(lambda r: r.preset)), Column("device", "str", _r(lambda r: r.device)),
+        Column("gpu", "str", _r(lambda r: r.gpu)), Column("torch", "str", _r(lambda r: r.machine.torch or "")),
+        Column("cuda", "str", _r(lambda r: r.machine.cuda_runtime or "")),
+        Column("driver", "str", _r(lambda r: r.machine.driver or "")),
+        Column("apex", "str", _r(lambda r: r.machine.apex.label)),
+        *[Column(name, "int", (lambda n: _r(lambda r: getattr(r.config, n)))(name)) for name in INT_FIELDS],
+    ]
+    placed = {c.name for c in ordered}
+    return ordered + [f for name, f in shown.items() if name not in placed]
+
+
+COLUMNS: list[Column] = file_columns(DISPLAY_COLUMNS)
 CSV_COLUMNS = [c.name for c in COLUMNS]
 REQUIRED_COLUMNS = ["stage", *KINDS[:4], "status", "reason", "median_ms", "p10_ms", "p90_ms", "device", "gpu",
                     "torch", "apex", *[n for n in INT_FIELDS if n not in ("seed", "repeats")]]

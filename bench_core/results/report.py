@@ -6,33 +6,19 @@ import html
 from pathlib import Path
 
 from bench_core.config.bench_config import describe_shape
+from bench_core.results.columns import shown
 from bench_core.results.figures import ALL_FIGURES, not_applicable
 from bench_core.results.records import RunResult
-from bench_core.results.summary import StageSummary, summarize
+from bench_core.results.summary import RunSummary, summarize
 
 
-def _ms(v: float | None) -> str:
-    return "—" if v is None else f"{v:,.2f} ms"
-
-
-TABLE: list[tuple[str, object]] = [
-    ("Stage", lambda s: s.key), ("Status", lambda s: s.status.value + (" (partial)" if s.partial else "")),
-    ("Median", lambda s: _ms(s.timing.median_ms)),
-    ("p10–p90", lambda s: "—" if s.spread_text is None else f"{s.spread_text} ms"),
-    ("Speedup (95% CI)", lambda s: s.speedup_text or "—"),
-    ("Tokens/s", lambda s: "—" if s.rates.tokens_per_s is None else f"{s.rates.tokens_per_s:,.0f}"),
-    ("MFU", lambda s: s.mfu_text or "—"),
-    ("Peak memory", lambda s: "—" if s.peak_mem_mib is None else f"{s.peak_mem_mib:,.0f} MiB"),
-    ("Bottleneck", lambda s: s.bottleneck.verdict + ("" if s.bottleneck.busy_text is None else
-                                                     f" ({s.bottleneck.busy_text} busy)")),
-    ("Noise", lambda s: s.noise_reason or ("steady" if s.timing.n else "—")),
-    ("Kernel proof", lambda s: s.verdict or "—"),
-    ("Notes", lambda s: "; ".join(([s.reason] if s.reason else []) + list(s.warnings))),
-]
-
-
-def _cell(fn: object, stage: StageSummary) -> str:
-    return html.escape(str(fn(stage)))  # type: ignore[operator]
+def _table(summary: RunSummary) -> str:
+    """The run's table: the shown columns of `columns.DISPLAY_COLUMNS`, each header with its help as a tooltip."""
+    cols = shown(summary)
+    head = "".join(f"<th title='{html.escape(c.help, quote=True)}'>{html.escape(c.header)}</th>" for c in cols)
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(c.cell(s))}</td>" for c in cols) + "</tr>"
+                   for s in summary.stages)
+    return f"<table><tr>{head}</tr>{rows}</table>"
 
 
 def render_html(run: RunResult) -> str:
@@ -42,8 +28,7 @@ def render_html(run: RunResult) -> str:
              f"{html.escape(describe_shape(run.config))}</p>"]
     if summary.baseline_note:
         parts.append(f"<p><b>{html.escape(summary.baseline_note)}</b></p>")
-    rows = "".join("<tr>" + "".join(f"<td>{_cell(fn, s)}</td>" for _, fn in TABLE) + "</tr>" for s in summary.stages)
-    parts.append("<table><tr>" + "".join(f"<th>{name}</th>" for name, _ in TABLE) + f"</tr>{rows}</table>")
+    parts.append(_table(summary))
     figures = []
     for name, build in ALL_FIGURES.items():
         why = not_applicable(name, summary)

@@ -166,8 +166,8 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
         speedup = scale * (timing.median_ms if stage is base else base_median or 0) / timing.median_ms
         interval = stats.bootstrap_speedup_ci(base.round_series, rounds) if stage is not base else None
         ci = (interval[0] * scale, interval[1] * scale) if interval else None  # the baseline is the reference
-    bottleneck = (breakdown.bottleneck(stage.profile, timing.median_ms, _median(stage.host_ms))
-                  if ok else breakdown.Bottleneck("unknown", None, f"stage {stage.status.value}: not measured"))
+    bottleneck = (breakdown.bottleneck(stage.profile, timing.median_ms, _median(stage.host_ms)) if ok else
+                  breakdown.Bottleneck(breakdown.Bound.UNKNOWN, None, f"stage {stage.status.value}: not measured"))
     delta = (breakdown.delta(prev.profile, stage.profile, _changed_title(prev.result, stage))
              if prev is not None and prev.profile and stage.profile else None)
     # measured ceilings: bf16 GEMM for the autocast stages, fp32 with TF32 off for fp32; none is measured for TF32.

@@ -1,14 +1,15 @@
-"""The CLI's text output: the results table (fits the terminal, wraps names, never cuts a cell) and the probe."""
+"""The CLI's text output: the results table (fits the terminal, never cuts a cell) and the probe.
+
+The table renders `columns.DISPLAY_COLUMNS`; long notes go under it, one line per stage. Stage names stay whole
+on one line (no zero-width break characters), so a copied table pastes as it reads.
+"""
 from __future__ import annotations
 
 from typing import Any
 
 from bench_core.machine.probe import Probe
+from bench_core.results.columns import DisplayColumn, Layout, shown
 from bench_core.results.summary import RunSummary
-
-
-def _f(value: float | None, fmt: str) -> str:
-    return "—" if value is None else format(value, fmt)
 
 
 def print_table(summary: RunSummary, console: Any = None) -> None:
@@ -16,32 +17,55 @@ def print_table(summary: RunSummary, console: Any = None) -> None:
 
     from rich.console import Console
     from rich.table import Table
-    # a terminal: fit its width (names wrap, cells are never cut); a pipe or file: room for every column
+    from rich.text import Text
+    # a terminal: fit its width (other cells wrap, none is cut); a pipe or file: room for every column
     console = console or Console(width=None if sys.stdout.isatty() else 200)
     run = summary.run
+    cols = shown(summary)
+    in_table = [c for c in cols if c.layout != Layout.NOTE]
     table = Table(title=f"{run.preset} on {run.gpu} · run {run.run_id}", expand=False)
-    for col in ("stage", "status", "median ms", "p10–p90", "speedup (95% CI)", "tok/s", "peak MiB", "MFU",
-                "busy", "bottleneck", "proof"):
-        right = col not in ("stage", "status", "bottleneck", "proof")
-        table.add_column(col, justify="right" if right else "left", overflow="fold",
-                         no_wrap=col in ("median ms", "tok/s"))
+    width = _stage_width(summary, in_table, console.width)
+    for c in in_table:
+        stage = c.key == "stage"
+        table.add_column(c.header, justify="right" if c.layout == Layout.NUMBER else "left", overflow="fold",
+                         no_wrap=stage, min_width=width if stage else None)
     for s in summary.stages:
-        status = s.status.value + (" (partial)" if s.partial else "") + (" · noisy" if s.noisy else "")
-        table.add_row(s.key.replace("+", "+\u200b"), status, _f(s.timing.median_ms, ".2f"), s.spread_text or "—",
-                      s.speedup_text or "—", _f(s.rates.tokens_per_s, ",.0f"),
-                      _f(s.peak_mem_mib if run.device == "cuda" else None, ",.0f"), s.mfu_text or "—",
-                      s.bottleneck.busy_text or "—", s.bottleneck.verdict,
-                      ("⚠ " if s.warnings else "") + (s.verdict or "—"))
+        # Text: a '[' in a reason is not rich markup
+        table.add_row(*(Text(_wrap_key(s.key, width) if c.key == "stage" else c.cell(s)) for c in in_table))
     console.print(table)
     if summary.baseline_note:
-        console.print(f"  {summary.baseline_note}", highlight=False, soft_wrap=True)
+        console.print(Text(f"  {summary.baseline_note}"), soft_wrap=True)
     for s in summary.stages:
-        notes = ([s.reason] if s.reason else []) + list(s.warnings)
-        notes += [f"noisy: {s.noise_reason}"] if s.noise_reason else []
-        notes += [s.bottleneck.sentence] if s.ok and s.bottleneck.verdict == "launch-bound" else []
-        notes += [f"vs previous: {s.delta.text}"] if s.delta else []
-        for note in notes:
-            console.print(f"  {s.key}: {note}", highlight=False, soft_wrap=True)
+        for c in cols:
+            note = c.text(s) if c.layout == Layout.NOTE else None
+            if note:
+                console.print(Text(f"  {s.key}: {note}"), soft_wrap=True)
+
+
+def _longest_word(texts: list[str]) -> int:
+    return max((len(word) for text in texts for word in text.split()), default=1)
+
+
+def _stage_width(summary: RunSummary, cols: list[DisplayColumn], console_width: int) -> int:
+    """As wide as the longest stage name where the other columns' narrowest fit leaves room; else what is left,
+    but never narrower than one lever's name."""
+    keys = [s.key for s in summary.stages]
+    others = sum(_longest_word([c.header, *(c.cell(s) for s in summary.stages)]) + 3 for c in cols if c.key != "stage")
+    one_lever = max((len(part) + 1 for key in keys for part in key.split("+")), default=1)
+    return max(one_lever, min(max(map(len, keys), default=1), console_width - others - 4))
+
+
+def _wrap_key(key: str, width: int) -> str:
+    """Break a long stage name after a '+', with real line breaks: the cell copies as it reads."""
+    lines = [""]
+    for part in key.split("+"):
+        piece = part if not lines[-1] else "+" + part
+        if lines[-1] and len(lines[-1]) + len(piece) > width:
+            lines[-1] += "+"
+            lines.append(part)
+        else:
+            lines[-1] += piece
+    return "\n".join(lines)
 
 
 def print_probe(probe: Probe) -> str:

@@ -305,3 +305,14 @@ def test_busy_text_never_crosses_the_launch_bound_line():
         shown = float(text[:-1]) / 100
         assert (shown >= BUSY_THRESHOLD) == (busy >= BUSY_THRESHOLD), (busy, text)
         assert abs(shown - busy) <= 0.005 + 1e-12, (busy, text)
+
+
+def test_bottleneck_verdicts_are_a_typed_enum_that_files_keep_as_words():
+    from bench_core.measure.breakdown import Bound
+    gpu = bottleneck(_cuda_profile(95.0), median_ms=100.0)
+    launch = bottleneck(_cuda_profile(24.5), median_ms=70.0)
+    unknown = bottleneck(None, median_ms=5.0)
+    assert (gpu.verdict, launch.verdict, unknown.verdict) == (Bound.GPU, Bound.LAUNCH, Bound.UNKNOWN)
+    assert all(type(b.verdict) is Bound for b in (gpu, launch, unknown))
+    assert [str(b.verdict) for b in (gpu, launch, unknown)] == ["gpu-bound", "launch-bound", "unknown"]
+    assert f"{launch.verdict}" == "launch-bound"

@@ -1,39 +1,131 @@
-"""The CLI table, the HTML report, the CSV and the dashboard's table show the same figures for the same run,
-because they all read one RunSummary."""
+"""The CLI table, the HTML report, the dashboard's table and the CSV show the same figures for the same run: each
+renders every column of `columns.DISPLAY_COLUMNS` where it applies, with the same text, and none where it does not."""
 import csv
+import html
 import io
+import re
+from dataclasses import replace
 
+import pytest
+from rich.console import Console
 from sample_runs import gpu_run
 
-from bench_core.results.formats import to_csv
+from bench_core.levers.stage import Stage
+from bench_core.machine.probe import Probe
+from bench_core.results.columns import DISPLAY_COLUMNS, NA, Layout, shown
+from bench_core.results.formats import CSV_COLUMNS, neutralise, to_csv
 from bench_core.results.report import render_html
 from bench_core.results.summary import summarize
 from bench_core.results.table import print_table
 
 
-def test_cli_html_csv_and_page_table_show_identical_figures():
-    from rich.console import Console
-
-    from dashboard.job_view import table_rows
+def cpu_run():
+    """The same ladder measured on a CPU: RSS, not GPU memory; no MFU, no launch/GPU split."""
     run = gpu_run()
-    console = Console(record=True, width=250)
-    print_table(summarize(run), console)
-    cli = console.export_text()
-    html = render_html(run)
+    stages = tuple(replace(s, peak_allocated_mib=None, peak_reserved_mib=None,
+                           peak_rss_mib=300.0 + s.index if s.peak_allocated_mib else None, host_ms=(), profile=None)
+                   for s in run.stages)
+    return replace(run, device="cpu", machine=Probe.from_dict({"torch": "2.13.0+cpu"}), stages=stages,
+                   config=replace(run.config, device="cpu"))
+
+
+def wide_gpu_run():
+    """A CUDA run where the figures shown only sometimes are measured: energy (NVML), an FP16 stage's skipped
+    steps, and the baseline again on two GPUs (scaling)."""
+    run = gpu_run()
+    base, apex = run.stages[0], run.stages[1]
+    fp16 = replace(apex, index=4, stage=Stage("adam-fused", "layernorm", "fp16"), skipped_steps=1, energy_j=8.0,
+                   warnings=("TF32 matmul was on, the stage asked for off",), verdict="unconfirmed")
+    two = replace(base, index=5, stage=replace(base.stage, gpus="2"), times_ms=(60.0,) * 8)
+    stages = (replace(base, energy_j=64.0), *run.stages[1:], fp16, two)
+    return replace(run, stages=stages)
+
+
+def cli_text(summary):
+    console = Console(record=True, width=400, file=io.StringIO())
+    print_table(summary, console)
+    return console.export_text()
+
+
+def html_cells(text):
+    """The report's table: headers, then each row's cell texts (unescaped)."""
+    table = text[text.index("<table>"):text.index("</table>")]
+    rows = re.findall(r"<tr>(.*?)</tr>", table)
+    header = [html.unescape(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", rows[0])]
+    return header, [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)] for row in rows[1:]]
+
+
+@pytest.mark.parametrize("make", [gpu_run, cpu_run, wide_gpu_run])
+def test_every_column_shows_the_same_text_in_every_view_where_it_applies(make):
+    from dashboard.job_view import column_config, table_rows
+    run = make()
+    summary = summarize(run)
+    cli = cli_text(summary)
+    cli_header = next(line for line in cli.splitlines() if "Stage" in line)
+    cli_heads = [h.strip() for h in cli_header.strip("┃ ").split("┃")]
+    cli_rows = [[c.strip() for c in line.strip("│ ").split("│")] for line in cli.splitlines()
+                if line.startswith("│")]
+    report_heads, report_rows = html_cells(render_html(run))
+    page, config = table_rows(summary), column_config(summary)
     rows = list(csv.DictReader(io.StringIO(to_csv(run))))
-    page = table_rows(summarize(run))
-    for i, s in enumerate(summarize(run).stages):
-        if s.timing.median_ms is None:
+    applying = shown(summary)
+    table_cols = [c for c in applying if c.layout != Layout.NOTE]
+    assert cli_heads == [c.header for c in table_cols]
+    assert report_heads == [c.header for c in applying]
+    assert list(page.columns) == [c.key for c in applying] == list(config)
+    for column in DISPLAY_COLUMNS:
+        if column not in applying:
+            assert column.key not in page.columns and column.header not in report_heads + cli_heads, column.key
             continue
-        median = f"{s.timing.median_ms:.2f}"
-        assert median in cli and median in html
-        assert float(rows[i]["median_ms"]) == s.timing.median_ms and page.loc[i, "median_ms"] == f"{median} ms"
-        if s.speedup is not None:
-            shown = f"×{s.speedup:.2f}"
-            assert shown in cli and shown in html and page.loc[i, "speedup"].startswith(shown)
-            assert float(rows[i]["speedup"]) == s.speedup
-        else:
-            assert rows[i]["speedup"] == "" and page.loc[i, "speedup"] == "—"
-    # the failed stage's partial timings are labelled partial everywhere, and carry no speedup
-    assert "failed (partial)" in cli and "failed (partial)" in html and page.loc[2, "status"] == "failed (partial)"
-    assert rows[2]["partial"] == "True"
+        assert config[column.key]["label"] == column.header and config[column.key]["help"] == column.help
+        for i, stage in enumerate(summary.stages):
+            text = column.cell(stage)
+            assert page.loc[i, column.key] == neutralise(text), (column.key, i)
+            assert report_rows[i][applying.index(column)] == text, (column.key, i)
+            if column.layout == Layout.NOTE:  # under the terminal's table, one line per stage with a text
+                assert (f"  {stage.key}: {text}" in cli) == (text != NA), (column.key, i)
+            else:
+                assert cli_rows[i][table_cols.index(column)] == text, (column.key, i)
+            for field in column.fields:  # the same figure, raw, in the file
+                raw = field.get(summary, stage)
+                assert rows[i][field.name] == ("" if raw is None else neutralise(str(raw))), (field.name, i)
+
+
+def test_each_sometimes_shown_column_is_shown_in_some_run_and_hidden_in_another():
+    """The parametrised runs reach both sides of every `applies` rule (so none of them is vacuous)."""
+    runs = [summarize(make()) for make in (gpu_run, cpu_run, wide_gpu_run)]
+    for column in DISPLAY_COLUMNS:
+        verdicts = {column in shown(summary) for summary in runs}
+        always = column.key in ("stage", "status", "median_ms", "spread", "speedup", "tokens_per_s", "noise",
+                                "verdict", "reason", "delta")
+        assert verdicts == ({True} if always else {True, False}), column.key
+
+
+def test_the_drifts_are_gone():
+    """Peak memory is GPU memory; a CPU run's RSS is labelled so; energy per token is shown where measured."""
+    cuda, cpu, wide = (summarize(make()) for make in (gpu_run, cpu_run, wide_gpu_run))
+    headers = {name: [c.header for c in shown(s)] for name, s in (("cuda", cuda), ("cpu", cpu), ("wide", wide))}
+    assert "Peak memory" in headers["cuda"] and "Peak RSS" not in headers["cuda"]
+    assert "Peak RSS" in headers["cpu"] and "Peak memory" not in headers["cpu"]
+    assert "Energy/token" in headers["wide"] and "Energy/token" not in headers["cuda"]
+    energy = next(c for c in DISPLAY_COLUMNS if c.key == "energy")
+    assert energy.cell(wide.stages[0]) == f"{64.0 / (8 * 64):.4f} J"   # 64 J over 8 steps of 64 tokens
+    rss = next(c for c in DISPLAY_COLUMNS if c.key == "peak_rss_mib")
+    assert rss.cell(cpu.stages[0]) == "300 MiB"
+
+
+def test_every_raw_field_of_a_shown_column_is_a_file_column():
+    names = [f.name for c in DISPLAY_COLUMNS for f in c.fields]
+    assert set(names) <= set(CSV_COLUMNS)
+    assert len({c.key for c in DISPLAY_COLUMNS}) == len(DISPLAY_COLUMNS)
+    assert all(c.help and c.header for c in DISPLAY_COLUMNS)
+
+
+def test_a_new_shown_figure_reaches_the_file_without_touching_formats():
+    """A figure added to the display spec only lands in the CSV columns (at the end: saved files keep their order)."""
+    from bench_core.results.columns import DisplayColumn, Field
+    from bench_core.results.formats import file_columns
+    extra = DisplayColumn("host", "Host", lambda s: None, "host time per step",
+                          (Field("host_per_token", "float", lambda r, s: None),))
+    names = [c.name for c in file_columns((*DISPLAY_COLUMNS, extra))]
+    assert names[:-1] == CSV_COLUMNS and names[-1] == "host_per_token"

@@ -1,0 +1,175 @@
+"""The shown columns of a run's table, once: header, cell text, where the column applies, help text, and the raw
+CSV/JSON fields that carry the same figure as numbers.
+
+The CLI table (`table`), the HTML report (`report`), the dashboard's table and the file formats' column list
+(`formats`) all render `DISPLAY_COLUMNS`; a new shown figure is one entry here. Each cell's text is read from the
+stage's summary (its `*_text` figures), never computed again.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from bench_core.measure.breakdown import Bound
+from bench_core.results.summary import RunSummary, StageSummary
+
+NA = "—"   # a figure that does not apply to this stage, or was not measured: never "None" or a made-up 0
+Getter = Callable[[RunSummary, StageSummary], Any]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One raw cell of the CSV/JSON row: machine-readable, so numbers stay numbers."""
+    name: str
+    kind: str          # str | int | int? | float | bool
+    get: Getter
+
+
+class Layout(Enum):
+    NUMBER = "number"  # short, right-aligned
+    TEXT = "text"      # short words, left-aligned
+    NOTE = "note"      # long sentences: the terminal prints them under its table, one line per stage
+
+
+@dataclass(frozen=True)
+class DisplayColumn:
+    key: str                                      # the dashboard's column id
+    header: str
+    text: Callable[[StageSummary], str | None]    # None: "—" in a table, nothing under the terminal's table
+    help: str
+    fields: tuple[Field, ...] = ()                # the same figure, raw, in the CSV/JSON row
+    layout: Layout = Layout.NUMBER
+    applies: Callable[[RunSummary], bool] = lambda summary: True
+
+    def cell(self, stage: StageSummary) -> str:
+        return self.text(stage) or NA
+
+
+def _on(device: str) -> Callable[[RunSummary], bool]:
+    return lambda summary: summary.run.device == device
+
+
+def _any(test: Callable[[StageSummary], bool]) -> Callable[[RunSummary], bool]:
+    return lambda summary: any(test(s) for s in summary.stages)
+
+
+def _stage(name: str, kind: str, fn: Callable[[StageSummary], Any]) -> Field:
+    return Field(name, kind, lambda summary, stage: fn(stage))
+
+
+def _ci(i: int) -> Callable[[StageSummary], float | None]:
+    return lambda s: s.speedup_ci[i] if s.speedup_ci else None
+
+
+def _unit(value: float | None, fmt: str, unit: str = "") -> str | None:
+    return None if value is None else format(value, fmt) + unit
+
+
+def _bottleneck(s: StageSummary) -> str | None:
+    b = s.bottleneck
+    return None if b.verdict == Bound.UNKNOWN else str(b.verdict) + (f" ({b.busy_text} busy)" if b.busy_text else "")
+
+
+def _noise(s: StageSummary) -> str | None:
+    return None if s.noisy is None else "noisy" if s.noisy else "steady"
+
+
+def _notes(s: StageSummary) -> str | None:
+    notes = [s.reason] if s.reason else []
+    notes += list(s.warnings)
+    notes += [f"noisy: {s.noise_reason}"] if s.noise_reason else []
+    notes += [s.bottleneck.sentence] if s.ok and s.bottleneck.verdict == Bound.LAUNCH else []
+    return "; ".join(notes) or None
+
+
+def _uses_grad_scaler(s: StageSummary) -> bool:
+    return s.result.stage.precision_lever.plan.grad_scaler
+
+
+def proof_consequence(s: StageSummary) -> str | None:
+    """What a stage's proof warnings mean for it, naming its own libraries: a vendor lever that fell back is not
+    counted as that library; any other warning leaves the proof unconfirmed."""
+    if not s.warnings:
+        return None
+    state = (s.verdict or "").removeprefix("imported: ").split(" on ")[0]
+    vendors = s.result.stage.vendors
+    if state == "fallback" and vendors:
+        return f"this stage is not counted as {vendors}"
+    return "this stage's kernel proof is unconfirmed"
+
+
+PEAK_MEM = _stage("peak_mem_mib", "float", lambda s: s.peak_mem_mib)
+
+DISPLAY_COLUMNS: tuple[DisplayColumn, ...] = (
+    DisplayColumn("stage", "Stage", lambda s: s.key, "the stage's levers, joined by '+'",
+                  (_stage("stage", "str", lambda s: s.key),), Layout.TEXT),
+    DisplayColumn("status", "Status", lambda s: s.status.value + (" (partial)" if s.partial else ""),
+                  "partial: timings exist, but the stage did not finish ok, so they are not a result",
+                  (_stage("status", "str", lambda s: s.status.value), _stage("partial", "bool", lambda s: s.partial)),
+                  Layout.TEXT),
+    DisplayColumn("median_ms", "Median", lambda s: _unit(s.timing.median_ms, ",.2f", " ms"),
+                  "median time of one training step over every timed iteration",
+                  (_stage("median_ms", "float", lambda s: s.timing.median_ms),)),
+    DisplayColumn("spread", "p10–p90", lambda s: None if s.spread_text is None else f"{s.spread_text} ms",
+                  "10th and 90th percentile of the step time",
+                  (_stage("p10_ms", "float", lambda s: s.timing.p10_ms),
+                   _stage("p90_ms", "float", lambda s: s.timing.p90_ms))),
+    DisplayColumn("speedup", "Speedup (95% CI)", lambda s: s.speedup_text,
+                  "throughput against the first stage, with a bootstrap 95% interval over the rounds",
+                  (_stage("speedup", "float", lambda s: s.speedup), _stage("speedup_ci_low", "float", _ci(0)),
+                   _stage("speedup_ci_high", "float", _ci(1)))),
+    DisplayColumn("tokens_per_s", "Tokens/s", lambda s: _unit(s.rates.tokens_per_s, ",.0f"),
+                  "training tokens per second, all GPUs of the stage together",
+                  (_stage("tokens_per_s", "float", lambda s: s.rates.tokens_per_s),)),
+    DisplayColumn("scaling", "Scaling", lambda s: _unit(s.scaling_efficiency, ".0%"),
+                  "throughput on N GPUs ÷ (N × throughput of the same levers on one GPU)",
+                  (_stage("scaling_efficiency", "float", lambda s: s.scaling_efficiency),),
+                  applies=_any(lambda s: s.gpus > 1)),
+    DisplayColumn("mfu_pct", "MFU", lambda s: s.mfu_text,
+                  "model FLOPs per second ÷ the GPU's datasheet peak for the stage's precision (FP8: of bf16)",
+                  (_stage("mfu", "float", lambda s: s.rates.mfu),), applies=_on("cuda")),
+    DisplayColumn("peak_mem_mib", "Peak memory", lambda s: _unit(s.peak_mem_mib, ",.0f", " MiB"),
+                  "peak GPU memory allocated by the stage (reserved, for CUDA graphs' private pool)",
+                  (PEAK_MEM,), applies=_on("cuda")),
+    DisplayColumn("peak_rss_mib", "Peak RSS", lambda s: _unit(s.peak_mem_mib, ",.0f", " MiB"),
+                  "peak resident memory of the worker process: host memory, the whole process, not the model alone",
+                  (PEAK_MEM,), applies=_on("cpu")),
+    DisplayColumn("energy", "Energy/token", lambda s: _unit(s.energy_j_per_token, ".4f", " J"),
+                  "GPU energy per training token over the timed steps (NVML)",
+                  (_stage("energy_j_per_token", "float", lambda s: s.energy_j_per_token),),
+                  applies=_any(lambda s: s.energy_j_per_token is not None)),
+    DisplayColumn("skipped_steps", "Skipped steps",
+                  lambda s: None if s.skipped_steps is None or not _uses_grad_scaler(s) else str(s.skipped_steps),
+                  "steps GradScaler skipped for inf/nan gradients",
+                  (_stage("skipped_steps", "int?", lambda s: s.skipped_steps),), applies=_any(_uses_grad_scaler)),
+    DisplayColumn("bottleneck", "Bottleneck", _bottleneck,
+                  "gpu-bound: kernels fill at least 90% of the step; launch-bound: the GPU waits for the host CPU",
+                  (_stage("gpu_busy", "float", lambda s: s.profile.gpu_busy if s.profile else None),
+                   _stage("bottleneck", "str", lambda s: s.bottleneck.verdict)),
+                  Layout.TEXT, applies=_on("cuda")),
+    DisplayColumn("noise", "Noise", _noise, "noisy: the step time broke a steadiness rule (the reason is in Notes)",
+                  (_stage("noisy", "bool", lambda s: s.noisy),
+                   _stage("noise_reason", "str", lambda s: s.noise_reason or "")), Layout.TEXT),
+    DisplayColumn("verdict", "Kernel proof", lambda s: s.verdict,
+                  "verified: the profiler saw the kernels of every lever; fallback: a library's lever did not run its "
+                  "kernels; unconfirmed: an expected kernel or switch was not seen",
+                  (_stage("verdict", "str", lambda s: s.verdict or ""),), Layout.TEXT),
+    DisplayColumn("reason", "Notes", _notes, "why a stage did not run, proof warnings, noise and launch-bound causes",
+                  (_stage("reason", "str", lambda s: s.reason),
+                   _stage("warnings", "str", lambda s: " | ".join(s.warnings))), Layout.NOTE),
+    DisplayColumn("delta", "Change from the stage before", lambda s: s.delta.text if s.delta else None,
+                  "what this stage's lever changed, by kernel category (the JSON's delta_vs_previous)",
+                  layout=Layout.NOTE),
+)
+
+
+def shown(summary: RunSummary) -> tuple[DisplayColumn, ...]:
+    """The columns that apply to this run: each view shows exactly these."""
+    return tuple(c for c in DISPLAY_COLUMNS if c.applies(summary))
+
+
+def display_fields(columns: tuple[DisplayColumn, ...] = DISPLAY_COLUMNS) -> dict[str, Field]:
+    """Every raw field of the shown columns, by name (a field two columns share appears once)."""
+    return {f.name: f for c in columns for f in c.fields}
