@@ -27,11 +27,12 @@ from bench_core.components.report import (
     layernorm_bytes,
     layernorm_shape,
 )
-from bench_core.config.bench_config import BenchConfig, ConfigError, param_count
+from bench_core.config.bench_config import BenchConfig, ConfigError
 from bench_core.levers.builders import LR  # the stages' learning rate, so a row times the same Adam math
 from bench_core.machine import cache as machine_cache
 from bench_core.machine.timer import time_calls
 from bench_core.measure.stats import quantile
+from bench_core.models.families import param_count
 
 NAME_CHARS = 160
 COMPILE_CPU_REASON = ("compiled LayerNorm row runs on CUDA only (CPU inductor compile takes minutes on small "
