@@ -121,11 +121,12 @@ class Stage:
         return conflict[1] if conflict else None
 
     def family_conflict(self, family: str) -> tuple[str, str] | None:
-        """(the part's kind, why) for the first model part of a type `family` does not take, or None."""
+        """(the part's kind, why) for the first model part of a type `family` does not take, or None. A plain part
+        (PyTorch's own, named in no key) is never refused: the family builds its own twin of it."""
         takes = family_spec(family).takes
         for lever in self.part_levers:
             wanted = takes.get(lever.kind)
-            if lever.part_type is None or wanted is None or lever.part_type == wanted:
+            if lever.plain or lever.part_type is None or wanted is None or lever.part_type == wanted:
                 continue
             other = twin(lever, wanted)
             instead = f"for {family} use {other.name}" if other else \

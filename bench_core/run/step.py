@@ -61,7 +61,8 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
         torch.backends.cudnn.allow_tf32 = plan.tf32
     if broken_build(stage.key):
         raise ImportError("test fault: the norm lever's extension could not be imported")
-    parts = ModelParts({lever.kind: lever.build() for lever in stage.part_levers})
+    # the family's twin of each part (a plain part of the other type is the family's own, see Stage.family_conflict)
+    parts = ModelParts({lever.kind: lever.build() for lever in (stage.for_family(cfg.family) or stage).part_levers})
     norm_cls = parts.get("norm")
     torch.manual_seed(cfg.seed)
     with torch.device(target):
