@@ -27,6 +27,7 @@ PRESETS: dict[str, tuple[Stage, ...]] = {
         Stage("apex-fusedadam", "apex-fusedln", "bf16"),
         Stage("adam-fused", "liger-ln", "bf16"),
         Stage("adam-fused", "liger-ln", "bf16", head="liger-flce"),
+        Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu"),   # llama only: gpt has no Liger GELU MLP
         Stage("adam-fused", "layernorm", "fp8-torchao"),
         Stage("adam-fused", "layernorm", "fp8-torchao", "compile"),
         Stage("adam-fused", "layernorm", "te-fp8"),

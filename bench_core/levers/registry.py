@@ -18,7 +18,7 @@ from bench_core.levers import requirements as impl
 from bench_core.levers.kernels import KeyKernel
 from bench_core.levers.requirements import Requirement, Stage
 from bench_core.machine.probe import Probe
-from bench_core.models.families import NormType
+from bench_core.models.families import MlpType, NormType
 
 if TYPE_CHECKING:
     import torch
@@ -41,6 +41,7 @@ KIND_SPECS: tuple[Kind, ...] = (
     Kind("compile", "eager", in_every_file=True),
     Kind("gpus", "1", key_prefix="gpus", key_last=True),
     Kind("head", "ce"),
+    Kind("mlp", "gelu"),
 )
 KINDS = tuple(kind.name for kind in KIND_SPECS)
 BASELINE_LEVERS = {kind.name: kind.baseline for kind in KIND_SPECS}
@@ -186,6 +187,15 @@ class HeadLever(PartLever):
 
 
 @dataclass(frozen=True)
+class MlpLever(PartLever):
+    kind: ClassVar[str] = "mlp"
+
+    def build(self) -> Callable[[int, int], torch.nn.Module]:
+        """(width, inner width) -> the block's MLP module."""
+        return self.factory()
+
+
+@dataclass(frozen=True)
 class GpusLever(Lever):
     kind: ClassVar[str] = "gpus"
     world: int = 1
@@ -213,6 +223,17 @@ _TORCHAO = "torchao float8 (pip install torchao)"
 _TE = "Transformer Engine (see README: Transformer Engine)"
 _NEEDS_LIGER = impl.all_of(impl.needs_cuda("Liger-Kernel (Triton)"), impl.needs_package("liger_kernel", _LIGER))
 _FP8_HOST = "FP8 modules rescale from amax on the host between steps: not captured in this tool's graphs stage"
+
+
+# torch's SiLU of the native SwiGLU (forward and backward ops); Liger's SwiGLU runs one Triton kernel each way
+ATEN_SILU = KeyKernel("aten_silu", "aten::silu", lambda n: n.startswith("aten::silu"))
+LIGER_SWIGLU = KeyKernel("liger_swiglu", "Liger SwiGLU (Triton)", lambda n: n.startswith(
+    ("_swiglu_forward_kernel", "_swiglu_backward_kernel")))
+
+
+def _eager_ops(stage: Stage) -> bool:
+    # compiled, torch's SiLU becomes Triton; a graph replay records no CPU ops
+    return stage.compile_lever.traces_model or stage.compile_lever.captures_graph
 
 
 def _both(*kernels: KeyKernel) -> tuple[Proof, ...]:
@@ -336,6 +357,14 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
               "  # no logits tensor\n",
               requires=_NEEDS_LIGER,
               expects=_both(kk.LIGER_FLCE), vendor=LIGER, native="ce", factory=builders.liger_flce_head),
+    MlpLever("gelu", "GELU MLP", "", factory=builders.gelu_mlp, part_type=MlpType.GELU, plain=True),
+    MlpLever("swiglu", "SwiGLU MLP", "", factory=builders.swiglu_mlp, part_type=MlpType.SWIGLU, plain=True,
+             expects=(Proof(ATEN_SILU, hidden_when=_eager_ops),)),
+    MlpLever("liger-swiglu", "Liger SwiGLU",
+             "from liger_kernel.transformers import LigerSwiGLUMLP\n"
+             "mlp = LigerSwiGLUMLP(config)  # hidden_size, intermediate_size, hidden_act=\"silu\": one Triton kernel\n",
+             requires=_NEEDS_LIGER, expects=_both(LIGER_SWIGLU), betrayed_by=(ATEN_SILU,), vendor=LIGER,
+             native="swiglu", factory=builders.liger_swiglu, part_type=MlpType.SWIGLU),
     GpusLever("1", "1 GPU", "", world=1, plain=True),
 ] + [
     GpusLever(str(n), f"{n} GPUs",
