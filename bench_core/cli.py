@@ -10,7 +10,6 @@ from typing import Any
 
 from bench_core.apex_build import commands as apex_commands
 from bench_core.config.bench_config import (
-    FAMILIES,
     FIELD_HELP,
     INT_FIELDS,
     WORKLOADS,
@@ -19,12 +18,12 @@ from bench_core.config.bench_config import (
     defaults_for,
     exit_code_of,
     resolve_device,
-    validate,
     workload,
 )
 from bench_core.config.settings import load_limits
 from bench_core.levers.presets import PRESETS, across_gpus, family_errors, preset
 from bench_core.machine.probe import Probe, cached_probe
+from bench_core.models.families import FAMILIES, validate
 from bench_core.results.records import RunResult
 from bench_core.results.summary import summarize
 from bench_core.results.table import print_probe, print_table

@@ -6,18 +6,17 @@ import streamlit as st
 
 from bench_core.config.bench_config import (
     DEVICES,
-    FAMILIES,
     FIELD_HELP,
     FIELD_LABELS,
     INT_FIELDS,
     WORKLOADS,
     BenchConfig,
     ConfigError,
-    collect_errors,
     defaults_for,
 )
 from bench_core.config.settings import Limits
 from bench_core.machine.probe import Probe
+from bench_core.models.families import FAMILIES, collect_errors
 
 FORM_FIELDS = [n for n in INT_FIELDS if n != "seed"]
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from bench_core.levers.presets import across_gpus, preset
+from bench_core.levers.presets import across_gpus, family_variant, preset
 from bench_core.levers.registry import KINDS, names_of
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe
@@ -19,7 +19,7 @@ def family() -> str:
 
 def preset_name(choice: str) -> str:
     """The preset a radio choice runs for the form's family (seed on llama is llama-seed, as the history names it)."""
-    return "llama-seed" if choice == "seed" and family() == "llama" else choice
+    return family_variant(choice, family())
 
 
 def chosen(probe: Probe | None, device: str) -> tuple[str, list[Stage]]:

@@ -28,7 +28,7 @@ from bench_core.components.report import (
     norm_bytes,
     norm_shape,
 )
-from bench_core.config.bench_config import BenchConfig, ConfigError, param_count
+from bench_core.config.bench_config import BenchConfig, ConfigError
 from bench_core.levers.registry import LEVERS, Lever, NormLever, OptimizerLever, names_of
 from bench_core.levers.stage import Stage
 from bench_core.machine import cache as machine_cache
@@ -37,6 +37,7 @@ from bench_core.machine.probe import Probe
 from bench_core.machine.timer import time_calls
 from bench_core.measure import breakdown, proof
 from bench_core.measure.stats import quantile
+from bench_core.models.families import param_count
 
 COMPILE_CPU_REASON = "compiled norm row runs on CUDA only (CPU inductor compile takes minutes on small machines)"
 DTYPES = ("fp32", "bf16-autocast")
@@ -48,10 +49,10 @@ def param_shapes(cfg: BenchConfig) -> list[tuple[int, ...]]:
     (no memory, no copy of the model's layout to keep in step)."""
     import torch
 
-    from bench_core.run.step import build_model
-    norm = LEVERS[norm_levers(cfg)[0]].build()  # type: ignore[attr-defined]
+    from bench_core.models.families import build_model
+    from bench_core.run.step import model_parts
     with torch.device("meta"):
-        model = build_model(cfg, norm, LEVERS["ce"].build())  # type: ignore[attr-defined]
+        model = build_model(cfg, model_parts(Stage(), cfg.family))
     return [tuple(p.shape) for p in model.parameters()]
 
 
@@ -241,7 +242,7 @@ def _wrapper_kernels(rows: list[ComponentRow], profiles: dict[tuple[str, str], b
         low, full = profiles.get((name, "bf16-autocast")), profiles.get((name, "fp32"))
         if not (cuda and lever is not None and lever.vendor and low and full):
             continue
-        own = [proof.KEY_KERNELS[k].match for k in lever.expects("cuda", Stage(norm=name))]
+        own = [proof.KEY_KERNELS[k].match for k in lever.expected("cuda", Stage(norm=name))]
         calls_full = {n: calls for n, _, _, calls in full.top}
         added = [(n, calls - calls_full.get(n, 0.0)) for n, _, _, calls in low.top
                  if calls > calls_full.get(n, 0.0) and not any(m(n) for m in own)]

@@ -1,4 +1,5 @@
-"""Run configuration, its validation and the memory estimate used to refuse runs that cannot fit.
+"""Run configuration and the family-free part of its validation (models.families adds the family's rules, the
+parameter limit and the memory estimate).
 
 Torch-free on purpose: the dashboard validates input without importing torch.
 """
@@ -12,7 +13,6 @@ from typing import Any
 from bench_core.config.settings import Limits
 
 DEVICES = ("auto", "cuda", "cpu")
-FAMILIES = ("gpt", "llama")  # gpt: LayerNorm, GELU MLP, learned positions, tied head; llama: RMSNorm, SwiGLU, RoPE
 MIB = 1024 ** 2
 GIB = 1024 ** 3
 
@@ -120,51 +120,12 @@ def workload(name: str, base: BenchConfig) -> BenchConfig:
     return replace(base, **WORKLOADS[name])  # type: ignore[arg-type]
 
 
-def mlp_hidden(cfg: BenchConfig) -> int:
-    """The MLP's inner width: 4·d for GPT; Llama's SwiGLU takes 2/3 of 4·d, rounded up to a multiple of 256
-    (d 2048 -> 5632, d 768 -> 2048)."""
-    if cfg.family == "llama":
-        return -(-8 * cfg.width // 3 // 256) * 256
-    return 4 * cfg.width
-
-
-def param_count(cfg: BenchConfig) -> int:
-    """Exact parameter count of bench_core.models.gpt.GPT (LM head tied to the token embedding) or
-    bench_core.models.llama.Llama (no biases, RMSNorm weights only, untied head)."""
-    d, L, v, h = cfg.width, cfg.depth, cfg.vocab_size, mlp_hidden(cfg)
-    if cfg.family == "llama":
-        per_block = 4 * d * d + 3 * d * h + 2 * d
-        return 2 * v * d + L * per_block + d
-    per_block = 12 * d * d + 13 * d
-    return v * d + cfg.seq_len * d + L * per_block + 2 * d
-
-
-def matmul_params(cfg: BenchConfig) -> int:
-    """Weights that take part in a matmul (the N of 6·N·tokens): all but the lookup-only embeddings. GPT's token
-    embedding counts (it is the tied LM head), its position embedding does not; Llama's input embedding does not,
-    its own head does."""
-    lookup = cfg.vocab_size * cfg.width if cfg.family == "llama" else cfg.seq_len * cfg.width
-    return param_count(cfg) - lookup
-
-
-def estimate_memory(cfg: BenchConfig) -> dict[str, int]:
-    """Upper-bound bytes for an fp32 Adam step: weights, grads, two moments, activations, logits."""
-    p = param_count(cfg)
-    tokens = cfg.tokens_per_step
-    states = 16 * p                                  # fp32 weight + grad + exp_avg + exp_avg_sq
-    activations = cfg.depth * 68 * tokens * cfg.width  # ~34 B/token/width/layer in 16-bit, x2 for fp32
-    logits = 12 * tokens * cfg.vocab_size            # logits, log-softmax and their grads in fp32
-    return {"params": p, "states_bytes": states, "activation_bytes": activations + logits,
-            "total_bytes": states + activations + logits}
-
-
 def resolve_device(requested: str, cuda_available: bool) -> str:
     return ("cuda" if cuda_available else "cpu") if requested == "auto" else requested
 
 
-def collect_errors(cfg: BenchConfig, limits: Limits, cuda_available: bool,
-                   free_bytes: dict[str, int | None]) -> list[ConfigError]:
-    """Every rule the config breaks, in field order. ``free_bytes`` maps device kind to free memory."""
+def field_errors(cfg: BenchConfig, families: tuple[str, ...]) -> list[ConfigError]:
+    """The rules each field breaks alone: integers, the family's and the device's name."""
     errors: list[ConfigError] = []
     for name in INT_FIELDS:
         value = getattr(cfg, name)
@@ -173,13 +134,18 @@ def collect_errors(cfg: BenchConfig, limits: Limits, cuda_available: bool,
         elif value < FIELD_MINIMUM[name]:
             errors.append(ConfigError(name, value, "must be >= 0" if FIELD_MINIMUM[name] == 0
                                       else "must be a positive integer"))
-    if cfg.family not in FAMILIES:
-        errors.append(ConfigError("family", cfg.family, f"must be one of {', '.join(FAMILIES)}"))
+    if cfg.family not in families:
+        errors.append(ConfigError("family", cfg.family, f"must be one of {', '.join(families)}"))
     if cfg.device not in DEVICES:
         errors.append(ConfigError("device", cfg.device, f"must be one of {', '.join(DEVICES)}"))
-    if errors:
-        return errors
+    return errors
 
+
+def limit_errors(cfg: BenchConfig, limits: Limits,
+                 shape_rules: Callable[[BenchConfig], list[ConfigError]]) -> list[ConfigError]:
+    """The caps a valid config's fields break; `shape_rules` are the model family's own (run once heads divide
+    width)."""
+    errors: list[ConfigError] = []
     caps = {"depth": limits.max_depth, "width": limits.max_width, "heads": limits.max_heads,
             "seq_len": limits.max_seq_len, "batch_size": limits.max_batch_size,
             "vocab_size": limits.max_vocab_size, "warmup": limits.max_warmup, "iters": limits.max_iters,
@@ -192,39 +158,10 @@ def collect_errors(cfg: BenchConfig, limits: Limits, cuda_available: bool,
         errors.append(ConfigError("heads", cfg.heads, f"must not exceed width ({cfg.width})"))
     elif cfg.width % cfg.heads:
         errors.append(ConfigError("width", cfg.width, f"must be divisible by heads ({cfg.heads})"))
-    elif cfg.family == "llama" and (cfg.width // cfg.heads) % 2:
-        errors.append(ConfigError("heads", cfg.heads, f"llama's rotary embedding needs an even head size; width "
-                                  f"{cfg.width} / heads {cfg.heads} = {cfg.width // cfg.heads}"))
+    else:
+        errors += shape_rules(cfg)
     if cfg.tokens_per_step > limits.max_tokens_per_step:
         errors.append(ConfigError("batch_size", cfg.batch_size,
                                   f"seq_len x batch_size = {cfg.tokens_per_step} exceeds the limit of "
                                   f"{limits.max_tokens_per_step}"))
-    params = param_count(cfg)
-    if params > limits.max_params:
-        errors.append(ConfigError("width", cfg.width,
-                                  f"model has {params / 1e9:.2f}B parameters, above the limit of "
-                                  f"{limits.max_params / 1e9:.2f}B"))
-    if cfg.device == "cuda" and not cuda_available:
-        errors.append(ConfigError("device", "cuda", "no CUDA device is available on this machine"))
-    if errors:
-        return errors
-
-    device = resolve_device(cfg.device, cuda_available)
-    free = free_bytes.get(device)
-    need = estimate_memory(cfg)
-    if free is not None and need["total_bytes"] > free:
-        errors.append(ConfigError(
-            "batch_size", cfg.batch_size,
-            f"estimated memory need {need['total_bytes'] / GIB:.1f} GiB "
-            f"(weights, grads and Adam state {need['states_bytes'] / GIB:.1f} GiB, activations "
-            f"{need['activation_bytes'] / GIB:.1f} GiB) exceeds the {free / GIB:.1f} GiB free on {device}"))
     return errors
-
-
-def validate(cfg: BenchConfig, limits: Limits, cuda_available: bool,
-             free_bytes: dict[str, int | None]) -> BenchConfig:
-    """Raise the first ConfigError, or return the config unchanged."""
-    errors = collect_errors(cfg, limits, cuda_available, free_bytes)
-    if errors:
-        raise errors[0]
-    return cfg

@@ -69,6 +69,29 @@ def liger_rms() -> Any:
     return LigerRMS
 
 
+def gelu_mlp() -> Any:
+    from bench_core.models.gpt import MLP
+    return MLP
+
+
+def swiglu_mlp() -> Any:
+    from bench_core.models.llama import SwiGLU
+    return SwiGLU
+
+
+def liger_swiglu() -> Any:
+    """Liger's SwiGLU MLP, built as (width, inner width) like ours; its weights (gate_proj, up_proj, down_proj) have
+    our SwiGLU's shapes and order, so the family's init draws the same values (models.llama.RESIDUAL_PROJECTIONS)."""
+    from types import SimpleNamespace
+
+    from liger_kernel.transformers import LigerSwiGLUMLP
+
+    class LigerSwiGLU(LigerSwiGLUMLP):
+        def __init__(self, width: int, hidden: int):
+            super().__init__(SimpleNamespace(hidden_size=width, intermediate_size=hidden, hidden_act="silu"))
+    return LigerSwiGLU
+
+
 def cross_entropy_head() -> Any:
     from bench_core.models.gpt import cross_entropy_head as head
     return head

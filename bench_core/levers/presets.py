@@ -27,6 +27,7 @@ PRESETS: dict[str, tuple[Stage, ...]] = {
         Stage("apex-fusedadam", "apex-fusedln", "bf16"),
         Stage("adam-fused", "liger-ln", "bf16"),
         Stage("adam-fused", "liger-ln", "bf16", head="liger-flce"),
+        Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu"),   # llama only: gpt has no Liger GELU MLP
         Stage("adam-fused", "layernorm", "fp8-torchao"),
         Stage("adam-fused", "layernorm", "fp8-torchao", "compile"),
         Stage("adam-fused", "layernorm", "te-fp8"),
@@ -39,9 +40,17 @@ PRESETS["all"] = tuple(dict.fromkeys(PRESETS["seed"] + PRESETS["native"] + (
     Stage("adam-fused", "layernorm", "tf32"),
     Stage("adam-fused", "layernorm", "fp16"),
 )))
-# A preset written with a family's norms; any other family runs it with each norm's twin (LayerNorm <-> RMSNorm).
+# A preset written with a family's parts; any other family runs it with each part's twin (LayerNorm <-> RMSNorm),
+# and leaves out a stage whose part has no twin there.
 PRESET_FAMILY: dict[str, str] = {"llama-seed": "llama"}
-PRESETS["llama-seed"] = tuple(stage.for_family("llama") for stage in PRESETS["seed"])
+FAMILY_VARIANT: dict[tuple[str, str], str] = {("seed", "llama"): "llama-seed"}  # (preset, family) -> its variant
+
+
+def _for_family(stages: tuple[Stage, ...], family: str) -> tuple[Stage, ...]:
+    return tuple(dict.fromkeys(s for s in (stage.for_family(family) for stage in stages) if s is not None))
+
+
+PRESETS["llama-seed"] = _for_family(PRESETS["seed"], "llama")
 
 
 def preset(name: str, family: str = "gpt") -> tuple[Stage, ...]:
@@ -53,27 +62,30 @@ def preset(name: str, family: str = "gpt") -> tuple[Stage, ...]:
     if bound and bound != family:
         raise ConfigError("preset", name, f"is the seed ladder for the {bound} family; this model is {family} "
                           f"(use --model llama-small or llama-1b, or the seed preset)")
-    return tuple(dict.fromkeys(stage.for_family(family) for stage in PRESETS[name]))
+    return _for_family(PRESETS[name], family)
+
+
+def family_variant(name: str, family: str) -> str:
+    """The preset that `name` runs as for `family` (seed on llama is llama-seed, as the history names it)."""
+    return FAMILY_VARIANT.get((name, family), name)
 
 
 def family_errors(stages: Any, family: str) -> list[Any]:
-    """A ConfigError for each stage whose norm serves the other family (nothing is launched when any exists)."""
+    """A ConfigError for each stage with a part another family takes (nothing is launched when any exists)."""
     from bench_core.config.bench_config import ConfigError
     out = []
     for stage in stages:
-        why = stage.family_error(family)
-        if why:
-            out.append(ConfigError("norm", stage.norm, why))
+        conflict = stage.family_conflict(family)
+        if conflict:
+            out.append(ConfigError(conflict[0], getattr(stage, conflict[0]), conflict[1]))
     return out
 
 
 def across_gpus(stages: Any, counts: Any) -> list[Stage]:
     """Each stage at each GPU count, so every multi-GPU stage has its one-GPU twin for scaling efficiency."""
-    from dataclasses import replace
-
     from bench_core.config.bench_config import ConfigError
     counts = [str(c) for c in counts]
     for c in counts:
         if c not in names_of("gpus"):
             raise ConfigError("gpus", c, f"choose from {', '.join(names_of('gpus'))}")
-    return [replace(stage, gpus=c) for stage in stages for c in counts]
+    return [stage.replace(gpus=c) for stage in stages for c in counts]

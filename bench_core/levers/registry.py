@@ -1,8 +1,10 @@
-"""The one registry of stage levers. A new lever is one entry in LEVERS, nothing else.
+"""The one registry of stage levers and their kinds. A lever is one entry in LEVERS; a kind is one entry in
+KIND_SPECS, one lever class and its levers. Everything else (Stage, the CSV's columns, the kernel grid, the proof's
+key kernels, the old-file defaults, the vendors' titles, the twins) is derived from these two.
 
 One class per kind, each with its own typed `build`. Every entry knows what it requires (a reason when it is
-unavailable, judged from the probe), which key kernels prove it ran and which betray a fallback (see proof.py),
-and the code snippet it changes. torch is imported lazily, so the dashboard can import this module.
+unavailable, judged from the probe), which key kernels prove it ran and which betray a fallback (kernels.py), and the
+code snippet it changes. torch is imported lazily, so the dashboard can import this module.
 """
 from __future__ import annotations
 
@@ -11,21 +13,64 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from bench_core.levers import builders
+from bench_core.levers import kernels as kk
 from bench_core.levers import requirements as impl
+from bench_core.levers.kernels import KeyKernel
 from bench_core.levers.requirements import Requirement, Stage
 from bench_core.machine.probe import Probe
+from bench_core.models.families import MlpType, NormType
 
 if TYPE_CHECKING:
     import torch
 
-KINDS = ("optimizer", "norm", "precision", "compile", "gpus", "head")
-VENDOR_TITLES = {"apex": "Apex", "liger": "Liger-Kernel", "torchao": "torchao", "te": "Transformer Engine"}
 
-Expectation = Callable[[str, Stage], "tuple[str, ...]"]
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    baseline: str              # a bare Stage's lever, and what an old file that lacks this kind's column ran
+    always_in_key: bool = False  # named in every stage key; other kinds only when not plain
+    key_prefix: str = ""       # gpus2: the key names a GPU count, not a lever
+    key_last: bool = False
+    in_every_file: bool = False  # a column since the first saved file; a later kind's is optional (its baseline)
 
 
-def _nothing_expected(device: str, stage: Stage) -> tuple[str, ...]:
-    return ()
+KIND_SPECS: tuple[Kind, ...] = (
+    Kind("optimizer", "adam", always_in_key=True, in_every_file=True),
+    Kind("norm", "layernorm", always_in_key=True, in_every_file=True),
+    Kind("precision", "fp32", always_in_key=True, in_every_file=True),
+    Kind("compile", "eager", in_every_file=True),
+    Kind("gpus", "1", key_prefix="gpus", key_last=True),
+    Kind("head", "ce"),
+    Kind("mlp", "gelu"),
+)
+KINDS = tuple(kind.name for kind in KIND_SPECS)
+BASELINE_LEVERS = {kind.name: kind.baseline for kind in KIND_SPECS}
+
+
+@dataclass(frozen=True)
+class Vendor:
+    """A kernel library other than PyTorch: a lever of its own whose kernel is missing is a fallback."""
+    name: str
+    title: str
+
+
+APEX = Vendor("apex", "Apex")
+LIGER = Vendor("liger", "Liger-Kernel")
+TORCHAO = Vendor("torchao", "torchao")
+TE = Vendor("te", "Transformer Engine")
+
+
+def _always(stage: Stage) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class Proof:
+    """A key kernel a lever expects in the trace: on one device only (None: both), and not in the stages where
+    it cannot show (a compiled model runs Triton kernels; a graph replay records no CPU ops)."""
+    kernel: KeyKernel
+    on: str | None = None
+    hidden_when: Callable[[Stage], bool] = field(default=_always, compare=False)
 
 
 @dataclass(frozen=True)
@@ -35,14 +80,24 @@ class Lever:
     title: str
     snippet: str
     requires: Requirement = impl.no_requirement
-    expects: Expectation = _nothing_expected    # key kernels (proof.KEY_KERNELS) that must be in the trace
-    betrayed_by: tuple[str, ...] = ()           # key kernels whose presence means a fallback ran instead
-    vendor: str | None = None                   # apex | liger | torchao | te: a missing kernel is a fallback
+    expects: tuple[Proof, ...] = ()             # key kernels that must be in the trace
+    betrayed_by: tuple[KeyKernel, ...] = ()     # key kernels whose presence means a fallback ran instead
+    vendor: Vendor | None = None                # None: PyTorch's own
     native: str | None = None                   # a vendor lever's PyTorch twin: the lever it replaces
+    plain: bool = False                         # changes nothing a stage's key or label must name (eager, 1 GPU)
+    graph_blocker: str | None = None            # why a stage with this lever cannot be captured in a CUDA graph
 
     @property
     def is_apex(self) -> bool:
-        return self.vendor == "apex"
+        return self.vendor == APEX
+
+    def expected(self, device: str, stage: Stage) -> tuple[str, ...]:
+        """The keys of the kernels this lever must show in this stage's trace on this device."""
+        return tuple(p.kernel.key for p in self.expects if p.on in (None, device) and not p.hidden_when(stage))
+
+    @property
+    def kernels(self) -> tuple[KeyKernel, ...]:
+        return tuple(p.kernel for p in self.expects) + self.betrayed_by
 
 
 @dataclass(frozen=True)
@@ -53,20 +108,28 @@ class OptimizerLever(Lever):
     capturable: bool = False          # can run inside a CUDA graph (capturable=True)
     expected_class: str | None = None  # the class the worker must report, or the stage is a fallback
 
+    def __post_init__(self) -> None:
+        if not self.capturable and self.graph_blocker is None:
+            object.__setattr__(self, "graph_blocker", f"{self.title} has no capturable mode for CUDA graphs")
+
     def build(self, params: Any, capturable: bool = False) -> torch.optim.Optimizer:
         return self.factory(params, capturable)
 
 
 @dataclass(frozen=True)
-class NormLever(Lever):
-    kind: ClassVar[str] = "norm"
+class PartLever(Lever):
+    """A lever that is a part of the model (its norm, MLP or loss head); the family says which type it takes."""
     factory: Callable[[], Any] = field(default=None, repr=False)  # type: ignore[assignment]
+    part_type: str | None = None     # the type a family must take (NormType...); None: every family
     expected_class: str | None = None
-    family: str = "gpt"          # LayerNorm levers serve the gpt family, RMSNorm levers the llama family
-    twin: str = ""               # the same kernel source's norm for the other family (presets swap by it)
 
-    def build(self) -> type[torch.nn.Module]:
+    def build(self) -> Any:
         return self.factory()
+
+
+@dataclass(frozen=True)
+class NormLever(PartLever):
+    kind: ClassVar[str] = "norm"
 
 
 @dataclass(frozen=True)
@@ -83,6 +146,7 @@ class PrecisionLever(Lever):
     kind: ClassVar[str] = "precision"
     plan: PrecisionPlan = PrecisionPlan(None, False, False)
     mfu_peak: str = ""           # the datasheet peak MFU counts against; FP8 stages: the BF16 one, labelled so
+    swaps_norm: bool = False     # replaces the model's norm modules with its own (TE): torch's norm kernel is gone
 
     @property
     def peak(self) -> str:
@@ -101,6 +165,11 @@ class CompileLever(Lever):
     def captures_graph(self) -> bool:
         return self.mode == "graphs"
 
+    @property
+    def traces_model(self) -> bool:
+        """torch.compile traces the model: torch's own kernels become Triton, extensions fall back."""
+        return self.mode == "compile"
+
     def build(self, model: Any) -> Any:
         if self.mode == "compile":
             import torch
@@ -109,12 +178,20 @@ class CompileLever(Lever):
 
 
 @dataclass(frozen=True)
-class HeadLever(Lever):
+class HeadLever(PartLever):
     kind: ClassVar[str] = "head"
-    factory: Callable[[], Any] = field(default=None, repr=False)  # type: ignore[assignment]
 
     def build(self) -> Callable[..., Any]:
         """(hidden, lm_head weight, targets) -> (logits or None, loss): see model.LossHead."""
+        return self.factory()
+
+
+@dataclass(frozen=True)
+class MlpLever(PartLever):
+    kind: ClassVar[str] = "mlp"
+
+    def build(self) -> Callable[[int, int], torch.nn.Module]:
+        """(width, inner width) -> the block's MLP module."""
         return self.factory()
 
 
@@ -127,14 +204,14 @@ class GpusLever(Lever):
         return self.world
 
 
-def _gemm_dtype(*keys: str) -> Expectation:
+def _graph_replay(stage: Stage) -> bool:
     # A graph replay records no CPU ops, so there is no GEMM dtype to read in a graphs stage.
-    return lambda device, stage: () if stage.compile == "graphs" else keys
+    return stage.compile_lever.captures_graph
 
 
-def _native_norm(key: str) -> Expectation:
-    # torch's own norm kernels: gone when compiled (Triton) or when TE swaps in its own modules
-    return lambda device, stage: () if stage.compile == "compile" or stage.precision == "te-fp8" else (key,)
+def _native_norm_gone(stage: Stage) -> bool:
+    # torch's own norm kernels: gone when compiled (Triton) or when the precision lever swaps in its own modules
+    return stage.compile_lever.traces_model or stage.precision_lever.swaps_norm
 
 
 _AUTOCAST = 'with torch.autocast("cuda", dtype=torch.{dtype}):\n    logits, loss = model(x, y)\n'
@@ -145,28 +222,44 @@ _LIGER = "Liger-Kernel (pip install liger-kernel)"
 _TORCHAO = "torchao float8 (pip install torchao)"
 _TE = "Transformer Engine (see README: Transformer Engine)"
 _NEEDS_LIGER = impl.all_of(impl.needs_cuda("Liger-Kernel (Triton)"), impl.needs_package("liger_kernel", _LIGER))
+_FP8_HOST = "FP8 modules rescale from amax on the host between steps: not captured in this tool's graphs stage"
 
 
-def _both(*keys: str) -> Expectation:
-    return lambda device, stage: keys
+# torch's SiLU of the native SwiGLU (forward and backward ops); Liger's SwiGLU runs one Triton kernel each way
+ATEN_SILU = KeyKernel("aten_silu", "aten::silu", lambda n: n.startswith("aten::silu"))
+LIGER_SWIGLU = KeyKernel("liger_swiglu", "Liger SwiGLU (Triton)", lambda n: n.startswith(
+    ("_swiglu_forward_kernel", "_swiglu_backward_kernel")))
+
+
+def _eager_ops(stage: Stage) -> bool:
+    # compiled, torch's SiLU becomes Triton; a graph replay records no CPU ops
+    return stage.compile_lever.traces_model or stage.compile_lever.captures_graph
+
+
+def _both(*kernels: KeyKernel) -> tuple[Proof, ...]:
+    return tuple(Proof(k) for k in kernels)
+
+
+def _gemm(*kernels: KeyKernel) -> tuple[Proof, ...]:
+    return tuple(Proof(k, hidden_when=_graph_replay) for k in kernels)
 
 
 LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
     OptimizerLever("adam", "Adam", "opt = torch.optim.Adam(model.parameters(), lr=3e-4)  # foreach kernels on CUDA\n",
-                   expects=lambda device, stage: ("aten_foreach",) if device == "cuda" else (),
+                   expects=(Proof(kk.ATEN_FOREACH, on="cuda"),),
                    factory=builders.adam(), capturable=True, expected_class="torch.optim.adam.Adam"),
     OptimizerLever("adam-loop", "Adam (for-loop)",
                    "opt = torch.optim.Adam(model.parameters(), lr=3e-4, foreach=False)\n",
                    factory=builders.adam(foreach=False), expected_class="torch.optim.adam.Adam"),
     OptimizerLever("adam-fused", "Adam fused",
                    "opt = torch.optim.Adam(model.parameters(), lr=3e-4, fused=True)\n",
-                   requires=impl.requires_fused_adam, expects=_both("aten_fused_adam"),
+                   requires=impl.requires_fused_adam, expects=_both(kk.ATEN_FUSED_ADAM),
                    factory=builders.adam(fused=True), capturable=True, expected_class="torch.optim.adam.Adam"),
     OptimizerLever("apex-fusedadam", "Apex FusedAdam",
                    "from apex.optimizers import FusedAdam\n"
                    "opt = FusedAdam(model.parameters(), lr=3e-4, adam_w_mode=False)  # Adam, not AdamW\n",
-                   requires=impl.requires_apex_adam, expects=_both("apex_adam"),
-                   betrayed_by=("aten_fused_adam", "aten_foreach"), vendor="apex", native="adam-fused",
+                   requires=impl.requires_apex_adam, expects=_both(kk.APEX_ADAM),
+                   betrayed_by=(kk.ATEN_FUSED_ADAM, kk.ATEN_FOREACH), vendor=APEX, native="adam-fused",
                    factory=builders.apex_fused_adam,
                    capturable=True, expected_class=APEX_ADAM_CLASS),
     OptimizerLever("zero-adam", "ZeRO Adam",
@@ -176,91 +269,103 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
     OptimizerLever("apex-distadam", "Apex DistributedFusedAdam",
                    "from apex.contrib.optimizers.distributed_fused_adam import DistributedFusedAdam\n"
                    "opt = DistributedFusedAdam(model.parameters(), lr=3e-4, adam_w_mode=False)  # no DDP wrapper\n",
-                   requires=impl.requires_apex_dist_adam, expects=_both("apex_adam"), vendor="apex",
+                   requires=impl.requires_apex_dist_adam, expects=_both(kk.APEX_ADAM), vendor=APEX,
                    factory=builders.apex_dist_adam, reduces_gradients=True),
     NormLever("layernorm", "LayerNorm", "norm = torch.nn.LayerNorm(width)\n", factory=builders.layernorm,
-              expects=_native_norm("aten_native_layer_norm"),
-              expected_class="torch.nn.modules.normalization.LayerNorm", family="gpt", twin="rmsnorm"),
+              expects=(Proof(kk.ATEN_LAYER_NORM, hidden_when=_native_norm_gone),),
+              expected_class="torch.nn.modules.normalization.LayerNorm", part_type=NormType.LAYERNORM),
     NormLever("apex-fusedln", "Apex FusedLN",
               "from apex.normalization import FusedLayerNorm\n"
               "norm = FusedLayerNorm(width)  # instead of torch.nn.LayerNorm\n",
               requires=impl.requires_apex_norm("FusedLayerNorm", "F.layer_norm", Probe.apex_ln_reason),
-              expects=_both("apex_layernorm"),
-              betrayed_by=("aten_native_layer_norm",), vendor="apex", native="layernorm",
-              factory=builders.apex_fused_ln,
-              expected_class=APEX_LN_CLASS, family="gpt", twin="apex-fusedrms"),
+              expects=_both(kk.APEX_LAYERNORM),
+              betrayed_by=(kk.ATEN_LAYER_NORM,), vendor=APEX, native="layernorm",
+              factory=builders.apex_fused_ln, expected_class=APEX_LN_CLASS, part_type=NormType.LAYERNORM),
     NormLever("liger-ln", "Liger LayerNorm",
               "from liger_kernel.transformers import LigerLayerNorm\n"
               "norm = LigerLayerNorm(width, eps=1e-5)  # Triton kernels, instead of torch.nn.LayerNorm\n",
               requires=_NEEDS_LIGER,
-              expects=_both("liger_layernorm"), betrayed_by=("aten_native_layer_norm",), vendor="liger",
-              native="layernorm", factory=builders.liger_ln, family="gpt", twin="liger-rms"),
+              expects=_both(kk.LIGER_LAYERNORM), betrayed_by=(kk.ATEN_LAYER_NORM,), vendor=LIGER,
+              native="layernorm", factory=builders.liger_ln, part_type=NormType.LAYERNORM),
     NormLever("rmsnorm", "RMSNorm", "norm = torch.nn.RMSNorm(width)\n", factory=builders.rmsnorm,
-              expects=_native_norm("aten_rms_norm"), expected_class="torch.nn.modules.normalization.RMSNorm",
-              family="llama", twin="layernorm"),
+              expects=(Proof(kk.ATEN_RMS_NORM, hidden_when=_native_norm_gone),),
+              expected_class="torch.nn.modules.normalization.RMSNorm", part_type=NormType.RMSNORM),
     NormLever("apex-fusedrms", "Apex FusedRMSNorm",
               "from apex.normalization import FusedRMSNorm\n"
               "norm = FusedRMSNorm(width)  # instead of torch.nn.RMSNorm\n",
               requires=impl.requires_apex_norm("FusedRMSNorm", "its Python manual_rms_norm", Probe.apex_rms_reason),
-              expects=_both("apex_rmsnorm"),
-              betrayed_by=("aten_rms_norm",), vendor="apex", native="rmsnorm", factory=builders.apex_fused_rms,
-              expected_class=APEX_RMS_CLASS, family="llama", twin="apex-fusedln"),
+              expects=_both(kk.APEX_RMSNORM),
+              betrayed_by=(kk.ATEN_RMS_NORM,), vendor=APEX, native="rmsnorm", factory=builders.apex_fused_rms,
+              expected_class=APEX_RMS_CLASS, part_type=NormType.RMSNORM),
     NormLever("liger-rms", "Liger RMSNorm",
               "from liger_kernel.transformers import LigerRMSNorm\n"
               "norm = LigerRMSNorm(width, eps=1e-6)  # Triton kernels, instead of torch.nn.RMSNorm\n",
               requires=_NEEDS_LIGER,
-              expects=_both("liger_rmsnorm"), betrayed_by=("aten_rms_norm",), vendor="liger",
-              native="rmsnorm", factory=builders.liger_rms, family="llama", twin="liger-ln"),
+              expects=_both(kk.LIGER_RMSNORM), betrayed_by=(kk.ATEN_RMS_NORM,), vendor=LIGER,
+              native="rmsnorm", factory=builders.liger_rms, part_type=NormType.RMSNORM),
     PrecisionLever("fp32", "FP32", "torch.backends.cuda.matmul.allow_tf32 = False  # true FP32 baseline\n"
-                   "torch.backends.cudnn.allow_tf32 = False\n", expects=_gemm_dtype("gemm_fp32"),
-                   betrayed_by=("gemm_bf16", "gemm_fp16"), plan=PrecisionPlan(None, False, False)),
+                   "torch.backends.cudnn.allow_tf32 = False\n", expects=_gemm(kk.GEMM_FP32),
+                   betrayed_by=(kk.GEMM_BF16, kk.GEMM_FP16), plan=PrecisionPlan(None, False, False)),
     PrecisionLever("tf32", "TF32",
                    "torch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.allow_tf32 = True\n",
-                   requires=impl.needs_cuda("TF32 (a tensor-core mode)"), expects=_gemm_dtype("gemm_tf32"),
+                   requires=impl.needs_cuda("TF32 (a tensor-core mode)"), expects=_gemm(kk.GEMM_TF32),
                    plan=PrecisionPlan(None, True, False)),
     PrecisionLever("bf16", "BF16", _AUTOCAST.format(dtype="bfloat16"), requires=impl.requires_dtype("bf16"),
-                   expects=_gemm_dtype("gemm_bf16"), betrayed_by=("gemm_fp32",),
+                   expects=_gemm(kk.GEMM_BF16), betrayed_by=(kk.GEMM_FP32,),
                    plan=PrecisionPlan("bfloat16", False, False)),
     PrecisionLever("fp16", "FP16+GradScaler",
                    "scaler = torch.amp.GradScaler(\"cuda\")\n" + _AUTOCAST.format(dtype="float16")
                    + "scaler.scale(loss).backward(); scaler.step(opt); scaler.update()\n",
-                   requires=impl.requires_dtype("fp16"), expects=_gemm_dtype("gemm_fp16", "grad_scaler"),
-                   betrayed_by=("gemm_fp32",), plan=PrecisionPlan("float16", False, True)),
+                   requires=impl.requires_dtype("fp16"), expects=_gemm(kk.GEMM_FP16, kk.GRAD_SCALER),
+                   betrayed_by=(kk.GEMM_FP32,), plan=PrecisionPlan("float16", False, True),
+                   graph_blocker="GradScaler's inf checks sync with the host: FP16 + GradScaler cannot be captured "
+                                 "in one graph"),
     PrecisionLever("fp8-torchao", "FP8 (torchao)",
                    "from torchao.float8 import convert_to_float8_training\n"
                    "convert_to_float8_training(model, module_filter_fn=lambda m, fqn: fqn.startswith(\"blocks.\"))\n"
                    + _AUTOCAST.format(dtype="bfloat16"),
                    requires=impl.all_of(impl.needs_fp8("torchao float8"), impl.needs_package("torchao", _TORCHAO),
                                         impl.requires_dtype("bf16")),
-                   expects=_both("fp8_gemm"), vendor="torchao", native="bf16", mfu_peak="bf16",
+                   expects=_both(kk.FP8_GEMM), vendor=TORCHAO, native="bf16", mfu_peak="bf16",
+                   graph_blocker=_FP8_HOST,
                    plan=PrecisionPlan("bfloat16", False, False, convert=builders.torchao_float8)),
     PrecisionLever("te-fp8", "FP8 (Transformer Engine)",
                    "import transformer_engine.pytorch as te  # blocks built from te.Linear / te.LayerNorm\n"
                    "with te.fp8_autocast(enabled=True), torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
                    "    logits, loss = model(x, y)\n",
                    requires=impl.all_of(impl.needs_fp8("Transformer Engine FP8"),
-                                        impl.needs_package("transformer_engine", _TE), impl.requires_te_norm),
-                   expects=_both("te_kernels"), vendor="te", native="bf16", mfu_peak="bf16",
+                                        impl.needs_package("transformer_engine", _TE),
+                                        impl.requires_native_norm("te-fp8 swaps in TE's own LayerNorm/RMSNorm")),
+                   expects=_both(kk.TE_KERNELS), vendor=TE, native="bf16", mfu_peak="bf16",
+                   graph_blocker=_FP8_HOST, swaps_norm=True,
                    plan=PrecisionPlan("bfloat16", False, False, convert=builders.transformer_engine_fp8,
                                       context=builders.te_fp8_context)),
-    CompileLever("eager", "eager", "", mode="eager"),
+    CompileLever("eager", "eager", "", mode="eager", plain=True),
     CompileLever("compile", "compile", "model = torch.compile(model)\n", requires=impl.requires_compile,
-                 expects=lambda device, stage: ("triton",) if device == "cuda" else ("compiled_region",),
+                 expects=(Proof(kk.TRITON, on="cuda"), Proof(kk.COMPILED_REGION, on="cpu")),
                  mode="compile"),
     CompileLever("graphs", "CUDA graphs",
                  "opt = torch.optim.Adam(model.parameters(), lr=3e-4, fused=True, capturable=True)\n"
                  "g = torch.cuda.CUDAGraph()  # after a few warm-up steps on a side stream\n"
                  "with torch.cuda.graph(g):\n    loss = model(x_static, y_static)[1]; loss.backward(); opt.step()\n"
                  "g.replay()  # each training step: the same kernels, one launch\n",
-                 requires=impl.requires_graphs, expects=_both("graph_launch"), mode="graphs"),
-    HeadLever("ce", "LM head + CE", "", factory=builders.cross_entropy_head),
+                 requires=impl.requires_graphs, expects=_both(kk.GRAPH_LAUNCH), mode="graphs"),
+    HeadLever("ce", "LM head + CE", "", factory=builders.cross_entropy_head, plain=True),
     HeadLever("liger-flce", "Liger fused linear CE",
               "from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss\n"
               "loss = LigerFusedLinearCrossEntropyLoss()(model.lm_head.weight, hidden.view(-1, width), y.view(-1))"
               "  # no logits tensor\n",
               requires=_NEEDS_LIGER,
-              expects=_both("liger_flce"), vendor="liger", native="ce", factory=builders.liger_flce_head),
-    GpusLever("1", "1 GPU", "", world=1),
+              expects=_both(kk.LIGER_FLCE), vendor=LIGER, native="ce", factory=builders.liger_flce_head),
+    MlpLever("gelu", "GELU MLP", "", factory=builders.gelu_mlp, part_type=MlpType.GELU, plain=True),
+    MlpLever("swiglu", "SwiGLU MLP", "", factory=builders.swiglu_mlp, part_type=MlpType.SWIGLU, plain=True,
+             expects=(Proof(ATEN_SILU, hidden_when=_eager_ops),)),
+    MlpLever("liger-swiglu", "Liger SwiGLU",
+             "from liger_kernel.transformers import LigerSwiGLUMLP\n"
+             "mlp = LigerSwiGLUMLP(config)  # hidden_size, intermediate_size, hidden_act=\"silu\": one Triton kernel\n",
+             requires=_NEEDS_LIGER, expects=_both(LIGER_SWIGLU), betrayed_by=(ATEN_SILU,), vendor=LIGER,
+             native="swiglu", factory=builders.liger_swiglu, part_type=MlpType.SWIGLU),
+    GpusLever("1", "1 GPU", "", world=1, plain=True),
 ] + [
     GpusLever(str(n), f"{n} GPUs",
               f"# torchrun --nproc-per-node {n} train.py  (NCCL; gloo on CPU)\n"
@@ -270,9 +375,18 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
     for n in (2, 4, 8)
 ]}
 
-BASELINE_LEVERS = {"optimizer": "adam", "norm": "layernorm", "precision": "fp32", "compile": "eager", "gpus": "1",
-                   "head": "ce"}
 
 
 def names_of(kind: str) -> list[str]:
     return [n for n, lever in LEVERS.items() if lever.kind == kind]
+
+
+# Every key kernel some lever names, in the registry's order: proof, the kernel grid and the CSV read this.
+KEY_KERNELS: dict[str, KeyKernel] = {k.key: k for lever in LEVERS.values() for k in lever.kernels}
+VENDORS: tuple[Vendor, ...] = tuple(dict.fromkeys(lever.vendor for lever in LEVERS.values() if lever.vendor))
+
+
+def twin(lever: Lever, part_type: str) -> Lever | None:
+    """The same source's lever (PyTorch, Apex, Liger...) of this kind for another part type, or None."""
+    return next((other for other in LEVERS.values() if other.kind == lever.kind and other.vendor == lever.vendor
+                 and isinstance(other, PartLever) and other.part_type == part_type), None)

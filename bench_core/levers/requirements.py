@@ -12,17 +12,16 @@ FP8_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (8.9) and Hopper (9.0) or newer
 
 
 class Stage(Protocol):
-    """What a requirement reads of the stage it judges (levers.stage.Stage is one)."""
+    """What a requirement reads of the stage it judges (levers.stage.Stage is one): its levers' declared
+    properties, never their names, so a new lever of an existing kind needs no rule here."""
     @property
-    def compile(self) -> str: ...
-    @property
-    def precision(self) -> str: ...
-    @property
-    def norm(self) -> str: ...
+    def levers(self) -> tuple[Any, ...]: ...
     @property
     def world_size(self) -> int: ...
     @property
-    def optimizer_lever(self) -> Any: ...
+    def norm_lever(self) -> Any: ...
+    @property
+    def compile_lever(self) -> Any: ...
     @property
     def precision_lever(self) -> Any: ...
 
@@ -74,7 +73,7 @@ def requires_apex_adam(probe: Probe, device: str, stage: Stage) -> str | None:
 def requires_apex_norm(title: str, fallback: str, judge: Callable[[Probe], str | None]) -> Requirement:
     """Apex's norm runs its CUDA kernel only eagerly on a GPU; there, `judge` (the probe's verdict) decides."""
     def check(probe: Probe, device: str, stage: Stage) -> str | None:
-        if stage.compile == "compile":
+        if stage.compile_lever.traces_model:
             return f"Apex {title} falls back to {fallback} under torch.compile"
         if device != "cuda":
             return f"Apex {title} falls back to {fallback} on CPU"
@@ -128,16 +127,14 @@ def requires_graphs(probe: Probe, device: str, stage: Stage) -> str | None:
         return "CUDA graphs capture GPU work: needs a CUDA device"
     if stage.world_size > 1:
         return "the graphs stage captures one process's step: gpus must be 1"
-    if stage.precision == "fp16":
-        return "GradScaler's inf checks sync with the host: FP16 + GradScaler cannot be captured in one graph"
-    if not stage.optimizer_lever.capturable:
-        return f"{stage.optimizer_lever.title} has no capturable mode for CUDA graphs"
-    if stage.precision_lever.plan.convert is not None:
-        return "FP8 modules rescale from amax on the host between steps: not captured in this tool's graphs stage"
-    return None
+    return next((lever.graph_blocker for lever in stage.levers if lever.graph_blocker), None)
 
 
-def requires_te_norm(probe: Probe, device: str, stage: Stage) -> str | None:
-    if stage.norm not in ("layernorm", "rmsnorm"):
-        return "te-fp8 swaps in TE's own LayerNorm/RMSNorm: pick the layernorm (gpt) or rmsnorm (llama) lever"
-    return None
+def requires_native_norm(why: str) -> Requirement:
+    """A lever that swaps torch's norm modules for its own takes the family's PyTorch norm, no vendor's."""
+    def check(probe: Probe, device: str, stage: Stage) -> str | None:
+        norm = stage.norm_lever
+        if norm.vendor is None:
+            return None
+        return f"{why}: pick PyTorch's norm ({norm.native}), not {norm.name}"
+    return check

@@ -1,45 +1,91 @@
-"""A stage: one lever of each kind, checked against the registry, with what follows from its levers."""
+"""A stage: one lever of each kind (the registry's KINDS), checked against the registry, with what follows from its
+levers. Its kinds are data: `Stage("adam", "layernorm", "fp32")` fills kinds in the registry's order, keywords name
+them, absent kinds take their baseline, and `stage.precision` reads a kind's lever name."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Any
 
 from bench_core.levers.registry import (
     BASELINE_LEVERS,
+    KIND_SPECS,
     KINDS,
     LEVERS,
-    VENDOR_TITLES,
     CompileLever,
     HeadLever,
     Lever,
     NormLever,
     OptimizerLever,
+    PartLever,
     PrecisionLever,
     names_of,
+    twin,
 )
 from bench_core.machine.probe import Probe
+from bench_core.models.families import FAMILIES, PART_NOUNS
+from bench_core.models.families import family as family_spec
 
 
-@dataclass(frozen=True)
+def saved_names(data: Any) -> dict[str, str]:
+    """Each kind's lever name from a saved row or record; a file written before a kind existed ran its baseline
+    (the one place old files are defaulted)."""
+    return {kind: str(data.get(kind) or BASELINE_LEVERS[kind]) for kind in KINDS}
+
+
+_KEY_ORDER = [k for k in KIND_SPECS if not k.key_last] + [k for k in KIND_SPECS if k.key_last]
+
+
 class Stage:
-    optimizer: str = "adam"
-    norm: str = "layernorm"
-    precision: str = "fp32"
-    compile: str = "eager"
-    gpus: str = "1"
-    head: str = "ce"
-    levers: tuple[Lever, ...] = field(init=False, repr=False, compare=False)
+    __slots__ = ("_names", "levers")
+    _names: dict[str, str]
+    levers: tuple[Lever, ...]
 
-    def __post_init__(self) -> None:
+    def __init__(self, *positional: str, **named: Any):
         from bench_core.config.bench_config import ConfigError
-        object.__setattr__(self, "gpus", str(self.gpus))
+        if len(positional) > len(KINDS):
+            raise TypeError(f"Stage takes at most {len(KINDS)} levers, one per kind ({', '.join(KINDS)})")
+        given = dict(zip(KINDS, positional, strict=False))
+        for kind, name in named.items():
+            if kind not in KINDS:
+                raise ConfigError("stage", kind, f"unknown lever kind; choose one of {', '.join(KINDS)}")
+            if kind in given:
+                raise TypeError(f"Stage got two levers for {kind}")
+            given[kind] = name
+        names = {kind: str(given.get(kind, BASELINE_LEVERS[kind])) for kind in KINDS}
         chosen = []
-        for kind in KINDS:
-            name = getattr(self, kind)
+        for kind, name in names.items():
             lever = LEVERS.get(name)
             if lever is None or lever.kind != kind:
                 raise ConfigError(kind, name, f"unknown {kind} lever; choose one of {', '.join(names_of(kind))}")
             chosen.append(lever)
+        object.__setattr__(self, "_names", names)
         object.__setattr__(self, "levers", tuple(chosen))
+
+    def __getattr__(self, kind: str) -> str:
+        # only reached for names that are not slots: a kind's lever name (stage.precision -> "bf16")
+        if kind.startswith("_"):
+            raise AttributeError(kind)
+        names = object.__getattribute__(self, "_names")
+        if kind in names:
+            return names[kind]
+        raise AttributeError(f"Stage has no lever kind {kind!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Stage is immutable: use stage.replace(kind=lever)")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stage) and self._names == other._names
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._names.values()))
+
+    def __repr__(self) -> str:
+        return "Stage(" + ", ".join(f"{k}={v!r}" for k, v in self._names.items()) + ")"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Stage, tuple(self._names.values()))
+
+    def replace(self, **changes: Any) -> Stage:
+        return Stage(**{**self._names, **changes})
 
     def lever(self, kind: str) -> Lever:
         return self.levers[KINDS.index(kind)]
@@ -64,30 +110,58 @@ class Stage:
     def head_lever(self) -> HeadLever:
         return self.lever("head")  # type: ignore[return-value]
 
+    @property
+    def part_levers(self) -> tuple[PartLever, ...]:
+        """The levers that are parts of the model (norm, MLP, loss head...), in kind order."""
+        return tuple(lever for lever in self.levers if isinstance(lever, PartLever))
+
     def family_error(self, family: str) -> str | None:
-        """Why this stage cannot train a `family` model (its norm serves the other family), or None."""
-        norm = self.norm_lever
-        if norm.family == family:
-            return None
-        kind = "an RMS norm" if norm.family == "llama" else "a LayerNorm"
-        return f"{norm.name} is {kind}, valid only for the {norm.family} family; for {family} use {norm.twin}"
+        """Why this stage cannot train a `family` model (a part of the type another family takes), or None."""
+        conflict = self.family_conflict(family)
+        return conflict[1] if conflict else None
+
+    def family_conflict(self, family: str) -> tuple[str, str] | None:
+        """(the part's kind, why) for the first model part of a type `family` does not take, or None. A plain part
+        (PyTorch's own, named in no key) is never refused: the family builds its own twin of it."""
+        takes = family_spec(family).takes
+        for lever in self.part_levers:
+            wanted = takes.get(lever.kind)
+            if lever.plain or lever.part_type is None or wanted is None or lever.part_type == wanted:
+                continue
+            other = twin(lever, wanted)
+            instead = f"for {family} use {other.name}" if other else \
+                f"{family} takes a {wanted} {lever.kind}, and {lever.vendor.title if lever.vendor else 'PyTorch'} " \
+                f"has no {wanted} {lever.kind} lever here"
+            owners = [f for f in FAMILIES if family_spec(f).takes.get(lever.kind) == lever.part_type]
+            return lever.kind, (f"{lever.name} is {PART_NOUNS.get(lever.part_type, lever.part_type)}, valid only "
+                                f"for the {' or '.join(owners) or 'no'} family; {instead}")
+        return None
+
+    def for_family(self, family: str) -> Stage | None:
+        """The same stage with each model part swapped for its twin of the type `family` takes; None when a part
+        has no such twin (the family cannot run this stage)."""
+        takes = family_spec(family).takes
+        swaps = {}
+        for lever in self.part_levers:
+            wanted = takes.get(lever.kind)
+            if lever.part_type is None or wanted is None or lever.part_type == wanted:
+                continue
+            other = twin(lever, wanted)
+            if other is None:
+                return None
+            swaps[lever.kind] = other.name
+        return self.replace(**swaps) if swaps else self
 
     def native_twin(self) -> Stage | None:
         """The same stage with each vendor lever (Apex, Liger, torchao, TE) swapped for the PyTorch lever it
         replaces; None when it uses no such lever."""
         swaps = {lever.kind: lever.native for lever in self.levers if lever.native}
-        return Stage(**{**self.as_dict(), **swaps}) if swaps else None
+        return self.replace(**swaps) if swaps else None
 
     @property
     def vendors(self) -> str:
         """The libraries whose levers this stage uses, for a sentence ("Apex", "Liger-Kernel + torchao")."""
-        names = dict.fromkeys(lever.vendor for lever in self.levers if lever.vendor)
-        return " + ".join(VENDOR_TITLES[v] for v in names if v)
-
-    def for_family(self, family: str) -> Stage:
-        """The same stage with its norm swapped for its twin when the norm serves the other family."""
-        from dataclasses import replace
-        return self if self.norm_lever.family == family else replace(self, norm=self.norm_lever.twin)
+        return " + ".join(dict.fromkeys(lever.vendor.title for lever in self.levers if lever.vendor))
 
     @property
     def world_size(self) -> int:
@@ -95,17 +169,16 @@ class Stage:
 
     @property
     def key(self) -> str:
-        parts = [self.optimizer, self.norm, self.precision]
-        parts += [self.compile] if self.compile != "eager" else []
-        parts += [self.head] if self.head != "ce" else []
-        return "+".join(parts + ([f"gpus{self.gpus}"] if self.gpus != "1" else []))
+        by_kind = dict(zip(KINDS, self.levers, strict=True))
+        return "+".join(f"{k.key_prefix}{by_kind[k.name].name}" for k in _KEY_ORDER
+                        if k.always_in_key or not by_kind[k.name].plain)
 
     @property
     def label(self) -> str:
-        return " · ".join(lever.title for lever in self.levers if lever.name not in ("eager", "1", "ce"))
+        return " · ".join(lever.title for lever in self.levers if not lever.plain)
 
     def as_dict(self) -> dict[str, str]:
-        return {kind: getattr(self, kind) for kind in KINDS}
+        return dict(self._names)
 
     def unavailable_reason(self, probe: Probe, device: str) -> str | None:
         for lever in self.levers:
@@ -117,5 +190,6 @@ class Stage:
     def snippet(self) -> str:
         changed = [lever for lever in self.levers if BASELINE_LEVERS[lever.kind] != lever.name]
         if not changed:
-            return "# baseline: a plain PyTorch loop\n" + LEVERS["adam"].snippet + LEVERS["fp32"].snippet
+            return ("# baseline: a plain PyTorch loop\n" + LEVERS[BASELINE_LEVERS["optimizer"]].snippet
+                    + LEVERS[BASELINE_LEVERS["precision"]].snippet)
         return f"# {self.label}: the change to a plain PyTorch loop\n" + "".join(lv.snippet for lv in changed)

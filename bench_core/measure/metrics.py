@@ -5,7 +5,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from bench_core.config.bench_config import BenchConfig, matmul_params
+from bench_core.config.bench_config import BenchConfig
+from bench_core.models.families import matmul_params
 
 # Dense (no sparsity) peak TFLOP/s per precision, from the vendors' datasheets. Each GPU is matched by a full
 # regular expression over the name the driver reports, so "H200 NVL" never takes the SXM figures and
@@ -30,7 +31,7 @@ PEAK_TFLOPS: list[tuple[str, re.Pattern[str], dict[str, float]]] = [
 def flops_per_step(cfg: BenchConfig) -> float:
     """Training FLOPs of one step: 6·N·tokens + 12·L·d·T·tokens (PaLM appendix B, as in nanoGPT).
 
-    N counts every weight that takes part in a matmul (config.matmul_params): GPT's tied token embedding
+    N counts every weight that takes part in a matmul (families.matmul_params): GPT's tied token embedding
     counts as its LM head, Llama's untied head counts and its input embedding does not. The attention term
     counts the full T×T score matrix (forward and backward), not the causal half a FlashAttention kernel
     actually computes: it is the standard formula that MFU figures in the literature use, so the same step is

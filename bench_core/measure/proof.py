@@ -5,59 +5,34 @@ Torch-free; the worker feeds it the event names and GEMM input dtypes torch.prof
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
+from bench_core.levers.kernels import KeyKernel
+from bench_core.levers.registry import KEY_KERNELS, Lever
 from bench_core.levers.stage import Stage
 
-
-@dataclass(frozen=True)
-class KeyKernel:
-    label: str
-    match: Callable[[str], bool]
+__all__ = ["KEY_KERNELS", "KeyKernel", "CELL_STATES", "CellState", "Verdict"]
 
 
-# GEMM dtypes are read from the CPU-side aten::mm/addmm/bmm ops' input dtypes (kernel names do not always say);
-# the worker reports them as pseudo-names "gemm:<dtype>" next to the real event names.
-KEY_KERNELS: dict[str, KeyKernel] = {
-    # AdamFunctor, or AdamCapturableFunctor for FusedAdam(capturable=True); torch's are in at::native
-    "apex_adam": KeyKernel("Apex multi-tensor Adam", lambda n: ("AdamFunctor" in n or "AdamCapturableFunctor" in n)
-                           and "at::native" not in n or "multi_tensor_adam" in n),
-    "apex_layernorm": KeyKernel("Apex LayerNorm", lambda n: "cuApplyLayerNorm" in n or "cuComputeGradInput" in n
-                                or n.startswith("apex::fused_layer_norm")),
-    # CPU op names in eager steps; kernel names too, since a CUDA graph replay records no CPU ops
-    "aten_fused_adam": KeyKernel("aten::_fused_adam_", lambda n: n.startswith("aten::_fused_adam")
-                                 or "FusedAdamMathFunctor" in n),
-    "aten_foreach": KeyKernel("aten::_foreach_*", lambda n: n.startswith("aten::_foreach_")),
-    "aten_native_layer_norm": KeyKernel("aten::native_layer_norm", lambda n: n.startswith("aten::native_layer_norm")
-                                        or (n.startswith("void at::native::") and "layer_norm" in n.lower())),
-    "grad_scaler": KeyKernel("GradScaler unscale/update", lambda n: n.startswith(
-        ("aten::_amp_foreach_non_finite", "aten::_amp_update_scale"))),
-    "gemm_fp32": KeyKernel("FP32 GEMM", lambda n: n == "gemm:float"),
-    "gemm_tf32": KeyKernel("TF32 GEMM", lambda n: ("tf32" in n.lower() and "gemm" in n.lower())
-                           or n == "gemm:float+tf32"),
-    "gemm_bf16": KeyKernel("BF16 GEMM", lambda n: n == "gemm:bfloat16"),
-    "gemm_fp16": KeyKernel("FP16 GEMM", lambda n: n == "gemm:half"),
-    "triton": KeyKernel("Triton kernels (torch.compile)", lambda n: n.startswith("triton_")),
-    "compiled_region": KeyKernel("compiled region (CPU)", lambda n: n.startswith(
-        ("CompiledFunction", "Torch-Compiled Region", "## Call CompiledFxGraph"))),
-    "graph_launch": KeyKernel("CUDA graph launch", lambda n: n.startswith("cudaGraphLaunch")),
-    "apex_rmsnorm": KeyKernel("Apex RMSNorm", lambda n: "cuApplyRMSNorm" in n or n.startswith("apex::fused_rms_norm")),
-    # torch's RMSNorm: the fused op where torch has one (CUDA), else its decomposition's entry op
-    "aten_rms_norm": KeyKernel("aten::_fused_rms_norm / rms_norm", lambda n: n.startswith(
-        ("aten::_fused_rms_norm", "aten::rms_norm"))),
-    # Liger-Kernel's Triton kernels are named after their Python functions
-    "liger_layernorm": KeyKernel("Liger LayerNorm (Triton)", lambda n: n.startswith(
-        ("_layer_norm_forward_kernel", "_layer_norm_backward_kernel"))),
-    "liger_rmsnorm": KeyKernel("Liger RMSNorm (Triton)", lambda n: "_rms_norm_forward_kernel" in n
-                               or "_rms_norm_backward_kernel" in n),
-    "liger_flce": KeyKernel("Liger fused linear cross-entropy", lambda n: n.startswith("liger_cross_entropy_kernel")),
-    # FP8 GEMMs: torch._scaled_mm (torchao) and cuBLASLt's e4m3/e5m2 kernels
-    "fp8_gemm": KeyKernel("FP8 GEMM (_scaled_mm / cuBLASLt)", lambda n: n.startswith("aten::_scaled_mm")
-                          or ("gemm" in n.lower() and ("e4m3" in n.lower() or "e5m2" in n.lower()))),
-    "te_kernels": KeyKernel("Transformer Engine kernels", lambda n: "transformer_engine" in n
-                            or n.startswith(("te::", "nvte_"))),
-}
+class Verdict(StrEnum):
+    """The worker's verdict on a stage's levers; a StrEnum, so files keep the plain string."""
+    VERIFIED = "verified"
+    FALLBACK = "fallback"          # a vendor's lever (Apex, Liger...) did not run its kernels
+    UNCONFIRMED = "unconfirmed"    # a PyTorch lever's kernels were not all seen
+
+
+class CellState(StrEnum):
+    """A kernel-grid cell, in the colour scale's order."""
+    UNAVAILABLE = "unavailable"
+    PENDING = "pending"
+    NOT_USED = "not used"
+    USED = "used"
+    EXPECTED = "expected, not seen"
+    FALLBACK = "fallback"
+    IMPORTED = "imported"
+
 
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 # The input that is the GEMM's first operand: addmm/baddbmm take the addend (`self`) first, and a fused head such
@@ -113,39 +88,39 @@ class Facts:
     grad_scaler: bool | None = None
 
 
-def verdict(stage: Stage, device: str, seen: Mapping[str, list[str]], facts: Facts = Facts()) -> tuple[str, list[str]]:
-    """('verified' | 'fallback' | 'unconfirmed', warnings) for the levers of a stage."""
+def verdict(stage: Stage, device: str, seen: Mapping[str, list[str]],
+            facts: Facts = Facts()) -> tuple[Verdict, list[str]]:
+    """(the verdict, warnings) for the levers of a stage."""
     state, warnings = lever_verdict(stage.levers, stage, device, seen, facts)
     switches = _switch_warnings(stage, facts)
     if switches:
-        state = "unconfirmed" if state == "verified" else state
+        state = Verdict.UNCONFIRMED if state == Verdict.VERIFIED else state
         warnings += switches
     return state, warnings
 
 
-def lever_verdict(levers: Iterable[object], stage: Stage, device: str, seen: Mapping[str, list[str]],
-                  facts: Facts = Facts()) -> tuple[str, list[str]]:
+def lever_verdict(levers: Iterable[Lever], stage: Stage, device: str, seen: Mapping[str, list[str]],
+                  facts: Facts = Facts()) -> tuple[Verdict, list[str]]:
     """The verdict on some of a stage's levers only (the components view measures one lever alone)."""
     warnings: list[str] = []
-    state = "verified"
+    state = Verdict.VERIFIED
     for lever in levers:
-        missing = [k for k in lever.expects(device, stage) if not seen.get(k)]  # type: ignore[attr-defined]
-        betrayed = [k for k in lever.betrayed_by if seen.get(k)]  # type: ignore[attr-defined]
+        missing = [k for k in lever.expected(device, stage) if not seen.get(k)]
+        betrayed = [k.key for k in lever.betrayed_by if seen.get(k.key)]
         wrong_class = _wrong_class(lever, facts)
-        title = lever.title  # type: ignore[attr-defined]
-        if lever.vendor and (missing or betrayed or wrong_class):  # type: ignore[attr-defined]
-            state = "fallback"  # a named library (Apex, Liger...) not used
+        if lever.vendor and (missing or betrayed or wrong_class):  # a named library (Apex, Liger...) not used
+            state = Verdict.FALLBACK
             parts = [f"no {', '.join(KEY_KERNELS[k].label for k in missing)} kernel in the trace"] if missing else []
             parts += [f"trace shows {', '.join(KEY_KERNELS[k].label for k in betrayed)}"] if betrayed else []
             parts += [wrong_class] if wrong_class else []
-            warnings.append(f"{title} fell back to PyTorch: {'; '.join(parts)}")
+            warnings.append(f"{lever.title} fell back to PyTorch: {'; '.join(parts)}")
         elif missing or betrayed or wrong_class:
-            state = "unconfirmed" if state == "verified" else state
+            state = Verdict.UNCONFIRMED if state == Verdict.VERIFIED else state
             parts = [f"expected {', '.join(KEY_KERNELS[k].label for k in missing)} but the trace did not show it"] \
                 if missing else []
             parts += [f"the trace also shows {', '.join(KEY_KERNELS[k].label for k in betrayed)}"] if betrayed else []
             parts += [wrong_class] if wrong_class else []
-            warnings.append(f"{title}: {'; '.join(parts)}")
+            warnings.append(f"{lever.title}: {'; '.join(parts)}")
     return state, warnings
 
 
@@ -169,12 +144,12 @@ def _switch_warnings(stage: Stage, facts: Facts) -> list[str]:
 
 
 # ---------------------------------------------------------------- the kernel grid's cells
-CELL_STATES = ("unavailable", "pending", "not used", "used", "expected, not seen", "fallback", "imported")
+CELL_STATES = tuple(CellState)
 
 
 @dataclass(frozen=True)
 class KernelCell:
-    state: str
+    state: CellState
     why: str
 
 
@@ -183,27 +158,27 @@ def kernel_cells(stage: Stage, status: str, reason: str, kernels: Mapping[str, l
     """One cell per key kernel. An Apex lever's missing kernel is the fallback
     the worker's verdict already declared — the cell shows that verdict, it does not judge again."""
     if status == "unavailable":
-        return {key: KernelCell("unavailable", reason) for key in KEY_KERNELS}
+        return {key: KernelCell(CellState.UNAVAILABLE, reason) for key in KEY_KERNELS}
     if not kernels:
-        return {key: KernelCell("pending", f"{status}: the profiler runs after the timed iterations")
+        return {key: KernelCell(CellState.PENDING, f"{status}: the profiler runs after the timed iterations")
                 for key in KEY_KERNELS}
     cells = {}
     for key in KEY_KERNELS:
         names = kernels.get(key) or []
-        expecting = [lv for lv in stage.levers if key in lv.expects(device, stage)]
-        betraying = [lv for lv in stage.levers if key in lv.betrayed_by]
+        expecting = [lv for lv in stage.levers if key in lv.expected(device, stage)]
+        betraying = [lv for lv in stage.levers if any(k.key == key for k in lv.betrayed_by)]
         if imported_from and names:
-            cells[key] = KernelCell("imported", f"seen on {imported_from}, not here: " + ", ".join(names))
+            cells[key] = KernelCell(CellState.IMPORTED, f"seen on {imported_from}, not here: " + ", ".join(names))
         elif names and betraying:
-            cells[key] = KernelCell("fallback", f"{', '.join(lv.title for lv in betraying)} asked, but the trace "
-                                    f"shows {names[0]}")
+            asked = ", ".join(lv.title for lv in betraying)
+            cells[key] = KernelCell(CellState.FALLBACK, f"{asked} asked, but the trace shows {names[0]}")
         elif names:
-            cells[key] = KernelCell("used", "seen: " + "<br>".join(names))
-        elif expecting and any(lv.vendor for lv in expecting) and verdict_state == "fallback":
-            cells[key] = KernelCell("fallback", "not in the trace: the stage's verdict is fallback")
+            cells[key] = KernelCell(CellState.USED, "seen: " + "<br>".join(names))
+        elif expecting and any(lv.vendor for lv in expecting) and verdict_state == Verdict.FALLBACK:
+            cells[key] = KernelCell(CellState.FALLBACK, "not in the trace: the stage's verdict is fallback")
         elif expecting:
-            cells[key] = KernelCell("expected, not seen", "not in the trace")
+            cells[key] = KernelCell(CellState.EXPECTED, "not in the trace")
         else:
-            cells[key] = KernelCell("not used", "not in the trace")
+            cells[key] = KernelCell(CellState.NOT_USED, "not in the trace")
     return cells
 

@@ -12,6 +12,8 @@ import torch.nn.functional as F
 # A loss head: (final hidden states, LM-head weight, targets or None) -> (logits or None, loss or None).
 LossHead = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"],
                     tuple["torch.Tensor | None", "torch.Tensor | None"]]
+# An MLP part: (width, inner width) -> module; the family's own, or a lever's fused one.
+MlpClass = Callable[[int, int], nn.Module]
 
 
 def cross_entropy_head(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor | None):
@@ -47,22 +49,22 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg: GPTConfig):
+    def __init__(self, width: int, hidden: int):
         super().__init__()
-        self.fc = nn.Linear(cfg.width, 4 * cfg.width)
-        self.proj = nn.Linear(4 * cfg.width, cfg.width)
+        self.fc = nn.Linear(width, hidden)
+        self.proj = nn.Linear(hidden, width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(F.gelu(self.fc(x), approximate="tanh"))
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: GPTConfig, norm_cls: type[nn.Module]):
+    def __init__(self, cfg: GPTConfig, norm_cls: type[nn.Module], mlp_cls: MlpClass):
         super().__init__()
         self.ln1 = norm_cls(cfg.width)
         self.attn = CausalSelfAttention(cfg)
         self.ln2 = norm_cls(cfg.width)
-        self.mlp = MLP(cfg)
+        self.mlp = mlp_cls(cfg.width, 4 * cfg.width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
@@ -70,13 +72,14 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg: GPTConfig, norm_cls: type[nn.Module] = nn.LayerNorm, head: LossHead = cross_entropy_head):
+    def __init__(self, cfg: GPTConfig, norm_cls: type[nn.Module] = nn.LayerNorm, head: LossHead = cross_entropy_head,
+                 mlp_cls: MlpClass = MLP):
         super().__init__()
         self.cfg = cfg
         self.head = head
         self.wte = nn.Embedding(cfg.vocab_size, cfg.width)
         self.wpe = nn.Embedding(cfg.seq_len, cfg.width)
-        self.blocks = nn.ModuleList(Block(cfg, norm_cls) for _ in range(cfg.depth))
+        self.blocks = nn.ModuleList(Block(cfg, norm_cls, mlp_cls) for _ in range(cfg.depth))
         self.ln_f = norm_cls(cfg.width)
         self.lm_head = nn.Linear(cfg.width, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # weight tying, as in GPT-2

@@ -9,7 +9,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench_core.models.gpt import LossHead, cross_entropy_head
+from bench_core.models.gpt import LossHead, MlpClass, cross_entropy_head
+
+# The weights that write into the residual stream. An MLP part with Hugging Face's names (gate_proj, up_proj,
+# down_proj, as fused third-party MLPs have) is drawn in the same order with the same scales as ours.
+RESIDUAL_PROJECTIONS = ("attn.proj.weight", "mlp.proj.weight", "mlp.down_proj.weight")
 
 
 @dataclass(frozen=True)
@@ -19,7 +23,7 @@ class LlamaConfig:
     heads: int = 12
     seq_len: int = 1024
     vocab_size: int = 32000
-    mlp_hidden: int = 2048       # config.mlp_hidden: 8/3 · width, rounded up to a multiple of 256
+    mlp_hidden: int = 2048       # families.mlp_hidden: 8/3 · width, rounded up to a multiple of 256
     rope_base: float = 10000.0
 
 
@@ -54,23 +58,23 @@ class Attention(nn.Module):
 
 
 class SwiGLU(nn.Module):
-    def __init__(self, cfg: LlamaConfig):
+    def __init__(self, width: int, hidden: int):
         super().__init__()
-        self.gate = nn.Linear(cfg.width, cfg.mlp_hidden, bias=False)
-        self.up = nn.Linear(cfg.width, cfg.mlp_hidden, bias=False)
-        self.proj = nn.Linear(cfg.mlp_hidden, cfg.width, bias=False)
+        self.gate = nn.Linear(width, hidden, bias=False)
+        self.up = nn.Linear(width, hidden, bias=False)
+        self.proj = nn.Linear(hidden, width, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(F.silu(self.gate(x)) * self.up(x))
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: LlamaConfig, norm_cls: type[nn.Module]):
+    def __init__(self, cfg: LlamaConfig, norm_cls: type[nn.Module], mlp_cls: MlpClass):
         super().__init__()
         self.norm1 = norm_cls(cfg.width)
         self.attn = Attention(cfg)
         self.norm2 = norm_cls(cfg.width)
-        self.mlp = SwiGLU(cfg)
+        self.mlp = mlp_cls(cfg.width, cfg.mlp_hidden)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.norm1(x), cos, sin)
@@ -82,12 +86,12 @@ class Llama(nn.Module):
     rope_sin: torch.Tensor
 
     def __init__(self, cfg: LlamaConfig, norm_cls: type[nn.Module] = nn.RMSNorm,
-                 head: LossHead = cross_entropy_head):
+                 head: LossHead = cross_entropy_head, mlp_cls: MlpClass = SwiGLU):
         super().__init__()
         self.cfg = cfg
         self.head = head
         self.wte = nn.Embedding(cfg.vocab_size, cfg.width)
-        self.blocks = nn.ModuleList(Block(cfg, norm_cls) for _ in range(cfg.depth))
+        self.blocks = nn.ModuleList(Block(cfg, norm_cls, mlp_cls) for _ in range(cfg.depth))
         self.norm_f = norm_cls(cfg.width)
         self.lm_head = nn.Linear(cfg.width, cfg.vocab_size, bias=False)
         cos, sin = rotary_tables(cfg.width // cfg.heads, cfg.seq_len, cfg.rope_base)
@@ -95,7 +99,7 @@ class Llama(nn.Module):
         self.register_buffer("rope_sin", sin, persistent=False)
         for name, p in self.named_parameters():
             if p.dim() == 2:  # GPT-2-style init; residual projections scaled by 1/sqrt(2 * depth)
-                std = 0.02 / math.sqrt(2 * cfg.depth) if name.endswith("proj.weight") else 0.02
+                std = 0.02 / math.sqrt(2 * cfg.depth) if name.endswith(RESIDUAL_PROJECTIONS) else 0.02
                 nn.init.normal_(p, mean=0.0, std=std)
 
     def num_params(self) -> int:

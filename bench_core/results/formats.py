@@ -14,11 +14,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from bench_core.config.bench_config import INT_FIELDS, BenchConfig, collect_errors
+from bench_core.config.bench_config import INT_FIELDS, BenchConfig
 from bench_core.config.settings import Limits
-from bench_core.levers.registry import KINDS, LEVERS
-from bench_core.levers.stage import Stage
+from bench_core.levers.registry import KIND_SPECS, KINDS, LEVERS
+from bench_core.levers.stage import Stage, saved_names
 from bench_core.measure.proof import KEY_KERNELS
+from bench_core.models.families import collect_errors
 from bench_core.results.columns import DISPLAY_COLUMNS, DisplayColumn, Field, Getter, display_fields
 from bench_core.results.records import OLD_SCHEMAS, SCHEMA, STAGE_FINISHED, RunResult, StageResult, Status
 from bench_core.results.summary import RunSummary, StageSummary, summarize
@@ -82,7 +83,8 @@ def file_columns(display: tuple[DisplayColumn, ...]) -> list[Column]:
 
 COLUMNS: list[Column] = file_columns(DISPLAY_COLUMNS)
 CSV_COLUMNS = [c.name for c in COLUMNS]
-REQUIRED_COLUMNS = ["stage", *KINDS[:4], "status", "reason", "median_ms", "p10_ms", "p90_ms", "device", "gpu",
+REQUIRED_COLUMNS = ["stage", *(k.name for k in KIND_SPECS if k.in_every_file), "status", "reason", "median_ms",
+                    "p10_ms", "p90_ms", "device", "gpu",
                     "torch", "apex", *[n for n in INT_FIELDS if n not in ("seed", "repeats")]]
 STAGE_METRICS = [c.name for c in COLUMNS if c.kind == "float"] + ["noise_reason"]
 
@@ -198,8 +200,7 @@ def parse_csv(data: bytes, max_bytes: int = 5 * 2**20) -> list[RunResult]:
             if column is None or value is None:
                 raise ImportRejected(f"row {n}: wrong number of cells")
             row[column] = _cell(value, kinds.get(column, "str"), f"row {n}, column {column}")
-        row["gpus"] = str(row.get("gpus") or "1")
-        row["head"] = str(row.get("head") or "ce")  # files written before the loss-head lever existed
+        row.update(saved_names(row))
         for kind in KINDS:
             if row[kind] not in LEVERS or LEVERS[row[kind]].kind != kind:
                 raise ImportRejected(f"row {n}, column {kind}: unknown lever {row[kind]!r}")
@@ -282,7 +283,7 @@ def _check_json_stage(i: int, stage: Any) -> None:
         v = stage.get(name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
             raise ImportRejected(f"{where}, field {name}: {v!r} is not a non-negative number")
-    stage.setdefault("head", "ce")  # files written before the loss-head lever existed
+    stage.update(saved_names(stage))
     for name in ("key", "label", "reason", *KINDS):
         v = stage.get(name, "")
         if not isinstance(v, str):

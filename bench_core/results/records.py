@@ -11,8 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from bench_core.config.bench_config import BenchConfig
-from bench_core.levers.registry import BASELINE_LEVERS, KINDS
-from bench_core.levers.stage import Stage
+from bench_core.levers.stage import Stage, saved_names
 from bench_core.machine.probe import Probe
 from bench_core.measure.breakdown import StageProfile
 
@@ -121,8 +120,7 @@ class StageResult:
         for name in _TUPLES:
             clean[name] = tuple(clean.get(name) or ())
         clean["status"] = Status(clean.get("status", "pending"))
-        # older files lack the later kinds (head): the baseline lever, as those runs used
-        clean["stage"] = Stage(**{kind: str(data.get(kind) or BASELINE_LEVERS[kind]) for kind in KINDS})
+        clean["stage"] = Stage(**saved_names(data))
         clean["profile"] = StageProfile.from_dict(clean["profile"]) if clean.get("profile") else None
         if "rounds" not in data and clean["times_ms"] and clean["status"] == Status.OK:
             clean["rounds"] = (len(clean["times_ms"]),)  # a schema-1 run: one round

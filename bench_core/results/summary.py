@@ -214,7 +214,7 @@ def _scaling(stage: StageSummary, stages: list[StageSummary]) -> float | None:
     """throughput(N) / (N x throughput(1)) against the same levers on one GPU in this run."""
     if not stage.rates.tokens_per_s:
         return None
-    one_gpu = replace(stage.result.stage, gpus="1")
+    one_gpu = stage.result.stage.replace(gpus="1")
     twin = next((s for s in stages if s.gpus == 1 and s.ok and s.rates.tokens_per_s and s.result.stage == one_gpu),
                 None)
     if twin is None or not twin.rates.tokens_per_s:

@@ -10,10 +10,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from bench_core.config.bench_config import BenchConfig, estimate_memory, param_count, resolve_device
+from bench_core.config.bench_config import BenchConfig, resolve_device
 from bench_core.levers.stage import Stage
 from bench_core.machine.ceilings import Ceilings, CeilingsProcess
 from bench_core.machine.probe import Probe
+from bench_core.models.families import estimate_memory, param_count
 from bench_core.results.records import STAGE_FINISHED, RunResult, StageResult, Status, initial_stage
 from bench_core.run import events as ev
 from bench_core.run.processes import StageJob, WorkerHandle, WorkerPool, describe_exit, meaningful_stderr

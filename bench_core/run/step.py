@@ -14,6 +14,7 @@ from typing import Any
 
 from bench_core.config.bench_config import WARMUP_MIN_S, BenchConfig
 from bench_core.levers.stage import Stage
+from bench_core.models.families import ModelParts, build_model
 from bench_core.run.faults import broken_build
 from bench_core.run.processes import StageJob
 
@@ -43,15 +44,10 @@ def _qualname(obj: Any) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def build_model(cfg: BenchConfig, norm_cls: Any, head: Any) -> Any:
-    """The config's model family, with the stage's norm class and loss head."""
-    from bench_core.config.bench_config import mlp_hidden
-    if cfg.family == "llama":
-        from bench_core.models.llama import Llama, LlamaConfig
-        return Llama(LlamaConfig(cfg.depth, cfg.width, cfg.heads, cfg.seq_len, cfg.vocab_size, mlp_hidden(cfg)),
-                     norm_cls, head)
-    from bench_core.models.gpt import GPT, GPTConfig
-    return GPT(GPTConfig(cfg.depth, cfg.width, cfg.heads, cfg.seq_len, cfg.vocab_size), norm_cls, head)
+def model_parts(stage: Stage, family: str) -> ModelParts:
+    """The stage's model parts for a family: the family's twin of each part (a plain part of the other type is the
+    family's own, see Stage.family_conflict)."""
+    return ModelParts({lever.kind: lever.build() for lever in (stage.for_family(family) or stage).part_levers})
 
 
 def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
@@ -71,10 +67,11 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
         torch.backends.cudnn.allow_tf32 = plan.tf32
     if broken_build(stage.key):
         raise ImportError("test fault: the norm lever's extension could not be imported")
-    norm_cls = stage.norm_lever.build()
+    parts = model_parts(stage, cfg.family)
+    norm_cls = parts.get("norm")
     torch.manual_seed(cfg.seed)
     with torch.device(target):
-        model = build_model(cfg, norm_cls, stage.head_lever.build())
+        model = build_model(cfg, parts)
         if plan.convert is not None:  # FP8: swap the blocks' modules before DDP, optimizer and compile see them
             model = plan.convert(model)
     if not stage.optimizer_lever.reduces_gradients:

@@ -15,12 +15,13 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from bench_core.config.bench_config import BenchConfig, collect_errors
+from bench_core.config.bench_config import BenchConfig
 from bench_core.config.environment import child_env
 from bench_core.config.settings import Limits
 from bench_core.levers.presets import family_errors
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe, run_probe
+from bench_core.models.families import collect_errors
 from bench_core.results.formats import ImportRejected, parse_upload
 from bench_core.results.records import RUN_ACTIVE, RunResult, Status
 from bench_core.results.store import Store

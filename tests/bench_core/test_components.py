@@ -22,9 +22,10 @@ from bench_core.components.report import (
     numel,
     rmsnorm_bytes,
 )
-from bench_core.config.bench_config import WORKLOADS, BenchConfig, param_count
+from bench_core.config.bench_config import WORKLOADS, BenchConfig
 from bench_core.machine import cache as machine_cache
 from bench_core.machine import ceilings
+from bench_core.models.families import param_count
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = BenchConfig(**WORKLOADS["tiny"], device="cpu")

@@ -6,14 +6,12 @@ from bench_core.config.bench_config import (
     GIB,
     BenchConfig,
     ConfigError,
-    collect_errors,
     defaults_for,
-    estimate_memory,
-    validate,
 )
 from bench_core.config.settings import Limits, load_limits
 from bench_core.levers.presets import preset
 from bench_core.levers.stage import Stage
+from bench_core.models.families import collect_errors, estimate_memory, validate
 
 LIMITS = Limits()
 FREE = {"cpu": 16 * GIB, "cuda": None}

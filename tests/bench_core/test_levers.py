@@ -8,6 +8,7 @@ from bench_core.levers.registry import (
     CompileLever,
     GpusLever,
     HeadLever,
+    MlpLever,
     NormLever,
     OptimizerLever,
     PrecisionLever,
@@ -24,7 +25,7 @@ def params():
 def test_every_lever_kind_is_registered_with_its_own_class():
     assert {lever.kind for lever in LEVERS.values()} == set(KINDS)
     classes = {"optimizer": OptimizerLever, "norm": NormLever, "precision": PrecisionLever,
-               "compile": CompileLever, "gpus": GpusLever, "head": HeadLever}
+               "compile": CompileLever, "gpus": GpusLever, "head": HeadLever, "mlp": MlpLever}
     for lever in LEVERS.values():
         assert type(lever) is classes[lever.kind], lever.name
 
@@ -216,3 +217,58 @@ def test_torch_multi_tensor_kernels_are_not_mistaken_for_apex():
     assert not seen["apex_adam"] and seen["aten_fused_adam"]
     assert {"gemm_fp32", "gemm_tf32", "gemm_bf16", "gemm_fp16", "triton", "compiled_region",
             "graph_launch"} <= set(KEY_KERNELS)
+
+
+# ---------------------------------------------------------------- the mlp kind: registry entries only
+def test_the_mlp_kind_is_derived_everywhere_from_the_registry():
+    from bench_core.measure.proof import kernel_cells
+    from bench_core.results.formats import CSV_COLUMNS
+    stage = Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu")
+    assert "mlp" in KINDS and "mlp" in CSV_COLUMNS and stage.as_dict()["mlp"] == stage.mlp == "liger-swiglu"
+    assert stage.key == "adam-fused+rmsnorm+bf16+liger-swiglu"       # a non-baseline MLP is named in the key
+    assert Stage("adam-fused", "rmsnorm", "bf16", mlp="swiglu").key == "adam-fused+rmsnorm+bf16"  # the native: not
+    assert stage.native_twin() == Stage("adam-fused", "rmsnorm", "bf16", mlp="swiglu")
+    assert stage.vendors == "Liger-Kernel"
+    assert {"liger_swiglu", "aten_silu"} <= set(KEY_KERNELS)           # the kernel grid's columns
+    assert "liger_swiglu" in kernel_cells(stage, "ok", "", {"liger_swiglu": ["_swiglu_forward_kernel"]}, "verified",
+                                          "cuda", None)
+
+
+def test_liger_swiglu_is_unavailable_on_cpu_and_refused_for_gpt():
+    from bench_core.levers.presets import preset
+    stage = Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu")
+    assert stage.unavailable_reason(CPU_PROBE, "cpu") == "Liger-Kernel (Triton) needs a CUDA device"
+    assert "valid only for the llama family" in stage.replace(norm="layernorm").family_error("gpt")
+    assert stage.family_error("llama") is None
+    assert stage in preset("peers", "llama")
+    assert not any(s.mlp == "liger-swiglu" for s in preset("peers", "gpt"))   # no Liger GELU MLP: left out
+
+
+def test_liger_swiglu_is_proven_by_its_kernel_and_betrayed_by_torch_silu():
+    stage = Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu")
+    seen = classify({"_swiglu_forward_kernel", "_swiglu_backward_kernel", "gemm:bfloat16", "aten::_fused_adam_",
+                     "aten::_fused_rms_norm"})
+    assert verdict(stage, "cuda", seen)[0] == "verified"
+    fell_back = classify({"aten::silu", "aten::silu_backward", "gemm:bfloat16", "aten::_fused_adam_",
+                          "aten::_fused_rms_norm"})
+    state, warnings = verdict(stage, "cuda", fell_back)
+    assert state == "fallback" and "aten::silu" in warnings[0]
+    native = Stage("adam-fused", "rmsnorm", "bf16", mlp="swiglu")
+    assert "aten_silu" in LEVERS["swiglu"].expected("cuda", native)
+    assert "aten_silu" not in LEVERS["swiglu"].expected("cuda", native.replace(compile="compile"))
+
+
+def test_liger_swiglu_draws_the_native_swiglu_weights():
+    pytest.importorskip("liger_kernel.transformers")
+    from bench_core.config.bench_config import WORKLOADS, BenchConfig
+    from bench_core.models.families import ModelParts, build_model
+    cfg = BenchConfig(**WORKLOADS["llama-tiny"])  # type: ignore[arg-type]
+    built = {}
+    for name in ("swiglu", "liger-swiglu"):
+        torch.manual_seed(0)
+        built[name] = build_model(cfg, ModelParts({"mlp": LEVERS[name].build()}))
+    native, liger = (dict(m.named_parameters()) for m in built.values())
+    for i in range(cfg.depth):
+        for ours, theirs in (("gate", "gate_proj"), ("up", "up_proj"), ("proj", "down_proj")):
+            assert torch.equal(native[f"blocks.{i}.mlp.{ours}.weight"], liger[f"blocks.{i}.mlp.{theirs}.weight"])
+    assert torch.equal(native["lm_head.weight"], liger["lm_head.weight"])

@@ -8,14 +8,10 @@ from bench_core.config.bench_config import (
     WORKLOADS,
     BenchConfig,
     ConfigError,
-    matmul_params,
-    mlp_hidden,
-    param_count,
-    validate,
 )
 from bench_core.config.settings import Limits
+from bench_core.models.families import ModelParts, build_model, matmul_params, mlp_hidden, param_count, validate
 from bench_core.models.llama import Llama, LlamaConfig, apply_rotary, rotary_tables
-from bench_core.run.step import build_model
 
 
 def llama_cfg(name: str) -> BenchConfig:
@@ -33,7 +29,7 @@ def test_mlp_hidden_is_two_thirds_of_4d_rounded_up_to_256():
 def test_param_count_matches_the_model(name):
     cfg = llama_cfg(name)
     with torch.device("meta"):  # shapes only: llama-1b needs no 4 GB here
-        model = build_model(cfg, torch.nn.RMSNorm, None)
+        model = build_model(cfg, ModelParts({"norm": torch.nn.RMSNorm}))
     assert sum(p.numel() for p in model.parameters()) == param_count(cfg)
     assert model.lm_head.weight is not model.wte.weight  # untied
     assert not any(n.endswith("bias") for n, _ in model.named_parameters())  # no biases

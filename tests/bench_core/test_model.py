@@ -2,7 +2,8 @@ import math
 
 import torch
 
-from bench_core.config.bench_config import BenchConfig, param_count
+from bench_core.config.bench_config import BenchConfig
+from bench_core.models.families import param_count
 from bench_core.models.gpt import GPT, GPTConfig, synthetic_batch
 
 

@@ -4,10 +4,11 @@ import pytest
 
 from bench_core.config.bench_config import ConfigError
 from bench_core.levers.presets import PRESETS, family_errors, preset
-from bench_core.levers.registry import LEVERS
+from bench_core.levers.registry import LEVERS, twin
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe
 from bench_core.measure.proof import KEY_KERNELS, classify, verdict
+from bench_core.models.families import NormType
 
 H200 = {"cuda": {"available": True, "device_count": 1, "capability": [9, 0]}, "bf16": {"cuda": True},
         "adam_fused": {"cuda": True}, "compile": {"cuda": {"usable": True}},
@@ -49,9 +50,11 @@ def test_a_norm_of_the_other_family_is_refused_with_its_twin_named():
     assert len(errors) == 1 and errors[0].field == "norm"
     assert "valid only for the llama family" in str(errors[0]) and "use layernorm" in str(errors[0])
     assert "valid only for the gpt family" in Stage(norm="liger-ln").family_error("llama")
-    for name, lever in LEVERS.items():  # every norm has a twin of the other family
+    for lever in LEVERS.values():  # every norm has a twin of the other type, from the same source
         if lever.kind == "norm":
-            assert LEVERS[lever.twin].family != lever.family and LEVERS[lever.twin].twin == name
+            other = NormType.RMSNORM if lever.part_type == NormType.LAYERNORM else NormType.LAYERNORM
+            pair = twin(lever, other)
+            assert pair is not None and pair.vendor == lever.vendor and twin(pair, lever.part_type) is lever
 
 
 def test_new_levers_run_on_a_capable_gpu_and_say_why_not_elsewhere():

@@ -80,7 +80,7 @@ def test_a_graphs_stage_reports_its_reserved_memory():
 
 def test_figure_texts_are_written_once_and_fp8_mfu_names_its_peak():
     run = gpu_run()
-    fp8 = replace(run.stages[3], stage=replace(run.stages[3].stage, precision="fp8-torchao"))
+    fp8 = replace(run.stages[3], stage=run.stages[3].stage.replace(precision="fp8-torchao"))
     base, apex, failed, stage = summarize(replace(run, stages=(*run.stages[:3], fp8))).stages
     assert base.speedup_text == "×1.00" and apex.speedup_text == "×2.00 (2.00–2.00)"
     assert apex.spread_text == "50.00–50.00" and failed.mfu_text is None

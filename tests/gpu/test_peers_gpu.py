@@ -55,6 +55,10 @@ CASES = [
     (LLAMA, Stage("adam-fused", "apex-fusedrms", "bf16"), Stage("adam-fused", "rmsnorm", "bf16"), 2 * BF16_U),
     (GPT, Stage("adam-fused", "layernorm", "bf16", head="liger-flce"), Stage("adam-fused", "layernorm", "bf16"),
      2 * BF16_U),
+    # Liger's SwiGLU computes silu(gate)·up in fp32 and rounds once to bf16; torch's rounds silu(gate) to bf16, then
+    # the product again: at most two roundings (2·BF16_U) per element of the same weights' MLP output.
+    (LLAMA, Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu"), Stage("adam-fused", "rmsnorm", "bf16"),
+     2 * BF16_U),
     (GPT, Stage("adam-fused", "layernorm", "fp8-torchao"), Stage("adam-fused", "layernorm", "bf16"), E4M3_U),
     (LLAMA, Stage("adam-fused", "rmsnorm", "fp8-torchao"), Stage("adam-fused", "rmsnorm", "bf16"), E4M3_U),
     (GPT, Stage("adam-fused", "layernorm", "te-fp8"), Stage("adam-fused", "layernorm", "bf16"), E4M3_U),
@@ -85,6 +89,7 @@ def test_gpt_lever_is_proven_by_its_kernels(probe, stage, key, absent):
 @pytest.mark.parametrize("stage,key,absent", [
     (Stage("adam-fused", "liger-rms", "bf16"), "liger_rmsnorm", "aten_rms_norm"),
     (Stage("adam-fused", "apex-fusedrms", "bf16"), "apex_rmsnorm", "aten_rms_norm"),
+    (Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu"), "liger_swiglu", "aten_silu"),
 ])
 def test_llama_lever_is_proven_by_its_kernels(probe, stage, key, absent):
     result = run_stage(LLAMA, runnable(stage, probe), probe)
@@ -109,3 +114,30 @@ def test_flce_never_materialises_the_logits(probe):
     saved_bytes = (plain.peak_allocated_mib - flce.peak_allocated_mib) * 2 ** 20
     assert saved_bytes >= 4 * cfg.tokens_per_step * cfg.vocab_size, (plain.peak_allocated_mib,
                                                                      flce.peak_allocated_mib)
+
+
+def _verdict_in_process(stage: Stage):
+    """The worker's own build, profile and verdict, in this process (so a test can swap a builder)."""
+    import torch
+
+    from bench_core.measure.proof import classify, gemm_pseudo_names, verdict
+    from bench_core.run.step import build_stage, profile
+    built = build_stage(StageJob(LLAMA.to_dict(), stage.as_dict(), "cuda"), stage, torch)
+    for _ in range(2):
+        built.step()
+    _, names, dtypes = profile(built, torch)
+    return verdict(stage, "cuda", classify(set(names) | gemm_pseudo_names(dtypes, built.tf32)))[0]
+
+
+def test_liger_swiglu_is_verified_in_process(probe):
+    stage = runnable(Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu"), probe)
+    assert _verdict_in_process(stage) == "verified"
+
+
+def test_liger_swiglu_built_as_native_swiglu_is_a_fallback(probe, monkeypatch):
+    """The proof must fail when the lever's builder quietly returns torch's SwiGLU: aten::silu betrays it."""
+    from bench_core.levers import builders
+    from bench_core.levers.registry import LEVERS
+    runnable(Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu"), probe)
+    monkeypatch.setitem(LEVERS, "liger-swiglu", replace(LEVERS["liger-swiglu"], factory=builders.swiglu_mlp))
+    assert _verdict_in_process(Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu")) == "fallback"
