@@ -23,6 +23,7 @@ from bench_core.config.bench_config import (
 )
 from bench_core.config.settings import load_limits
 from bench_core.levers.presets import PRESETS, across_gpus, family_errors, preset
+from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe, cached_probe
 from bench_core.results.records import RunResult
 from bench_core.results.summary import summarize
@@ -34,14 +35,17 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench_core", description="Staged transformer training benchmark")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a preset of stages")
-    run.add_argument("--preset", default="seed", help=f"one of {', '.join(PRESETS)}")
+    run.add_argument("--preset", default=None, help=f"one of {', '.join(PRESETS)} (default: seed)")
+    run.add_argument("--stages", default=None, help="a custom ladder instead of a preset: stage keys, comma "
+                     "separated, as the dashboard and the CSV write them (e.g. adam+layernorm+fp32,"
+                     "adam-fused+layernorm+bf16+compile); a kind left out takes its baseline lever")
     run.add_argument("--model", default=None, help=f"a model size: {', '.join(WORKLOADS)}")
     run.add_argument("--device", default="auto", help="auto, cuda or cpu")
     run.add_argument("--family", default=None, help=f"{', '.join(FAMILIES)} (default: the model size's, else gpt)")
     for name in INT_FIELDS:
         run.add_argument("--" + name.replace("_", "-"), dest=name, type=str, default=None, help=FIELD_HELP[name])
-    run.add_argument("--gpus", default="1", help="GPU counts, comma separated (e.g. 1,2,4): each stage runs at "
-                     "each count, through torchrun + DDP when > 1 (gloo processes on CPU)")
+    run.add_argument("--gpus", default=None, help="GPU counts, comma separated (e.g. 1,2,4): each stage runs at "
+                     "each count, through torchrun + DDP when > 1 (gloo processes on CPU); default 1")
     run.add_argument("--out", help="write the results CSV here")
     run.add_argument("--json", dest="json_path", help="write the full results JSON here")
     run.add_argument("--html", help="write a static HTML report with the dashboard's charts")
@@ -84,6 +88,25 @@ def build_config(args: argparse.Namespace, probe: Probe) -> BenchConfig:
     return replace(cfg, **overrides)  # type: ignore[arg-type]
 
 
+def chosen_stages(args: argparse.Namespace, family: str) -> tuple[str, list[Stage]]:
+    """(preset name, stages): a preset at each --gpus count, or --stages' keys as given ("custom")."""
+    if args.stages is None:
+        counts = [g.strip() for g in (args.gpus or "1").split(",") if g.strip()]
+        return args.preset or "seed", across_gpus(preset(args.preset or "seed", family), counts)
+    if args.preset is not None:
+        raise ConfigError("stages", args.stages, "give either --stages or --preset, not both")
+    if args.gpus is not None:
+        raise ConfigError("gpus", args.gpus, "with --stages each key names its own GPU count (e.g. "
+                          "adam+layernorm+fp32+gpus2)")
+    keys = [k.strip() for k in args.stages.split(",") if k.strip()]
+    if not keys:
+        raise ConfigError("stages", args.stages, "name at least one stage key (e.g. adam+layernorm+fp32)")
+    limit = load_limits().max_stages_per_job
+    if len(keys) > limit:
+        raise ConfigError("stages", args.stages, f"{len(keys)} stages exceed the limit of {limit} stages per job")
+    return "custom", [Stage.from_key(k) for k in keys]
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     for flag, path in (("out", args.out), ("json", args.json_path), ("html", args.html), ("db", args.db)):
         folder = os.path.dirname(os.path.abspath(path)) if path else None
@@ -105,14 +128,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_outputs(args)
     probe, cached = cached_probe(refresh=args.reprobe)
     cfg = build_config(args, probe)
-    stages = across_gpus(preset(args.preset, cfg.family), [g.strip() for g in args.gpus.split(",") if g.strip()])
+    name, stages = chosen_stages(args, cfg.family)
     limits = load_limits()
     validate(cfg, limits, probe.cuda_available, probe.free_bytes)
     for error in family_errors(stages, cfg.family):
         raise error
     store = None if args.no_db else open_store(args.db)
-    run = new_run(cfg, stages, probe, args.preset)
-    console.print(f"[bold]{args.preset}[/] · {len(stages)} stages × {cfg.repeats} round(s) · {run.device} {run.gpu}"
+    run = new_run(cfg, stages, probe, name)
+    console.print(f"[bold]{name}[/] · {len(stages)} stages × {cfg.repeats} round(s) · {run.device} {run.gpu}"
                   f" · {args.model or 'custom shape'} · probe {'cached' if cached else 'measured'}", highlight=False)
     if store is not None:
         store.save_run(run)
@@ -151,9 +174,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from bench_core.results.formats import ImportRejected, parse_upload
     try:
-        with open(args.file, "rb") as fh:
-            data = fh.read()
-        runs = parse_upload(args.file, data, max_bytes=load_limits().max_upload_mib * 2**20)
+        runs = parse_upload(args.file, read_import(args.file), max_bytes=load_limits().max_upload_mib * 2**20)
     except ImportRejected as exc:
         print(f"import rejected, nothing was imported: {exc}", file=sys.stderr)
         return 2
@@ -163,6 +184,21 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"imported run {new_id}" + (f" (run {run.run_id} already exists: imported under a new id)"
                                           if renamed else "") + f" into {store.path}")
     return 0
+
+
+def read_import(path: str) -> bytes:
+    """The file's bytes, or ImportRejected saying why it cannot be read (missing, a folder, a pipe, no access)."""
+    import stat
+
+    from bench_core.results.formats import ImportRejected
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):  # a folder, or a FIFO whose open() would wait for a writer for ever
+            raise ImportRejected(f"{path} is not a regular file")
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise ImportRejected(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
