@@ -27,6 +27,7 @@ class RunHooks:
     on_stage_done: Callable[[RunResult, StageResult], None] | None = None  # a stage's round ended (persistence)
     cancel: threading.Event = field(default_factory=threading.Event)
     worker_env: dict | None = None                                  # None: this process's environment
+    worker_threads: int | None = None                               # torch CPU threads per worker; None: torch's
     timeout_s: float = 900.0
 
 
@@ -92,7 +93,7 @@ def _sum(a: Any, b: Any) -> Any:
     return b if a is None else a if b is None else a + b
 
 
-def plan_jobs(run: RunResult, probe: Probe) -> list[tuple[int, StageJob]]:
+def plan_jobs(run: RunResult, probe: Probe, threads: int | None = None) -> list[tuple[int, StageJob]]:
     """(stage index, job) for every runnable stage in every round; odd rounds run the ladder backwards."""
     runnable = [s.index for s in run.stages if s.stage.unavailable_reason(probe, run.device) is None]
     free = probe.free_bytes.get(run.device)
@@ -105,8 +106,8 @@ def plan_jobs(run: RunResult, probe: Probe) -> list[tuple[int, StageJob]]:
     for rnd in range(run.config.repeats):
         order = runnable if rnd % 2 == 0 else list(reversed(runnable))
         for i in order:
-            jobs.append((i, StageJob(config=run.config.to_dict(), stage=run.stages[i].stage.as_dict(),
-                                     device=run.device, round=rnd, profile=rnd == 0, build_ahead=build_ahead)))
+            jobs.append((i, StageJob(config=run.config, stage=run.stages[i].stage, device=run.device, round=rnd,
+                                     profile=rnd == 0, build_ahead=build_ahead, threads=threads)))
     return jobs
 
 
@@ -126,8 +127,8 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
             publish(replace(stage, status=Status.UNAVAILABLE, reason=reason))
             if hooks.on_stage_done:
                 hooks.on_stage_done(holder["run"], holder["run"].stages[stage.index])
-    jobs = plan_jobs(run, probe)
-    singles = [job for _, job in jobs if job.stage["gpus"] == "1"]
+    jobs = plan_jobs(run, probe, hooks.worker_threads)
+    singles = [job for _, job in jobs if job.stage.world_size == 1]
     ahead = WORKERS_AHEAD_CUDA if run.device == "cuda" else 1
     pool = WorkerPool(singles, hooks.worker_env, ahead, warm_cuda=run.device == "cuda")
     pool.start()
@@ -139,11 +140,11 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
                 break
             if stage.finished and stage.status != Status.OK:
                 continue  # failed in an earlier round: not run again
-            if job.stage["gpus"] == "1":
+            if job.stage.world_size == 1:
                 handle = pool.take(taken)
                 taken += 1
             else:
-                handle = WorkerHandle(job, hooks.worker_env, world=int(job.stage["gpus"]))
+                handle = WorkerHandle(job, hooks.worker_env, world=job.stage.world_size)
             result = run_worker(handle, stage, hooks, publish, pool.top_up, last_round=job.round ==
                                 run.config.repeats - 1)
             publish(result)

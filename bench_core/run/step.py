@@ -58,11 +58,8 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
     from bench_core.models.gpt import synthetic_batch
     from bench_core.run.distributed import Distributed, nccl_version
 
-    cfg = BenchConfig.from_dict(job.config)
+    cfg = job.config
     device, cuda = job.device, job.device == "cuda"
-    import os
-    if os.environ.get("BENCH_WORKER_THREADS"):
-        torch.set_num_threads(int(os.environ["BENCH_WORKER_THREADS"]))
     ddp = Distributed(device)
     target = ddp.device           # cuda:<local rank> under torchrun
     plan = stage.precision_lever.build()

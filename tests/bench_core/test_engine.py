@@ -13,8 +13,9 @@ from bench_core.levers.presets import PRESETS
 from bench_core.levers.stage import Stage
 from bench_core.results.records import Status
 from bench_core.results.summary import summarize
+from bench_core.run.processes import StageJob
 from bench_core.run.runner import RunHooks, new_run, run_all, run_stage
-from helpers import WorkerSpy, alive, group_members, kill_group
+from helpers import WorkerSpy, alive, built_event, group_members, kill_group
 
 
 def assert_workers_gone(workers):
@@ -208,3 +209,16 @@ def test_repeats_run_every_stage_each_round_in_alternating_order(tiny_cfg, cpu_p
     assert len(spy.pids) == 4  # a fresh process for every stage in every round
     s = summarize(run).stages[1]
     assert len(s.round_medians) == 2 and s.speedup_ci is not None
+
+
+def test_a_jobs_thread_count_reaches_its_worker(tiny_cfg):
+    """The job manager's CPU-thread cap travels in the StageJob; torch's own default never exceeds the cores."""
+    threads = (os.cpu_count() or 1) + 1
+    assert built_event(StageJob(tiny_cfg, Stage(), "cpu", threads=threads)).cpu_threads == threads
+
+
+def test_a_job_crosses_the_process_boundary_unchanged(tiny_cfg):
+    job = StageJob(replace(tiny_cfg, family="llama"), Stage("adam-fused", "rmsnorm", "bf16", "compile", "2",
+                                                            "liger-flce"), "cpu", round=3, profile=False,
+                   build_ahead=False, threads=5)
+    assert StageJob.from_json(job.to_json()) == job
