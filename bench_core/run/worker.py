@@ -73,9 +73,10 @@ def run(job: StageJob, emit: Emitter, torch: Any) -> None:
     emit(ev.Started())
     warm = warm_up(built, job, lambda steps, s: emit(ev.WarmupProgress(steps=steps, seconds=s)), torch)
     emit(ev.Warmup(seconds=warm[1], iters=warm[0]))
-    memory = measure(built, job, lambda i, ms, loss, host: emit(ev.Iter(i=i, ms=ms, loss=loss, host_ms=host)),
-                     torch)
-    emit(ev.Memory(**memory))
+    timed = measure(built, lambda s: emit(ev.Iter(i=s.i, ms=s.ms, loss=s.loss, host_ms=s.host_ms)), torch)
+    emit(ev.Memory(peak_allocated_mib=timed.peak_allocated_mib, peak_reserved_mib=timed.peak_reserved_mib,
+                   peak_rss_mib=timed.peak_rss_mib, rank_peak_mib=list(timed.rank_peak_mib),
+                   energy_j=timed.energy_j, skipped_steps=timed.skipped_steps))
     if not job.profile:
         built.ddp.close()
         return
