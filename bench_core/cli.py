@@ -80,12 +80,12 @@ def build_config(args: argparse.Namespace, probe: Probe) -> BenchConfig:
     cfg = replace(defaults_for(resolve_device(args.device, probe.cuda_available)), device=args.device)
     if args.model:
         cfg = workload(args.model, cfg)
-    overrides: dict[str, object] = {n: _int(n, getattr(args, n)) for n in INT_FIELDS if getattr(args, n) is not None}
     if getattr(args, "family", None):
         if args.family not in FAMILIES:
             raise ConfigError("family", args.family, f"must be one of {', '.join(FAMILIES)}")
-        overrides["family"] = args.family
-    return replace(cfg, **overrides)  # type: ignore[arg-type]
+        cfg = replace(cfg, family=args.family)
+    sizes = {n: _int(n, getattr(args, n)) for n in INT_FIELDS if getattr(args, n) is not None}
+    return BenchConfig.from_dict({**cfg.to_dict(), **sizes})
 
 
 def chosen_stages(args: argparse.Namespace, family: str) -> tuple[str, list[Stage]]:

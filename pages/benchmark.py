@@ -94,7 +94,7 @@ live(manager, operator)
 if manager.active() is None:
     finished = [j for j in manager.jobs() if not j.active]
     mine = [j for j in finished if j.session_id == sid]
-    latest = (mine or finished or [None])[0]
+    latest = next(iter(mine or finished), None)
     if latest is not None:
         st.subheader("Latest result" + ("" if latest.session_id == sid else " (started by another viewer)"))
         verdict_card(summarize(latest.run), cpu_switch=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from bench_core.levers.registry import Lever
 from bench_core.levers.stage import Stage
 
 
@@ -141,9 +142,9 @@ def verdict(stage: Stage, device: str, seen: Mapping[str, list[str]], facts: Fac
     return state, warnings
 
 
-def _wrong_class(lever: object, facts: Facts) -> str | None:
+def _wrong_class(lever: Lever, facts: Facts) -> str | None:
     expected = getattr(lever, "expected_class", None)
-    actual = facts.optimizer_class if lever.kind == "optimizer" else facts.norm_class  # type: ignore[attr-defined]
+    actual = facts.optimizer_class if lever.kind == "optimizer" else facts.norm_class
     if expected and actual and actual != expected:
         return f"the worker built {actual}, not {expected}"
     return None

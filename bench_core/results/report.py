@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Callable
 from pathlib import Path
 
 from bench_core.config.bench_config import describe_shape
@@ -15,7 +16,7 @@ def _ms(v: float | None) -> str:
     return "—" if v is None else f"{v:,.2f} ms"
 
 
-TABLE: list[tuple[str, object]] = [
+TABLE: list[tuple[str, Callable[[StageSummary], object]]] = [
     ("Stage", lambda s: s.key), ("Status", lambda s: s.status.value + (" (partial)" if s.partial else "")),
     ("Median", lambda s: _ms(s.timing.median_ms)),
     ("p10–p90", lambda s: "—" if s.spread_text is None else f"{s.spread_text} ms"),
@@ -31,8 +32,8 @@ TABLE: list[tuple[str, object]] = [
 ]
 
 
-def _cell(fn: object, stage: StageSummary) -> str:
-    return html.escape(str(fn(stage)))  # type: ignore[operator]
+def _cell(fn: Callable[[StageSummary], object], stage: StageSummary) -> str:
+    return html.escape(str(fn(stage)))
 
 
 def render_html(run: RunResult) -> str:

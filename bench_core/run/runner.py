@@ -45,9 +45,9 @@ class StageFold:
         self.on_update = on_update
         self.round_start = len(result.times_ms)
 
-    def update(self, **changes: object) -> None:
-        self.result = replace(self.result, **changes)  # type: ignore[arg-type]
-        self.on_update(self.result)
+    def update(self, result: StageResult) -> None:
+        self.result = result
+        self.on_update(result)
 
     def apply(self, event: ev.Event) -> None:
         r = self.result
@@ -58,31 +58,34 @@ class StageFold:
             self.result = replace(self.result, params=event.params, optimizer_class=event.optimizer_class,
                                   norm_class=event.norm_class)
         elif isinstance(event, ev.Started):
-            self.update(status=Status.RUNNING)
+            self.update(replace(self.result, status=Status.RUNNING))
         elif isinstance(event, ev.WarmupProgress) and not r.rounds:  # the first round's warm-up is the one kept
-            self.update(warmup_steps=event.steps, warmup_s=event.seconds)
+            self.update(replace(self.result, warmup_steps=event.steps, warmup_s=event.seconds))
         elif isinstance(event, ev.Warmup) and not r.rounds:
-            self.update(warmup_s=event.seconds, warmup_steps=event.iters)
+            self.update(replace(self.result, warmup_s=event.seconds, warmup_steps=event.iters))
         elif isinstance(event, ev.Iter):
-            self.update(times_ms=r.times_ms + (float(event.ms),), losses=r.losses + (float(event.loss),),
-                        host_ms=r.host_ms + ((float(event.host_ms),) if event.host_ms is not None else ()))
+            host = (float(event.host_ms),) if event.host_ms is not None else ()
+            self.update(replace(self.result, times_ms=r.times_ms + (float(event.ms),),
+                                losses=r.losses + (float(event.loss),), host_ms=r.host_ms + host))
         elif isinstance(event, ev.Memory):
-            self.update(peak_allocated_mib=_max(r.peak_allocated_mib, event.peak_allocated_mib),
-                        peak_reserved_mib=_max(r.peak_reserved_mib, event.peak_reserved_mib),
-                        peak_rss_mib=_max(r.peak_rss_mib, event.peak_rss_mib),
-                        rank_peak_mib=tuple(event.rank_peak_mib or ()),
-                        energy_j=_sum(r.energy_j, event.energy_j), skipped_steps=_sum(r.skipped_steps,
-                                                                                      event.skipped_steps),
-                        rounds=r.rounds + (len(r.times_ms) - self.round_start,))
+            self.update(replace(self.result, peak_allocated_mib=_max(r.peak_allocated_mib, event.peak_allocated_mib),
+                                peak_reserved_mib=_max(r.peak_reserved_mib, event.peak_reserved_mib),
+                                peak_rss_mib=_max(r.peak_rss_mib, event.peak_rss_mib),
+                                rank_peak_mib=tuple(event.rank_peak_mib or ()),
+                                energy_j=_sum(r.energy_j, event.energy_j),
+                                skipped_steps=_sum(r.skipped_steps, event.skipped_steps),
+                                rounds=r.rounds + (len(r.times_ms) - self.round_start,)))
         elif isinstance(event, ev.Kernels):
             from bench_core.measure.breakdown import StageProfile
-            self.update(kernels=event.seen, sdpa_backend=event.sdpa_backend, verdict=event.verdict,
-                        warnings=tuple(event.warnings), autocast_dtype=event.autocast_dtype,
-                        profile=StageProfile.from_dict(event.profile) if event.profile else None)
+            self.update(replace(self.result, kernels=event.seen, sdpa_backend=event.sdpa_backend,
+                                verdict=event.verdict, warnings=tuple(event.warnings),
+                                autocast_dtype=event.autocast_dtype,
+                                profile=StageProfile.from_dict(event.profile) if event.profile else None))
         elif isinstance(event, ev.Unavailable):
-            self.update(status=Status.UNAVAILABLE, reason=event.reason)
+            self.update(replace(self.result, status=Status.UNAVAILABLE, reason=event.reason))
         elif isinstance(event, ev.Error):
-            self.update(status=Status.OOM if event.kind == "oom" else Status.FAILED, reason=event.message)
+            status = Status.OOM if event.kind == "oom" else Status.FAILED
+            self.update(replace(self.result, status=status, reason=event.message))
 
 
 def _max(a: float | None, b: float | None) -> float | None:
@@ -183,7 +186,7 @@ def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publis
     reader.start()
     started = time.monotonic()
     if stage.started_at is None:
-        fold.update(started_at=time.time())
+        fold.update(replace(fold.result, started_at=time.time()))
     handle.go()
     stopped: tuple[Status, str] | None = None
     finished = False
@@ -210,24 +213,21 @@ def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publis
         if stopped:
             handle.kill()
             break
-    wall = (stage.wall_s or 0) + time.monotonic() - started
-    end = {"wall_s": wall, "finished_at": time.time()}
-    result = fold.result
+    result = replace(fold.result, wall_s=(stage.wall_s or 0) + time.monotonic() - started, finished_at=time.time())
     if finished and not stopped and not (result.status in STAGE_FINISHED and result.status != Status.OK):
         threading.Thread(target=_reap, args=(handle, reader), daemon=True).start()
-        return replace(result, status=Status.OK if last_round else Status.RUNNING, **end)  # type: ignore[arg-type]
+        return replace(result, status=Status.OK if last_round else Status.RUNNING)
     code = handle.proc.wait()
     reader.join(timeout=5)
     tail = meaningful_stderr(handle.stderr_text())
     handle.close()
     if stopped:
-        return replace(result, status=stopped[0], reason=stopped[1], **end)  # type: ignore[arg-type]
+        return replace(result, status=stopped[0], reason=stopped[1])
     if result.status in STAGE_FINISHED and result.status != Status.OK:
-        return replace(result, **end)  # type: ignore[arg-type]
+        return result
     if not finished:
-        return replace(result, status=Status.FAILED, reason=describe_exit(code) + (f": {tail}" if tail else ""),
-                       **end)  # type: ignore[arg-type]
-    return replace(result, status=Status.OK if last_round else Status.RUNNING, **end)  # type: ignore[arg-type]
+        return replace(result, status=Status.FAILED, reason=describe_exit(code) + (f": {tail}" if tail else ""))
+    return replace(result, status=Status.OK if last_round else Status.RUNNING)
 
 
 def _reap(handle: WorkerHandle, reader: threading.Thread, grace_s: float = 60.0) -> None:
