@@ -35,10 +35,10 @@ app: deps-app
 apex: deps-app
 	APEX_SRC="$(APEX_SRC)" $(BIN)/python -m bench_core apex build
 
-# ruff (config in pyproject.toml) over the whole repo, mypy over the engine.
+# ruff over the whole repo, mypy over the engine, the dashboard and its pages (both configured in pyproject.toml).
 lint: deps-test
 	$(BIN)/ruff check .
-	$(BIN)/mypy bench_core
+	$(BIN)/mypy
 
 test: deps-test browser lint
 	$(BIN)/python -m pytest -q --timeout 600

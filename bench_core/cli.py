@@ -22,6 +22,7 @@ from bench_core.config.bench_config import (
 )
 from bench_core.config.settings import load_limits
 from bench_core.levers.presets import PRESETS, across_gpus, family_errors, preset
+from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe, cached_probe
 from bench_core.models.families import FAMILIES, validate
 from bench_core.results.records import RunResult
@@ -34,14 +35,17 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench_core", description="Staged transformer training benchmark")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a preset of stages")
-    run.add_argument("--preset", default="seed", help=f"one of {', '.join(PRESETS)}")
+    run.add_argument("--preset", default=None, help=f"one of {', '.join(PRESETS)} (default: seed)")
+    run.add_argument("--stages", default=None, help="a custom ladder instead of a preset: stage keys, comma "
+                     "separated, as the dashboard and the CSV write them (e.g. adam+layernorm+fp32,"
+                     "adam-fused+layernorm+bf16+compile); a kind left out takes its baseline lever")
     run.add_argument("--model", default=None, help=f"a model size: {', '.join(WORKLOADS)}")
     run.add_argument("--device", default="auto", help="auto, cuda or cpu")
     run.add_argument("--family", default=None, help=f"{', '.join(FAMILIES)} (default: the model size's, else gpt)")
     for name in INT_FIELDS:
         run.add_argument("--" + name.replace("_", "-"), dest=name, type=str, default=None, help=FIELD_HELP[name])
-    run.add_argument("--gpus", default="1", help="GPU counts, comma separated (e.g. 1,2,4): each stage runs at "
-                     "each count, through torchrun + DDP when > 1 (gloo processes on CPU)")
+    run.add_argument("--gpus", default=None, help="GPU counts, comma separated (e.g. 1,2,4): each stage runs at "
+                     "each count, through torchrun + DDP when > 1 (gloo processes on CPU); default 1")
     run.add_argument("--out", help="write the results CSV here")
     run.add_argument("--json", dest="json_path", help="write the full results JSON here")
     run.add_argument("--html", help="write a static HTML report with the dashboard's charts")
@@ -77,12 +81,31 @@ def build_config(args: argparse.Namespace, probe: Probe) -> BenchConfig:
     cfg = replace(defaults_for(resolve_device(args.device, probe.cuda_available)), device=args.device)
     if args.model:
         cfg = workload(args.model, cfg)
-    overrides: dict[str, object] = {n: _int(n, getattr(args, n)) for n in INT_FIELDS if getattr(args, n) is not None}
     if getattr(args, "family", None):
         if args.family not in FAMILIES:
             raise ConfigError("family", args.family, f"must be one of {', '.join(FAMILIES)}")
-        overrides["family"] = args.family
-    return replace(cfg, **overrides)  # type: ignore[arg-type]
+        cfg = replace(cfg, family=args.family)
+    sizes = {n: _int(n, getattr(args, n)) for n in INT_FIELDS if getattr(args, n) is not None}
+    return BenchConfig.from_dict({**cfg.to_dict(), **sizes})
+
+
+def chosen_stages(args: argparse.Namespace, family: str) -> tuple[str, list[Stage]]:
+    """(preset name, stages): a preset at each --gpus count, or --stages' keys as given ("custom")."""
+    if args.stages is None:
+        counts = [g.strip() for g in (args.gpus or "1").split(",") if g.strip()]
+        return args.preset or "seed", across_gpus(preset(args.preset or "seed", family), counts)
+    if args.preset is not None:
+        raise ConfigError("stages", args.stages, "give either --stages or --preset, not both")
+    if args.gpus is not None:
+        raise ConfigError("gpus", args.gpus, "with --stages each key names its own GPU count (e.g. "
+                          "adam+layernorm+fp32+gpus2)")
+    keys = [k.strip() for k in args.stages.split(",") if k.strip()]
+    if not keys:
+        raise ConfigError("stages", args.stages, "name at least one stage key (e.g. adam+layernorm+fp32)")
+    limit = load_limits().max_stages_per_job
+    if len(keys) > limit:
+        raise ConfigError("stages", args.stages, f"{len(keys)} stages exceed the limit of {limit} stages per job")
+    return "custom", [Stage.from_key(k) for k in keys]
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -106,14 +129,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_outputs(args)
     probe, cached = cached_probe(refresh=args.reprobe)
     cfg = build_config(args, probe)
-    stages = across_gpus(preset(args.preset, cfg.family), [g.strip() for g in args.gpus.split(",") if g.strip()])
+    name, stages = chosen_stages(args, cfg.family)
     limits = load_limits()
     validate(cfg, limits, probe.cuda_available, probe.free_bytes)
     for error in family_errors(stages, cfg.family):
         raise error
     store = None if args.no_db else open_store(args.db)
-    run = new_run(cfg, stages, probe, args.preset)
-    console.print(f"[bold]{args.preset}[/] · {len(stages)} stages × {cfg.repeats} round(s) · {run.device} {run.gpu}"
+    run = new_run(cfg, stages, probe, name)
+    console.print(f"[bold]{name}[/] · {len(stages)} stages × {cfg.repeats} round(s) · {run.device} {run.gpu}"
                   f" · {args.model or 'custom shape'} · probe {'cached' if cached else 'measured'}", highlight=False)
     if store is not None:
         store.save_run(run)
@@ -154,12 +177,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     from bench_core.results.formats import ImportRejected, parse_upload
     limit = load_limits().max_upload_mib * 2**20
     try:
-        with open(args.file, "rb") as fh:
-            data = fh.read()
+        data = read_import(args.file)
         components = is_components_json(data)
         report = parse_report(args.file, data, limit) if components else None
         runs = [] if components else parse_upload(args.file, data, max_bytes=limit)
-    except (ImportRejected, OSError) as exc:
+    except ImportRejected as exc:
         print(f"import rejected, nothing was imported: {exc}", file=sys.stderr)
         return 2
     store = open_store(args.db)
@@ -170,6 +192,21 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"imported run {new_id}" + (f" (run {run.run_id} already exists: imported under a new id)"
                                           if renamed else "") + f" into {store.path}")
     return 0
+
+
+def read_import(path: str) -> bytes:
+    """The file's bytes, or ImportRejected saying why it cannot be read (missing, a folder, a pipe, no access)."""
+    import stat
+
+    from bench_core.results.formats import ImportRejected
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):  # a folder, or a FIFO whose open() would wait for a writer for ever
+            raise ImportRejected(f"{path} is not a regular file")
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise ImportRejected(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ def preset_name(choice: str) -> str:
 def chosen(probe: Probe | None, device: str) -> tuple[str, list[Stage]]:
     choice = st.session_state.get("stage_choice", "seed")
     if choice == "custom":
-        return "custom", [Stage(**s) for s in st.session_state.get("custom_ladder", [])]
+        return "custom", [Stage.from_key(key) for key in st.session_state.get("custom_ladder", [])]
     name = preset_name(choice)
     return name, across_gpus(preset(name, family()), st.session_state.get("gpu_counts") or ["1"])
 
@@ -51,10 +51,10 @@ def draw(probe: Probe | None, device: str, max_stages: int) -> None:
     ladder = st.session_state.setdefault("custom_ladder", [])
     if not ladder:
         st.caption("No stage yet: build one below, lever by lever, and add it to the ladder.")
-    for i, spec in enumerate(list(ladder)):
+    for i, key in enumerate(list(ladder)):  # stage keys, as the CLI's --stages and the CSV write them
         a, b = st.columns([5, 1])
-        reason = runnable([Stage(**spec)], probe, device)[0][1] if probe else None
-        a.markdown(f"{i + 1}. `{Stage(**spec).key}`" + (f" — *unavailable: {reason}*" if reason else ""))
+        reason = runnable([Stage.from_key(key)], probe, device)[0][1] if probe else None
+        a.markdown(f"{i + 1}. `{key}`" + (f" — *unavailable: {reason}*" if reason else ""))
         if b.button("Remove", key=f"remove_{i}", help="remove this stage"):
             ladder.pop(i)
             st.rerun()
@@ -85,5 +85,5 @@ def builder(probe: Probe | None, device: str, max_stages: int) -> None:
                 if reason:
                     st.caption(f"{name}: {reason}")
     if st.button("Add stage to the ladder", disabled=len(ladder) >= max_stages):
-        ladder.append({kind: st.session_state[f"lever_{kind}"] for kind in KINDS})
+        ladder.append(Stage(**{kind: st.session_state[f"lever_{kind}"] for kind in KINDS}).key)
         st.rerun()

@@ -24,6 +24,14 @@ def get_manager() -> JobManager:
     return JobManager(Store(), load_limits(), probe=PROBE_OVERRIDE)
 
 
+def history() -> Store:
+    """The history database: the dashboard's manager always has one (a manager without is the engine's)."""
+    store = get_manager().store
+    if store is None:
+        raise RuntimeError("the dashboard's job manager keeps no history database")
+    return store
+
+
 def session_id() -> str:
     if "session_id" not in st.session_state:
         st.session_state["session_id"] = uuid.uuid4().hex[:8]

@@ -80,7 +80,7 @@ estimate = (run_seconds(cfg, probe, device, [s.precision for s in can_run]) if c
 msg_col.caption(f"{len(can_run)} of {len(stages)} chosen stages can run on this machine"
                 + (f" · {cfg.repeats} round(s)" if cfg else "")
                 + (f" · estimated {estimate / 60:.1f} min (model FLOPs ÷ {rate_source(probe, device)})"
-                   if estimate else ""))
+                   if estimate and probe else ""))
 if estimate and estimate > WARN_ABOVE_S:
     msg_col.warning(f"This run is estimated to take about {estimate / 60:.0f} minutes on this machine. A smaller "
                     "model size, fewer iterations or fewer stages would finish sooner.")
@@ -94,7 +94,7 @@ live(manager, operator)
 if manager.active() is None:
     finished = [j for j in manager.jobs() if not j.active]
     mine = [j for j in finished if j.session_id == sid]
-    latest = (mine or finished or [None])[0]
+    latest = next(iter(mine or finished), None)
     if latest is not None:
         st.subheader("Latest result" + ("" if latest.session_id == sid else " (started by another viewer)"))
         verdict_card(summarize(latest.run), cpu_switch=True)

@@ -12,7 +12,7 @@ from bench_core.config.bench_config import WORKLOADS
 from bench_core.measure.breakdown import BUSY_THRESHOLD
 from bench_core.results.figures import components_bars
 from bench_core.service.jobs import LimitExceeded, NotAllowed
-from dashboard.session import access_panel, get_manager, is_operator, persistence_banner, role
+from dashboard.session import access_panel, get_manager, history, is_operator, persistence_banner, role
 
 manager = get_manager()
 access_panel()
@@ -58,7 +58,7 @@ if message:
     (st.success if message[0] == "success" else st.error)(message[1])
 
 try:
-    reports = manager.store.list_components()
+    reports = history().list_components()
 except sqlite3.Error as exc:
     st.error(f"Cannot read the history database: {exc}")
     reports = []
@@ -68,9 +68,9 @@ else:
     labels = {r["report_id"]: f"{r['created_at'][:16]} · {r['model']} · {r['gpu'] or r['device']} · {r['report_id']}"
               for r in reports}
     default = st.session_state.get("components_shown", reports[0]["report_id"])
-    chosen = st.selectbox("Report", list(labels), format_func=labels.get,
+    chosen = st.selectbox("Report", list(labels), format_func=lambda report_id: labels[report_id],
                           index=list(labels).index(default) if default in labels else 0)
-    data = manager.store.load_components(chosen)
+    data = history().load_components(chosen) if chosen is not None else None
     if data:
         report = ComponentsReport.from_dict(data)
         st.plotly_chart(components_bars(report), width="stretch", key="components_chart")

@@ -14,7 +14,7 @@ from bench_core.results.summary import summarize
 from bench_core.service.jobs import NotAllowed
 from dashboard import job_view
 from dashboard.live import verdict_card
-from dashboard.session import access_panel, get_manager, is_operator, persistence_banner, role
+from dashboard.session import access_panel, get_manager, history, is_operator, persistence_banner, role
 
 manager = get_manager()
 access_panel()
@@ -43,9 +43,9 @@ def model_size(config_json: str) -> str:
 
 
 try:
-    runs = manager.store.list_runs()
+    runs = history().list_runs()
 except sqlite3.Error as exc:
-    st.error(f"Cannot read the history database {manager.store.path}: {exc}")
+    st.error(f"Cannot read the history database {history().path}: {exc}")
     runs = []
 
 if not runs:
@@ -58,7 +58,7 @@ else:
     gpus = f1.multiselect("GPU", sorted(df["gpu"].fillna("").unique()), placeholder="all GPUs")
     presets = f2.multiselect("Preset", sorted(df["preset"].fillna("").unique()), placeholder="all presets")
     days = df["created"].dt.date.dropna()
-    span = f3.date_input("Dates", value=(days.min(), days.max()) if len(days) else (), format="YYYY-MM-DD")
+    span = f3.date_input("Dates", value=(days.min(), days.max()) if len(days) else [], format="YYYY-MM-DD")
     if gpus:
         df = df[df["gpu"].isin(gpus)]
     if presets:
@@ -88,7 +88,7 @@ else:
                                   "Best speedup", format="×%.2f", help="ok, proven stages measured here only"),
                               "imported": st.column_config.CheckboxColumn("Imported")})
     chosen = [view.loc[i, "run_id"] for i in picked.selection.rows] if picked and picked.selection else []
-    loaded = [r for r in (manager.store.load_run(run_id) for run_id in chosen) if r is not None]
+    loaded = [r for r in (history().load_run(run_id) for run_id in chosen) if r is not None]
     summaries = [summarize(r) for r in loaded]
     for summary in summaries:
         run = summary.run

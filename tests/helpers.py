@@ -204,3 +204,20 @@ def sample_run() -> RunResult:
                                "apex": {"status": "genuine", "distribution": {"version": "0.1"}}})
     return RunResult(config=cfg, machine=machine, device="cuda", preset="seed", stages=tuple(stages),
                      status=Status.DONE)
+
+
+def built_event(job, world: int = 1):
+    """Start a real worker (torchrun when world > 1) for `job` and return its `built` event; the worker is then
+    killed: what the job told it is known by then, before any measured step."""
+    from bench_core.run import events as ev
+    from bench_core.run.processes import WorkerHandle
+    handle = WorkerHandle(job, dict(os.environ), world=world)
+    try:
+        for line in handle.proc.stdout or ():
+            event = ev.decode(line)
+            if isinstance(event, ev.Built):
+                return event
+        raise AssertionError(f"the worker sent no built event: {handle.stderr_text()}")
+    finally:
+        handle.kill()
+        handle.close()

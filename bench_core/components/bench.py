@@ -37,7 +37,7 @@ from bench_core.machine.probe import Probe
 from bench_core.machine.timer import time_calls
 from bench_core.measure import breakdown, proof
 from bench_core.measure.stats import quantile
-from bench_core.models.families import param_count
+from bench_core.models.families import family, param_count
 
 COMPILE_CPU_REASON = "compiled norm row runs on CUDA only (CPU inductor compile takes minutes on small machines)"
 DTYPES = ("fp32", "bf16-autocast")
@@ -62,7 +62,8 @@ def optimizer_levers() -> list[str]:
 
 def norm_levers(cfg: BenchConfig) -> list[str]:
     """The family's norm levers, native first (the registry's order)."""
-    return [n for n in names_of("norm") if LEVERS[n].family == cfg.family]  # type: ignore[attr-defined]
+    takes = family(cfg.family).takes.get("norm")
+    return [n for n in names_of("norm") if getattr(LEVERS[n], "part_type", None) == takes]
 
 
 def compiled_name(native: str) -> str:

@@ -88,7 +88,7 @@ def resolve(args) -> tuple[str, BenchConfig, str, int, int]:
         raise ConfigError("device", "cuda", "no CUDA device is available on this machine")
     device = "cuda" if cuda else "cpu"
     name = args.model or ("gpt2-small" if device == "cuda" else "tiny")
-    cfg = replace(defaults_for(device), **WORKLOADS[name], device=device)  # type: ignore[arg-type]
+    cfg = replace(defaults_for(device), **WORKLOADS[name], device=device)
     return name, cfg, device, repeats, warmup
 
 

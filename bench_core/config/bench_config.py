@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from bench_core.config.settings import Limits
 
@@ -90,14 +90,25 @@ FIELD_MINIMUM: dict[str, int] = {f.name: f.metadata.get("minimum", 1) for f in f
 # e.g. for the CPU test suite, where a tiny model has nothing to settle).
 WARMUP_MIN_S = float(os.environ.get("BENCH_WARMUP_MIN_S", "2.0"))
 
-# A workload: the model's shape and the batch it trains on (batch and sequence included).
-WORKLOADS: dict[str, dict[str, int | str]] = {
-    "tiny": dict(family="gpt", depth=2, width=128, heads=4, seq_len=64, batch_size=4, vocab_size=512),
-    "gpt2-small": dict(family="gpt", depth=12, width=768, heads=12, seq_len=1024, batch_size=8, vocab_size=50304),
-    "gpt2-medium": dict(family="gpt", depth=24, width=1024, heads=16, seq_len=1024, batch_size=8, vocab_size=50304),
-    "llama-tiny": dict(family="llama", depth=2, width=128, heads=4, seq_len=64, batch_size=4, vocab_size=512),
-    "llama-small": dict(family="llama", depth=12, width=768, heads=12, seq_len=1024, batch_size=8, vocab_size=32000),
-    "llama-1b": dict(family="llama", depth=16, width=2048, heads=32, seq_len=2048, batch_size=4, vocab_size=32000),
+
+class Shape(TypedDict):
+    """A workload: the model's shape and the batch it trains on (batch and sequence included)."""
+    family: str
+    depth: int
+    width: int
+    heads: int
+    seq_len: int
+    batch_size: int
+    vocab_size: int
+
+
+WORKLOADS: dict[str, Shape] = {
+    "tiny": Shape(family="gpt", depth=2, width=128, heads=4, seq_len=64, batch_size=4, vocab_size=512),
+    "gpt2-small": Shape(family="gpt", depth=12, width=768, heads=12, seq_len=1024, batch_size=8, vocab_size=50304),
+    "gpt2-medium": Shape(family="gpt", depth=24, width=1024, heads=16, seq_len=1024, batch_size=8, vocab_size=50304),
+    "llama-tiny": Shape(family="llama", depth=2, width=128, heads=4, seq_len=64, batch_size=4, vocab_size=512),
+    "llama-small": Shape(family="llama", depth=12, width=768, heads=12, seq_len=1024, batch_size=8, vocab_size=32000),
+    "llama-1b": Shape(family="llama", depth=16, width=2048, heads=32, seq_len=2048, batch_size=4, vocab_size=32000),
 }
 
 
@@ -110,14 +121,14 @@ def describe_shape(cfg: BenchConfig) -> str:
 def defaults_for(device_kind: str) -> BenchConfig:
     """GPT-2-small on a GPU; a tiny model on CPU so the seed ladder ends in seconds on 2 cores."""
     if device_kind == "cuda":
-        return BenchConfig(**WORKLOADS["gpt2-small"], warmup=10, iters=30, device="auto")  # type: ignore[arg-type]
-    return BenchConfig(**WORKLOADS["tiny"], warmup=3, iters=10, device="auto")  # type: ignore[arg-type]
+        return BenchConfig(**WORKLOADS["gpt2-small"], warmup=10, iters=30, device="auto")
+    return BenchConfig(**WORKLOADS["tiny"], warmup=3, iters=10, device="auto")
 
 
 def workload(name: str, base: BenchConfig) -> BenchConfig:
     if name not in WORKLOADS:
         raise ConfigError("model", name, f"unknown model size; choose one of {', '.join(WORKLOADS)}")
-    return replace(base, **WORKLOADS[name])  # type: ignore[arg-type]
+    return replace(base, **WORKLOADS[name])
 
 
 def resolve_device(requested: str, cuda_available: bool) -> str:

@@ -173,6 +173,24 @@ class Stage:
         return "+".join(f"{k.key_prefix}{by_kind[k.name].name}" for k in _KEY_ORDER
                         if k.always_in_key or not by_kind[k.name].plain)
 
+    @classmethod
+    def from_key(cls, key: str) -> Stage:
+        """The stage a key names (as `key`, the CSV and the dashboard write it): '+'-separated lever names in any
+        order, `gpusN` for the GPU count; a kind left out takes its baseline lever."""
+        from bench_core.config.bench_config import ConfigError
+        chosen: dict[str, str] = {}
+        for part in (p.strip() for p in key.split("+")):
+            name = part[len("gpus"):] if part.startswith("gpus") else part
+            lever = LEVERS.get(name)
+            if not part or lever is None or (lever.kind == "gpus") != part.startswith("gpus"):
+                raise ConfigError("stages", key, f"{part!r} is no lever; choose per kind: " + "; ".join(
+                    f"{kind} {', '.join(_key_names(kind))}" for kind in KINDS))
+            if lever.kind in chosen:
+                raise ConfigError("stages", key, f"two {lever.kind} levers ({chosen[lever.kind]}, {name}); "
+                                  f"a stage takes one of each kind")
+            chosen[lever.kind] = name
+        return cls(**chosen)
+
     @property
     def label(self) -> str:
         return " · ".join(lever.title for lever in self.levers if not lever.plain)
@@ -193,3 +211,8 @@ class Stage:
             return ("# baseline: a plain PyTorch loop\n" + LEVERS[BASELINE_LEVERS["optimizer"]].snippet
                     + LEVERS[BASELINE_LEVERS["precision"]].snippet)
         return f"# {self.label}: the change to a plain PyTorch loop\n" + "".join(lv.snippet for lv in changed)
+
+
+def _key_names(kind: str) -> list[str]:
+    """A kind's lever names as a key writes them (the GPU count as gpusN)."""
+    return [f"gpus{n}" if kind == "gpus" else n for n in names_of(kind)]

@@ -124,9 +124,9 @@ def lever_verdict(levers: Iterable[Lever], stage: Stage, device: str, seen: Mapp
     return state, warnings
 
 
-def _wrong_class(lever: object, facts: Facts) -> str | None:
+def _wrong_class(lever: Lever, facts: Facts) -> str | None:
     expected = getattr(lever, "expected_class", None)
-    actual = facts.optimizer_class if lever.kind == "optimizer" else facts.norm_class  # type: ignore[attr-defined]
+    actual = facts.optimizer_class if lever.kind == "optimizer" else facts.norm_class
     if expected and actual and actual != expected:
         return f"the worker built {actual}, not {expected}"
     return None

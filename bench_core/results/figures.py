@@ -7,6 +7,7 @@ colours, lined up by stage key. `not_applicable` says in one line why a chart ha
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import plotly.graph_objects as go
 
@@ -296,9 +297,16 @@ def roofline(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     return fig if rows else _empty(fig, "TFLOP/s are reported for stages that finished ok")
 
 
-def components_bars(report: object) -> go.Figure:
+class HasComponentRows(Protocol):
+    """What components_bars reads of a ComponentsReport (bench_core.components sits above this package)."""
+
+    @property
+    def rows(self) -> Sequence[Any]: ...
+
+
+def components_bars(report: HasComponentRows) -> go.Figure:
     """The components view: each row's median ms, coloured by kind, with its share of the copy ceiling."""
-    rows = [r for r in report.rows if r.status == "ok" and r.median_ms]  # type: ignore[attr-defined]
+    rows = [r for r in report.rows if r.status == "ok" and r.median_ms]
     labels = [f"{r.view} · {r.name} · {r.dtype}" for r in rows]
     fig = go.Figure(go.Bar(
         y=labels, x=[r.median_ms for r in rows], orientation="h", cliponaxis=False, textposition="outside",

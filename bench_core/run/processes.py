@@ -9,7 +9,9 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
+from bench_core.config.bench_config import BenchConfig
 from bench_core.config.environment import DISTRIBUTED_ENV, child_env
+from bench_core.levers.stage import Stage
 
 STDERR_LINES = 12  # what a failed stage keeps of its worker's stderr
 
@@ -47,16 +49,27 @@ def meaningful_stderr(text: str, limit: int = STDERR_LINES) -> str | None:
 
 @dataclass(frozen=True)
 class StageJob:
-    """What one worker process runs: a stage of a run, in one round."""
-    config: dict
-    stage: dict
+    """What one worker process runs: a stage of a run, in one round. Crosses the process boundary as one JSON
+    line (stdin, or BENCH_JOB_FILE under torchrun): `to_json` and `from_json` are its only encoding."""
+    config: BenchConfig
+    stage: Stage
     device: str
     round: int = 0
     profile: bool = True          # the kernel proof and breakdown are taken once per stage, in its first round
     build_ahead: bool = True      # build model and optimizer before the go signal (off when memory is tight)
+    threads: int | None = None    # torch's CPU threads in the worker (a server's job leaves itself a core)
 
     def to_json(self) -> str:
-        return json.dumps(self.__dict__)
+        return json.dumps({"config": self.config.to_dict(), "stage": self.stage.key, "device": self.device,
+                           "round": self.round, "profile": self.profile, "build_ahead": self.build_ahead,
+                           "threads": self.threads})
+
+    @classmethod
+    def from_json(cls, text: str) -> StageJob:
+        data = json.loads(text)
+        return cls(config=BenchConfig.from_dict(data["config"]), stage=Stage.from_key(data["stage"]),
+                   device=data["device"], round=data["round"], profile=data["profile"],
+                   build_ahead=data["build_ahead"], threads=data["threads"])
 
 
 class WorkerHandle:

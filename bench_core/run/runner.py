@@ -39,6 +39,7 @@ class RunHooks:
     on_stage_done: Callable[[RunResult, StageResult], None] | None = None  # a stage's round ended (persistence)
     cancel: threading.Event = field(default_factory=threading.Event)
     worker_env: dict | None = None                                  # None: this process's environment
+    worker_threads: int | None = None                               # torch CPU threads per worker; None: torch's
     timeout_s: float = 900.0
     ceilings: CeilingsMeasurer | None = None   # None: a CeilingsProcess on CUDA when the probe has no ceilings
 
@@ -57,9 +58,9 @@ class StageFold:
         self.on_update = on_update
         self.round_start = len(result.times_ms)
 
-    def update(self, **changes: object) -> None:
-        self.result = replace(self.result, **changes)  # type: ignore[arg-type]
-        self.on_update(self.result)
+    def update(self, result: StageResult) -> None:
+        self.result = result
+        self.on_update(result)
 
     def apply(self, event: ev.Event) -> None:
         r = self.result
@@ -70,31 +71,34 @@ class StageFold:
             self.result = replace(self.result, params=event.params, optimizer_class=event.optimizer_class,
                                   norm_class=event.norm_class)
         elif isinstance(event, ev.Started):
-            self.update(status=Status.RUNNING)
+            self.update(replace(self.result, status=Status.RUNNING))
         elif isinstance(event, ev.WarmupProgress) and not r.rounds:  # the first round's warm-up is the one kept
-            self.update(warmup_steps=event.steps, warmup_s=event.seconds)
+            self.update(replace(self.result, warmup_steps=event.steps, warmup_s=event.seconds))
         elif isinstance(event, ev.Warmup) and not r.rounds:
-            self.update(warmup_s=event.seconds, warmup_steps=event.iters)
+            self.update(replace(self.result, warmup_s=event.seconds, warmup_steps=event.iters))
         elif isinstance(event, ev.Iter):
-            self.update(times_ms=r.times_ms + (float(event.ms),), losses=r.losses + (float(event.loss),),
-                        host_ms=r.host_ms + ((float(event.host_ms),) if event.host_ms is not None else ()))
+            host = (float(event.host_ms),) if event.host_ms is not None else ()
+            self.update(replace(self.result, times_ms=r.times_ms + (float(event.ms),),
+                                losses=r.losses + (float(event.loss),), host_ms=r.host_ms + host))
         elif isinstance(event, ev.Memory):
-            self.update(peak_allocated_mib=_max(r.peak_allocated_mib, event.peak_allocated_mib),
-                        peak_reserved_mib=_max(r.peak_reserved_mib, event.peak_reserved_mib),
-                        peak_rss_mib=_max(r.peak_rss_mib, event.peak_rss_mib),
-                        rank_peak_mib=tuple(event.rank_peak_mib or ()),
-                        energy_j=_sum(r.energy_j, event.energy_j), skipped_steps=_sum(r.skipped_steps,
-                                                                                      event.skipped_steps),
-                        rounds=r.rounds + (len(r.times_ms) - self.round_start,))
+            self.update(replace(self.result, peak_allocated_mib=_max(r.peak_allocated_mib, event.peak_allocated_mib),
+                                peak_reserved_mib=_max(r.peak_reserved_mib, event.peak_reserved_mib),
+                                peak_rss_mib=_max(r.peak_rss_mib, event.peak_rss_mib),
+                                rank_peak_mib=tuple(event.rank_peak_mib or ()),
+                                energy_j=_sum(r.energy_j, event.energy_j),
+                                skipped_steps=_sum(r.skipped_steps, event.skipped_steps),
+                                rounds=r.rounds + (len(r.times_ms) - self.round_start,)))
         elif isinstance(event, ev.Kernels):
             from bench_core.measure.breakdown import StageProfile
-            self.update(kernels=event.seen, sdpa_backend=event.sdpa_backend, verdict=event.verdict,
-                        warnings=tuple(event.warnings), autocast_dtype=event.autocast_dtype,
-                        profile=StageProfile.from_dict(event.profile) if event.profile else None)
+            self.update(replace(self.result, kernels=event.seen, sdpa_backend=event.sdpa_backend,
+                                verdict=event.verdict, warnings=tuple(event.warnings),
+                                autocast_dtype=event.autocast_dtype,
+                                profile=StageProfile.from_dict(event.profile) if event.profile else None))
         elif isinstance(event, ev.Unavailable):
-            self.update(status=Status.UNAVAILABLE, reason=event.reason)
+            self.update(replace(self.result, status=Status.UNAVAILABLE, reason=event.reason))
         elif isinstance(event, ev.Error):
-            self.update(status=Status.OOM if event.kind == "oom" else Status.FAILED, reason=event.message)
+            status = Status.OOM if event.kind == "oom" else Status.FAILED
+            self.update(replace(self.result, status=status, reason=event.message))
 
 
 def _max(a: float | None, b: float | None) -> float | None:
@@ -105,7 +109,7 @@ def _sum(a: Any, b: Any) -> Any:
     return b if a is None else a if b is None else a + b
 
 
-def plan_jobs(run: RunResult, probe: Probe) -> list[tuple[int, StageJob]]:
+def plan_jobs(run: RunResult, probe: Probe, threads: int | None = None) -> list[tuple[int, StageJob]]:
     """(stage index, job) for every runnable stage in every round; odd rounds run the ladder backwards."""
     runnable = [s.index for s in run.stages if s.stage.unavailable_reason(probe, run.device) is None]
     free = probe.free_bytes.get(run.device)
@@ -118,8 +122,8 @@ def plan_jobs(run: RunResult, probe: Probe) -> list[tuple[int, StageJob]]:
     for rnd in range(run.config.repeats):
         order = runnable if rnd % 2 == 0 else list(reversed(runnable))
         for i in order:
-            jobs.append((i, StageJob(config=run.config.to_dict(), stage=run.stages[i].stage.as_dict(),
-                                     device=run.device, round=rnd, profile=rnd == 0, build_ahead=build_ahead)))
+            jobs.append((i, StageJob(config=run.config, stage=run.stages[i].stage, device=run.device, round=rnd,
+                                     profile=rnd == 0, build_ahead=build_ahead, threads=threads)))
     return jobs
 
 
@@ -139,8 +143,8 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
             publish(replace(stage, status=Status.UNAVAILABLE, reason=reason))
             if hooks.on_stage_done:
                 hooks.on_stage_done(holder["run"], holder["run"].stages[stage.index])
-    jobs = plan_jobs(run, probe)
-    singles = [job for _, job in jobs if job.stage["gpus"] == "1"]
+    jobs = plan_jobs(run, probe, hooks.worker_threads)
+    singles = [job for _, job in jobs if job.stage.world_size == 1]
     ahead = WORKERS_AHEAD_CUDA if run.device == "cuda" else 1
     pool = WorkerPool(singles, hooks.worker_env, ahead, warm_cuda=run.device == "cuda")
     pool.start()
@@ -154,11 +158,11 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
                 break
             if stage.finished and stage.status != Status.OK:
                 continue  # failed in an earlier round: not run again
-            if job.stage["gpus"] == "1":
+            if job.stage.world_size == 1:
                 handle = pool.take(taken)
                 taken += 1
             else:
-                handle = WorkerHandle(job, hooks.worker_env, world=int(job.stage["gpus"]))
+                handle = WorkerHandle(job, hooks.worker_env, world=job.stage.world_size)
             result = run_worker(handle, stage, hooks, publish, pool.top_up, last_round=job.round ==
                                 run.config.repeats - 1)
             publish(result)
@@ -212,7 +216,7 @@ def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publis
     reader.start()
     started = time.monotonic()
     if stage.started_at is None:
-        fold.update(started_at=time.time())
+        fold.update(replace(fold.result, started_at=time.time()))
     handle.go()
     stopped: tuple[Status, str] | None = None
     finished = False
@@ -239,24 +243,21 @@ def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publis
         if stopped:
             handle.kill()
             break
-    wall = (stage.wall_s or 0) + time.monotonic() - started
-    end = {"wall_s": wall, "finished_at": time.time()}
-    result = fold.result
+    result = replace(fold.result, wall_s=(stage.wall_s or 0) + time.monotonic() - started, finished_at=time.time())
     if finished and not stopped and not (result.status in STAGE_FINISHED and result.status != Status.OK):
         threading.Thread(target=_reap, args=(handle, reader), daemon=True).start()
-        return replace(result, status=Status.OK if last_round else Status.RUNNING, **end)  # type: ignore[arg-type]
+        return replace(result, status=Status.OK if last_round else Status.RUNNING)
     code = handle.proc.wait()
     reader.join(timeout=5)
     tail = meaningful_stderr(handle.stderr_text())
     handle.close()
     if stopped:
-        return replace(result, status=stopped[0], reason=stopped[1], **end)  # type: ignore[arg-type]
+        return replace(result, status=stopped[0], reason=stopped[1])
     if result.status in STAGE_FINISHED and result.status != Status.OK:
-        return replace(result, **end)  # type: ignore[arg-type]
+        return result
     if not finished:
-        return replace(result, status=Status.FAILED, reason=describe_exit(code) + (f": {tail}" if tail else ""),
-                       **end)  # type: ignore[arg-type]
-    return replace(result, status=Status.OK if last_round else Status.RUNNING, **end)  # type: ignore[arg-type]
+        return replace(result, status=Status.FAILED, reason=describe_exit(code) + (f": {tail}" if tail else ""))
+    return replace(result, status=Status.OK if last_round else Status.RUNNING)
 
 
 def _reap(handle: WorkerHandle, reader: threading.Thread, grace_s: float = 60.0) -> None:

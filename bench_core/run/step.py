@@ -54,11 +54,8 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
     from bench_core.models.gpt import synthetic_batch
     from bench_core.run.distributed import Distributed, nccl_version
 
-    cfg = BenchConfig.from_dict(job.config)
+    cfg = job.config
     device, cuda = job.device, job.device == "cuda"
-    import os
-    if os.environ.get("BENCH_WORKER_THREADS"):
-        torch.set_num_threads(int(os.environ["BENCH_WORKER_THREADS"]))
     ddp = Distributed(device)
     target = ddp.device           # cuda:<local rank> under torchrun
     plan = stage.precision_lever.build()
@@ -161,24 +158,50 @@ def warm_up(built: Built, job: StageJob, progress: Callable[[int, float], None],
             return steps, now - start
 
 
-def measure(built: Built, job: StageJob, emit_iter: Callable[[int, float, float, float | None], None],
-            torch: Any) -> dict:
-    """The timed steps; returns the Memory event's fields."""
+@dataclass(frozen=True)
+class TimedStep:
+    """One timed step, handed on as soon as it is known (the live view counts them)."""
+    i: int
+    ms: float
+    loss: float
+    host_ms: float | None   # perf_counter around the step's Python call (CUDA only: on CPU it is `ms`)
+
+
+@dataclass(frozen=True)
+class TimedSteps:
+    """What the timed loop measured: every step, and the peaks and energy around them."""
+    steps: tuple[TimedStep, ...]
+    skipped_steps: int | None                  # GradScaler steps skipped for inf/nan gradients; None: no scaler
+    rank_peak_mib: tuple[float, ...]           # each rank's peak (allocated on CUDA, RSS on CPU)
+    peak_rss_mib: float | None = None          # CPU
+    peak_allocated_mib: float | None = None    # CUDA
+    peak_reserved_mib: float | None = None     # CUDA
+    energy_j: float | None = None              # NVML's counter around the timed steps, where it has one
+
+
+def measure(built: Built, on_step: Callable[[TimedStep], None], torch: Any) -> TimedSteps:
+    """The timed steps; each goes to `on_step` as soon as it has completed."""
     built.ddp.barrier()  # every rank starts the timed steps together; rank 0's clock speaks for the job
     iters = built.cfg.iters
+    steps: list[TimedStep] = []
+
+    def done(step: TimedStep) -> None:
+        steps.append(step)
+        on_step(step)
+
     if not built.cuda:
         scale = built.scaler.get_scale() if built.scaler else None
         skipped = 0 if built.scaler else None
         for i in range(iters):
             start = time.perf_counter()
             loss = built.step().item()
-            emit_iter(i, (time.perf_counter() - start) * 1e3, loss, None)
-            if built.scaler:  # a skipped step halves the scale; reading it on CPU costs nothing
+            done(TimedStep(i, (time.perf_counter() - start) * 1e3, loss, None))
+            if built.scaler and skipped is not None:  # a skipped step halves the scale; on CPU reading it is free
                 new = built.scaler.get_scale()
                 skipped += new < scale
                 scale = new
         peaks = built.ddp.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-        return {"peak_rss_mib": max(peaks), "rank_peak_mib": peaks, "skipped_steps": skipped}
+        return TimedSteps(tuple(steps), skipped, tuple(peaks), peak_rss_mib=max(peaks))
     from bench_core.machine.telemetry import EnergyMeter
     torch.cuda.reset_peak_memory_stats()
     scales = torch.empty(iters + 1, dtype=torch.float32, pin_memory=True) if built.scaler else None
@@ -186,31 +209,33 @@ def measure(built: Built, job: StageJob, emit_iter: Callable[[int, float, float,
         scales[0].copy_(built.scaler._scale.detach().float(), non_blocking=True)
     meter = EnergyMeter(torch.cuda.current_device())
     meter.start()
-    _time_cuda(built, iters, emit_iter, torch, scales)
+    _time_cuda(built, iters, done, torch, scales)
     energy = meter.stop()
     peaks = built.ddp.gather((torch.cuda.max_memory_allocated() / 2**20, torch.cuda.max_memory_reserved() / 2**20))
-    skipped = None
+    skipped_cuda = None
     if scales is not None:  # GradScaler halves its scale after each step it skipped for inf/nan gradients
         values = scales.tolist()
-        skipped = sum(1 for a, b in zip(values, values[1:], strict=False) if b < a)
-    return {"peak_allocated_mib": max(p[0] for p in peaks), "peak_reserved_mib": max(p[1] for p in peaks),
-            "rank_peak_mib": [p[0] for p in peaks], "energy_j": energy, "skipped_steps": skipped}
+        skipped_cuda = sum(1 for a, b in zip(values, values[1:], strict=False) if b < a)
+    return TimedSteps(tuple(steps), skipped_cuda, tuple(p[0] for p in peaks),
+                      peak_allocated_mib=max(p[0] for p in peaks), peak_reserved_mib=max(p[1] for p in peaks),
+                      energy_j=energy)
 
 
-def _time_cuda(built: Built, iters: int, emit_iter: Callable, torch: Any, scales: Any) -> None:
-    """CUDA events around each step; each result is emitted as soon as its end event has completed."""
+def _time_cuda(built: Built, iters: int, done: Callable[[TimedStep], None], torch: Any, scales: Any) -> None:
+    """CUDA events around each step; each step is handed on as soon as its end event has completed."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     losses = torch.empty(iters, dtype=torch.float32, pin_memory=True)
     host = [0.0] * iters
-    done = 0
+    flushed = 0
 
     def flush(recorded: int, block: bool) -> None:
-        nonlocal done
-        while done < recorded and (block or ends[done].query()):
-            ends[done].synchronize()
-            emit_iter(done, starts[done].elapsed_time(ends[done]), float(losses[done]), host[done])
-            done += 1
+        nonlocal flushed
+        while flushed < recorded and (block or ends[flushed].query()):
+            ends[flushed].synchronize()
+            done(TimedStep(flushed, starts[flushed].elapsed_time(ends[flushed]), float(losses[flushed]),
+                           host[flushed]))
+            flushed += 1
 
     for i in range(iters):
         t0 = time.perf_counter()

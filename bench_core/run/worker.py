@@ -6,13 +6,11 @@ Events (bench_core.run.events) go to stdout, one per line; everything else the p
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from typing import Any
 
-from bench_core.levers.stage import Stage
 from bench_core.measure.proof import Facts, classify, gemm_pseudo_names, sdpa_backend, verdict
 from bench_core.run import events as ev
 from bench_core.run.faults import apply_test_fault
@@ -46,8 +44,8 @@ def read_job() -> StageJob:
     job_file = os.environ.get("BENCH_JOB_FILE")  # torchrun ranks get their job from a file, not stdin
     if job_file:
         with open(job_file) as fh:
-            return StageJob(**json.loads(fh.read()))
-    return StageJob(**json.loads(sys.stdin.readline()))
+            return StageJob.from_json(fh.read())
+    return StageJob.from_json(sys.stdin.readline())
 
 
 def wait_for_go() -> None:
@@ -56,7 +54,9 @@ def wait_for_go() -> None:
 
 
 def run(job: StageJob, emit: Emitter, torch: Any) -> None:
-    stage = Stage(**job.stage)
+    stage = job.stage
+    if job.threads:
+        torch.set_num_threads(job.threads)
     if not job.build_ahead:
         wait_for_go()
     try:
@@ -73,9 +73,10 @@ def run(job: StageJob, emit: Emitter, torch: Any) -> None:
     emit(ev.Started())
     warm = warm_up(built, job, lambda steps, s: emit(ev.WarmupProgress(steps=steps, seconds=s)), torch)
     emit(ev.Warmup(seconds=warm[1], iters=warm[0]))
-    memory = measure(built, job, lambda i, ms, loss, host: emit(ev.Iter(i=i, ms=ms, loss=loss, host_ms=host)),
-                     torch)
-    emit(ev.Memory(**memory))
+    timed = measure(built, lambda s: emit(ev.Iter(i=s.i, ms=s.ms, loss=s.loss, host_ms=s.host_ms)), torch)
+    emit(ev.Memory(peak_allocated_mib=timed.peak_allocated_mib, peak_reserved_mib=timed.peak_reserved_mib,
+                   peak_rss_mib=timed.peak_rss_mib, rank_peak_mib=list(timed.rank_peak_mib),
+                   energy_j=timed.energy_j, skipped_steps=timed.skipped_steps))
     if not job.profile:
         built.ddp.close()
         return
@@ -113,7 +114,7 @@ def main() -> int:
     job = read_job()
     t0 = time.perf_counter()
     try:
-        apply_test_fault(Stage(**job.stage).key)
+        apply_test_fault(job.stage.key)
         run(job, emit, torch)
     except Exception as exc:  # the parent turns these into stage statuses
         emit(ev.Error(kind="oom" if is_oom(exc) else "error",

@@ -325,14 +325,13 @@ class JobManager:
     def _run_job(self, job: _Job) -> None:
         probe = self.probe(timeout=180) or Probe.from_dict({})
         env = dict(self.env or os.environ)
-        if job.threads:
-            env["BENCH_WORKER_THREADS"] = str(job.threads)
 
         def on_update(run: RunResult) -> None:
             self._set(job, run=run)
 
         hooks = RunHooks(on_update=on_update, on_stage_done=lambda run, stage: self._persist("save_stage", run, stage),
-                         cancel=job.cancel, worker_env=env, timeout_s=self.limits.stage_timeout_s)
+                         cancel=job.cancel, worker_env=env, worker_threads=job.threads,
+                         timeout_s=self.limits.stage_timeout_s)
         final = self._run_all(job.snapshot.run, probe, hooks)
         self._set(job, status=final.status, run=final, finished_at=time.time())
         self._persist("save_run", final)

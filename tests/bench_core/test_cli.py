@@ -9,6 +9,9 @@ import tempfile
 import pytest
 from sample_runs import gpu_run
 
+from bench_core.levers.presets import PRESETS, across_gpus
+from bench_core.levers.registry import KINDS, names_of
+from bench_core.levers.stage import Stage
 from bench_core.measure.breakdown import CATEGORIES
 from bench_core.results.formats import to_csv, to_json
 from bench_core.results.store import Store
@@ -157,7 +160,31 @@ def test_import_exits_0_and_2_with_the_reason(cli, tmp_path):
     assert len(Store(str(db)).list_runs()) == 2
 
     missing = cli("import", str(tmp_path / "nope.json"), "--db", str(db))
-    assert missing.returncode == 2 and "No such file" in missing.stderr and "Traceback" not in missing.stderr
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip() == ("import rejected, nothing was imported: cannot read "
+                                      f"{tmp_path / 'nope.json'}: No such file or directory")
+
+
+def test_import_of_what_is_no_readable_file_exits_2_with_the_reason(cli, tmp_path):
+    """A folder and a named pipe (whose open() would wait for a writer for ever) are refused before any read."""
+    db = tmp_path / "h.sqlite3"
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    for path in (tmp_path, fifo):
+        proc = cli("import", str(path), "--db", str(db), timeout=60)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert proc.stderr.strip() == f"import rejected, nothing was imported: {path} is not a regular file"
+    assert not db.exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 file anyway")
+def test_import_of_an_unreadable_file_exits_2_with_the_reason(cli, tmp_path):
+    locked = tmp_path / "run.json"
+    locked.write_text(to_json(gpu_run()))
+    locked.chmod(0)
+    proc = cli("import", str(locked), "--db", str(tmp_path / "h.sqlite3"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == f"import rejected, nothing was imported: cannot read {locked}: Permission denied"
 
 
 def test_unwritable_output_is_refused_before_anything_runs(cli, tmp_path):
@@ -190,3 +217,77 @@ def test_llama_seed_runs_the_rms_ladder_on_cpu(cli, tmp_path):
     assert base["norm_class"] == "torch.nn.modules.normalization.RMSNorm" and len(base["times_ms"]) == 3
     assert [s["status"] for s in apex] == ["unavailable"] * 3
     assert apex[1]["norm"] == "apex-fusedrms"
+
+
+# Kineto's own progress lines, which a profiler prints on stderr when its log level allows (forced below)
+PROFILER_NOISE = ("STAGE:", "USDT:", "INFO:", "ActivityProfiler", "libkineto", "Log file:")
+
+
+@pytest.fixture(scope="module")
+def custom_ladder(home, tmp_path_factory):
+    """The issue's command: two stage keys instead of a preset, on the tiny CPU model, with the profiler told to
+    print all it can (as some torch builds do by default)."""
+    out = tmp_path_factory.mktemp("stages") / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "bench_core", "run", "--stages",
+                           "adam+layernorm+fp32,adam-fused+layernorm+fp32", "--device", "cpu", "--model", "tiny",
+                           "--iters", "3", "--warmup", "1", "--no-db", "--json", str(out)],
+                          cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **home, "BENCH_WARMUP_MIN_S": "0", "KINETO_LOG_LEVEL": "0",
+                               "TORCH_CPP_LOG_LEVEL": "INFO"})
+    return proc, out
+
+
+def test_stages_runs_the_keys_given(custom_ladder):
+    proc, out = custom_ladder
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["preset"] == "custom"
+    assert [(s["key"], s["status"]) for s in data["stages"]] == [("adam+layernorm+fp32", "ok"),
+                                                                 ("adam-fused+layernorm+fp32", "ok")]
+    assert [len(s["times_ms"]) for s in data["stages"]] == [3, 3]
+
+
+def test_a_cpu_run_keeps_the_profilers_lines_off_stderr(custom_ladder):
+    """The workers' profilers ran (the stages are verified), yet the user's stderr holds only the tool's lines."""
+    proc, out = custom_ladder
+    assert [s["verdict"] for s in json.loads(out.read_text())["stages"]] == ["verified", "verified"]
+    noise = [ln for ln in proc.stderr.splitlines() if any(mark in ln for mark in PROFILER_NOISE)]
+    assert noise == [], proc.stderr
+    assert proc.stderr.splitlines()[0].startswith("custom · 2 stages × 1 round(s) · cpu")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--stages", "adam+layernorm+fp64"], "stages='adam+layernorm+fp64': 'fp64' is no lever; choose per kind: "
+     "optimizer adam, adam-loop, adam-fused, apex-fusedadam, zero-adam, apex-distadam; norm layernorm, "),
+    (["--stages", "adam+adam-fused"], "stages='adam+adam-fused': two optimizer levers (adam, adam-fused)"),
+    (["--stages", "adam+layernorm+fp32", "--preset", "seed"], "give either --stages or --preset, not both"),
+    (["--stages", "adam+layernorm+fp32", "--gpus", "2"], "gpus='2': with --stages each key names its own GPU"),
+    (["--stages", ","], "stages=',': name at least one stage key"),
+    (["--stages", "adam+rmsnorm+fp32", "--model", "tiny"], "norm='rmsnorm': rmsnorm is an RMS norm, valid only "
+     "for the llama family; for gpt use layernorm"),
+])
+def test_bad_stage_keys_exit_2_naming_the_valid_choices(cli, tmp_path, args, message):
+    db = tmp_path / "h.sqlite3"
+    proc = cli("run", "--device", "cpu", *args, BENCH_DB=str(db))
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr + proc.stdout
+    assert not db.exists()
+
+
+def test_an_unknown_key_names_every_kinds_levers(cli):
+    proc = cli("run", "--device", "cpu", "--stages", "turbo")
+    assert proc.returncode == 2
+    for kind in KINDS:
+        names = [f"gpus{n}" if kind == "gpus" else n for n in names_of(kind)]
+        assert f"{kind} {', '.join(names)}" in proc.stderr
+
+
+def test_every_preset_stage_round_trips_through_its_key():
+    stages = {s for ladder in PRESETS.values() for s in across_gpus(ladder, names_of("gpus"))}
+    assert len(stages) > 40
+    for stage in stages:
+        assert Stage.from_key(stage.key) == stage
+    # the kinds in any order, the baseline levers left out
+    assert Stage.from_key("gpus2+bf16+adam-fused+compile") == Stage("adam-fused", "layernorm", "bf16", "compile",
+                                                                     "2")
+    assert Stage.from_key("liger-flce+rmsnorm").key == "adam+rmsnorm+fp32+liger-flce"

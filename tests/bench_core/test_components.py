@@ -80,11 +80,12 @@ def test_param_shapes_sum_to_param_count(name):
 def test_param_shapes_match_the_real_model(family):
     import torch
 
-    from bench_core.levers.registry import LEVERS
-    from bench_core.run.step import build_model
+    from bench_core.levers.stage import Stage
+    from bench_core.models.families import build_model
+    from bench_core.run.step import model_parts
     cfg = BenchConfig(depth=3, width=48, heads=4, seq_len=16, batch_size=2, vocab_size=100, family=family)
     torch.manual_seed(0)
-    model = build_model(cfg, LEVERS[norm_levers(cfg)[0]].build(), LEVERS["ce"].build())  # on the CPU, for real
+    model = build_model(cfg, model_parts(Stage(), family))  # on the CPU, for real (param_shapes: meta device)
     assert [tuple(p.shape) for p in model.parameters()] == param_shapes(cfg)
     assert norm_levers(cfg) == (["layernorm", "apex-fusedln", "liger-ln"] if family == "gpt"
                                 else ["rmsnorm", "apex-fusedrms", "liger-rms"])

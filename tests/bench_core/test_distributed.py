@@ -12,7 +12,9 @@ from bench_core.machine.probe import Probe
 from bench_core.results.formats import summary_rows, to_csv
 from bench_core.results.records import RunResult, Status, initial_stage
 from bench_core.results.summary import summarize
+from bench_core.run.processes import StageJob
 from bench_core.run.runner import new_run, run_all
+from helpers import built_event
 
 
 def test_two_gloo_ranks_through_torchrun(tiny_cfg, cpu_probe):
@@ -35,6 +37,14 @@ def test_two_gloo_ranks_through_torchrun(tiny_cfg, cpu_probe):
     assert [r["gpus"] for r in rows] == ["1", "2", "2"]
     header = to_csv(run).splitlines()[0].split(",")
     assert "scaling_efficiency" in header and "gpus" in header
+
+
+def test_the_thread_count_reaches_a_torchrun_rank(tiny_cfg):
+    """Under torchrun the job travels in BENCH_JOB_FILE, and gloo ranks start at OMP_NUM_THREADS=1: the job's
+    count must still win."""
+    job = StageJob(tiny_cfg, Stage("adam-fused", gpus="2"), "cpu", threads=2)
+    built = built_event(job, world=2)
+    assert built.world_size == 2 and built.cpu_threads == 2
 
 
 def hand_made_run(ms_one: float, ms_two: float) -> RunResult:

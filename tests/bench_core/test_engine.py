@@ -13,8 +13,9 @@ from bench_core.levers.presets import PRESETS
 from bench_core.levers.stage import Stage
 from bench_core.results.records import Status
 from bench_core.results.summary import summarize
+from bench_core.run.processes import StageJob
 from bench_core.run.runner import RunHooks, new_run, run_all, run_stage
-from helpers import WorkerSpy, alive, group_members, kill_group
+from helpers import WorkerSpy, alive, built_event, group_members, kill_group
 
 
 def assert_workers_gone(workers):
@@ -242,3 +243,34 @@ def test_ceilings_are_measured_after_the_stages_never_before_the_first(tiny_cfg,
     assert run.machine.ceilings is not None and run.machine.ceilings.copy_gbps == 4000.0
     assert run.machine.to_dict()["ceilings"]["device_name"] == "fake GPU"  # stored with the run
 
+
+def test_a_jobs_thread_count_reaches_its_worker(tiny_cfg):
+    """The job manager's CPU-thread cap travels in the StageJob; torch's own default never exceeds the cores."""
+    threads = (os.cpu_count() or 1) + 1
+    assert built_event(StageJob(tiny_cfg, Stage(), "cpu", threads=threads)).cpu_threads == threads
+
+
+def test_a_job_crosses_the_process_boundary_unchanged(tiny_cfg):
+    job = StageJob(replace(tiny_cfg, family="llama"), Stage("adam-fused", "rmsnorm", "bf16", "compile", "2",
+                                                            "liger-flce"), "cpu", round=3, profile=False,
+                   build_ahead=False, threads=5)
+    assert StageJob.from_json(job.to_json()) == job
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_the_timed_loop_returns_its_steps_and_peaks(tiny_cfg, precision):
+    """In this process, no worker: every step handed on as it completes and kept in the result, in order; the CPU
+    peak is RSS (no GPU figures); skipped steps are counted only where a GradScaler runs."""
+    import torch
+
+    from bench_core.run.step import TimedSteps, build_stage, measure
+    stage = Stage("adam", "layernorm", precision)
+    built = build_stage(StageJob(tiny_cfg, stage, "cpu"), stage, torch)
+    seen = []
+    timed = measure(built, seen.append, torch)
+    assert isinstance(timed, TimedSteps) and timed.steps == tuple(seen)
+    assert [s.i for s in timed.steps] == list(range(tiny_cfg.iters))
+    assert all(s.ms > 0 and s.host_ms is None and math.isfinite(s.loss) for s in timed.steps)
+    assert len(timed.rank_peak_mib) == 1 and timed.peak_rss_mib == timed.rank_peak_mib[0] > 50
+    assert timed.peak_allocated_mib is None and timed.peak_reserved_mib is None and timed.energy_j is None
+    assert timed.skipped_steps is None if precision == "fp32" else 0 <= timed.skipped_steps <= tiny_cfg.iters

@@ -12,7 +12,7 @@ from bench_core.machine.probe import Probe
 from bench_core.results.formats import ImportRejected, to_json
 from bench_core.results.records import Status
 from bench_core.results.store import Store
-from bench_core.run.runner import new_run
+from bench_core.run.runner import new_run, plan_jobs
 from bench_core.service.jobs import JobManager, JobSnapshot, LimitExceeded, NotAllowed
 from helpers import CFG, PROBE, FakeRunner, sample_run, wait, wait_for
 
@@ -112,16 +112,18 @@ def test_real_stage_processes_through_the_manager(store):
 
 
 def test_cpu_jobs_leave_the_server_a_core(store):
-    """A CPU job's workers get BENCH_WORKER_THREADS = cores - 1, so the dashboard stays responsive."""
+    """A CPU job's workers get cores - 1 torch threads (in each StageJob), so the dashboard stays responsive."""
     seen = {}
 
     def runner(run, probe, hooks):
-        seen.update(hooks.worker_env)
+        seen["threads"] = hooks.worker_threads
+        seen["jobs"] = plan_jobs(run, probe, hooks.worker_threads)
         return dataclasses.replace(run, status=Status.DONE)
 
     manager = JobManager(store, Limits(), probe=PROBE, env={"PATH": os.environ["PATH"]}, runner=runner)
     wait(manager, manager.submit(CFG, [Stage()], "custom", "s").job_id)
-    assert seen["BENCH_WORKER_THREADS"] == str(max(1, (os.cpu_count() or 2) - 1))
+    assert seen["threads"] == max(1, (os.cpu_count() or 2) - 1)
+    assert [job.threads for _, job in seen["jobs"]] == [seen["threads"]]
     manager.shutdown()
 
 

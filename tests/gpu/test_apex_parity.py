@@ -139,9 +139,9 @@ def test_graphs_stage_matches_its_eager_twin_over_10_steps():
     from bench_core.run.step import GRAPH_WARMUP_STEPS, build_stage
     eager_stage, graph_stage = Stage("adam-fused", "layernorm", "bf16"), Stage("adam-fused", "layernorm", "bf16",
                                                                                 "graphs")
-    eager = build_stage(StageJob(SMALL.to_dict(), eager_stage.as_dict(), "cuda"), eager_stage, torch)
+    eager = build_stage(StageJob(SMALL, eager_stage, "cuda"), eager_stage, torch)
     eager_losses = [float(eager.step().detach()) for _ in range(GRAPH_WARMUP_STEPS + 10)][GRAPH_WARMUP_STEPS:]
-    graphs = build_stage(StageJob(SMALL.to_dict(), graph_stage.as_dict(), "cuda"), graph_stage, torch)
+    graphs = build_stage(StageJob(SMALL, graph_stage, "cuda"), graph_stage, torch)
     graphs.capture()
     graph_losses = [float(graphs.step().detach()) for _ in range(10)]
     assert all(abs(a - b) <= 2 ** -8 * abs(a) for a, b in zip(eager_losses, graph_losses, strict=True)), \
@@ -157,8 +157,7 @@ def test_graphs_stage_is_proven_by_graph_launches(probe):
 
 def test_apex_layernorm_under_compile_is_flagged_as_fallback(apex_or_skip):
     """Bypass the parent's refusal and run the worker directly: the trace must betray the fallback."""
-    job = StageJob(config=SMALL.to_dict(), stage=Stage("adam-fused", "apex-fusedln", "fp32", "compile").as_dict(),
-                   device="cuda")
+    job = StageJob(config=SMALL, stage=Stage("adam-fused", "apex-fusedln", "fp32", "compile"), device="cuda")
     proc = subprocess.run([sys.executable, "-m", "bench_core.run.worker"], input=job.to_json() + "\ngo\n",
                           capture_output=True, text=True, timeout=600, env=os.environ)
     events = [json.loads(line) for line in proc.stdout.splitlines()]

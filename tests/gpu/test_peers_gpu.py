@@ -39,7 +39,7 @@ def losses(cfg: BenchConfig, stage: Stage, steps: int = STEPS) -> list[float]:
     import torch
 
     from bench_core.run.step import build_stage
-    built = build_stage(StageJob(cfg.to_dict(), stage.as_dict(), "cuda"), stage, torch)
+    built = build_stage(StageJob(cfg, stage, "cuda"), stage, torch)
     return [float(built.step().detach()) for _ in range(steps)]
 
 

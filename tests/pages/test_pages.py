@@ -161,6 +161,17 @@ def test_the_llama_family_takes_the_rms_ladder_and_refuses_layernorm(app):
     assert at.selectbox(key="cfg_family").value == "llama" and at.text_input(key="cfg_vocab_size").value == "32000"
 
 
+def test_the_custom_ladder_holds_stage_keys_as_the_cli_takes_them(app):
+    """A stage added lever by lever is kept as its key, the one `run --stages` and the CSV use."""
+    at = app()
+    at.radio(key="stage_choice").set_value("custom").run()
+    at.radio(key="lever_optimizer").set_value("adam-fused").run()
+    at.radio(key="lever_precision").set_value("bf16").run()
+    next(b for b in at.button if b.label == "Add stage to the ladder").click().run()
+    assert at.session_state["custom_ladder"] == ["adam-fused+layernorm+bf16"]
+    assert any(line.startswith("1. `adam-fused+layernorm+bf16`") for line in texts(at, "markdown"))
+
+
 def test_history_lists_runs_from_the_db(app, app_env):
     store = Store(str(app_env / "runs.sqlite3"))
     run = sample_run()
