@@ -22,6 +22,7 @@ from bench_core.config.bench_config import (
 )
 from bench_core.config.settings import load_limits
 from bench_core.levers.presets import PRESETS, across_gpus, family_errors, preset
+from bench_core.levers.registry import KERNEL_PACKAGES
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe, cached_probe
 from bench_core.models.families import FAMILIES, validate
@@ -127,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.device not in ("auto", "cuda", "cpu"):
         raise ConfigError("device", args.device, "must be one of auto, cuda, cpu")
     _check_outputs(args)
-    probe, cached = cached_probe(refresh=args.reprobe)
+    probe, cached = cached_probe(refresh=args.reprobe, packages=KERNEL_PACKAGES)
     cfg = build_config(args, probe)
     name, stages = chosen_stages(args, cfg.family)
     limits = load_limits()
@@ -220,6 +221,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    probe, _ = cached_probe(refresh=True)
+    probe, _ = cached_probe(refresh=True, packages=KERNEL_PACKAGES)
     print(json.dumps(probe.to_dict(), indent=1, default=str) if args.json else print_probe(probe))
     return 0

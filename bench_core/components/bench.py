@@ -29,7 +29,7 @@ from bench_core.components.report import (
     norm_shape,
 )
 from bench_core.config.bench_config import BenchConfig, ConfigError
-from bench_core.levers.registry import LEVERS, Lever, NormLever, OptimizerLever, names_of
+from bench_core.levers.registry import KERNEL_PACKAGES, LEVERS, Lever, NormLever, OptimizerLever, names_of
 from bench_core.levers.stage import Stage
 from bench_core.machine import cache as machine_cache
 from bench_core.machine.ceilings import Ceilings
@@ -303,7 +303,7 @@ def run(cfg: BenchConfig, device: str, repeats: int = 30, *, warmup: int = 5, mo
         raise ConfigError("repeats", repeats, "must be a positive integer")
     if probe is None:
         from bench_core.machine.probe import cached_probe
-        probe = cached_probe()[0]
+        probe = cached_probe(packages=KERNEL_PACKAGES)[0]
     if cuda and ceilings is None:
         from bench_core.machine.ceilings import cached_or_measure
         ceilings = cached_or_measure(torch, refresh=refresh_ceilings)

@@ -17,6 +17,7 @@ from bench_core.levers import kernels as kk
 from bench_core.levers import requirements as impl
 from bench_core.levers.kernels import KeyKernel
 from bench_core.levers.requirements import Requirement, Stage
+from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe
 from bench_core.models.families import MlpType, NormType
 
@@ -52,12 +53,20 @@ class Vendor:
     """A kernel library other than PyTorch: a lever of its own whose kernel is missing is a fallback."""
     name: str
     title: str
+    package: KernelPackage | None = None   # what the probe imports for it (Apex: its own extension checks)
 
 
+_LIGER_PACKAGE = KernelPackage("liger_kernel", "Liger-Kernel", ("liger-kernel",), "liger_kernel.transformers")
+_TORCHAO_PACKAGE = KernelPackage("torchao", "torchao (float8)", ("torchao",), "torchao.float8")
+_TE_PACKAGE = KernelPackage("transformer_engine", "Transformer Engine (optional)",
+                            ("transformer-engine", "transformer_engine", "transformer-engine-torch"),
+                            "transformer_engine.pytorch")
 APEX = Vendor("apex", "Apex")
-LIGER = Vendor("liger", "Liger-Kernel")
-TORCHAO = Vendor("torchao", "torchao")
-TE = Vendor("te", "Transformer Engine")
+LIGER = Vendor("liger", "Liger-Kernel", _LIGER_PACKAGE)
+TORCHAO = Vendor("torchao", "torchao", _TORCHAO_PACKAGE)
+TE = Vendor("te", "Transformer Engine", _TE_PACKAGE)
+# The kernel packages the probe imports and the probe cache's fingerprint hashes: the vendors' own.
+KERNEL_PACKAGES: tuple[KernelPackage, ...] = tuple(v.package for v in (APEX, LIGER, TORCHAO, TE) if v.package)
 
 
 def _always(stage: Stage) -> bool:
@@ -221,7 +230,7 @@ APEX_RMS_CLASS = "apex.normalization.fused_layer_norm.FusedRMSNorm"
 _LIGER = "Liger-Kernel (pip install liger-kernel)"
 _TORCHAO = "torchao float8 (pip install torchao)"
 _TE = "Transformer Engine (see README: Transformer Engine)"
-_NEEDS_LIGER = impl.all_of(impl.needs_cuda("Liger-Kernel (Triton)"), impl.needs_package("liger_kernel", _LIGER))
+_NEEDS_LIGER = impl.all_of(impl.needs_cuda("Liger-Kernel (Triton)"), impl.needs_package(_LIGER_PACKAGE, _LIGER))
 _FP8_HOST = "FP8 modules rescale from amax on the host between steps: not captured in this tool's graphs stage"
 
 
@@ -324,8 +333,8 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                    "from torchao.float8 import convert_to_float8_training\n"
                    "convert_to_float8_training(model, module_filter_fn=lambda m, fqn: fqn.startswith(\"blocks.\"))\n"
                    + _AUTOCAST.format(dtype="bfloat16"),
-                   requires=impl.all_of(impl.needs_fp8("torchao float8"), impl.needs_package("torchao", _TORCHAO),
-                                        impl.requires_dtype("bf16")),
+                   requires=impl.all_of(impl.needs_fp8("torchao float8"),
+                                        impl.needs_package(_TORCHAO_PACKAGE, _TORCHAO), impl.requires_dtype("bf16")),
                    expects=_both(kk.FP8_GEMM), vendor=TORCHAO, native="bf16", mfu_peak="bf16",
                    graph_blocker=_FP8_HOST,
                    plan=PrecisionPlan("bfloat16", False, False, convert=builders.torchao_float8)),
@@ -334,7 +343,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                    "with te.fp8_autocast(enabled=True), torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
                    "    logits, loss = model(x, y)\n",
                    requires=impl.all_of(impl.needs_fp8("Transformer Engine FP8"),
-                                        impl.needs_package("transformer_engine", _TE),
+                                        impl.needs_package(_TE_PACKAGE, _TE),
                                         impl.requires_native_norm("te-fp8 swaps in TE's own LayerNorm/RMSNorm")),
                    expects=_both(kk.TE_KERNELS), vendor=TE, native="bf16", mfu_peak="bf16",
                    graph_blocker=_FP8_HOST, swaps_norm=True,

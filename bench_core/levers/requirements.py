@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe
 
 MAX_CPU_PROCESSES = 2  # gloo ranks on CPU: a functional check of the DDP path, not a speed figure
@@ -45,10 +46,10 @@ def needs_cuda(what: str) -> Requirement:
     return check
 
 
-def needs_package(name: str, what: str) -> Requirement:
+def needs_package(package: KernelPackage, what: str) -> Requirement:
     """The package imported in the probe's fresh process; else the probe's reason (not installed, or the error)."""
     def check(probe: Probe, device: str, stage: Stage) -> str | None:
-        reason = probe.package_reason(name)
+        reason = probe.package_reason(package.name)
         return None if reason is None else f"{what}: {reason}"
     return check
 

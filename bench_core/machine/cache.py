@@ -26,13 +26,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from typing import Any
 
-from bench_core.machine.packages import KERNEL_PACKAGES
+from bench_core.machine.packages import KernelPackage
 
 SCHEMA = 1                       # bump when the meaning of cached data changes: old files become misses
 KEEP_PER_KIND = 8                # older fingerprints of one kind are pruned on save
-DISTRIBUTIONS = ("torch", "apex", "triton", "pytorch-triton")  # plus the kernel packages (packages.KERNEL_PACKAGES)
+DISTRIBUTIONS = ("torch", "apex", "triton", "pytorch-triton")  # plus the kernel packages a caller names
 APEX_EXTENSIONS = ("amp_C", "fused_layer_norm_cuda")
 _KIND = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -121,7 +122,7 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def environment_facts() -> dict[str, Any]:
+def environment_facts(packages: Iterable[KernelPackage] = ()) -> dict[str, Any]:
     """What the fingerprint hashes, as plain data (for display and for debugging a cache miss)."""
     return {
         "schema": SCHEMA,
@@ -131,7 +132,8 @@ def environment_facts() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "python": sys.executable,
         "python_version": sys.version,
-        "distributions": {name: _version(name) for name in DISTRIBUTIONS + _kernel_distributions()},
+        "distributions": {name: _version(name) for name in
+                          DISTRIBUTIONS + tuple(d for p in packages for d in p.distributions)},
         "apex_extensions": {name: _extension_stamp(name) for name in APEX_EXTENSIONS},
         "driver": _read("/proc/driver/nvidia/version"),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -139,13 +141,10 @@ def environment_facts() -> dict[str, Any]:
     }
 
 
-def _kernel_distributions() -> tuple[str, ...]:
-    return tuple(d for package in KERNEL_PACKAGES.values() for d in package.distributions)
-
-
-def environment_fingerprint() -> str:
-    """A short hash that changes when the machine or the software environment changes. Imports no torch."""
-    blob = json.dumps(environment_facts(), sort_keys=True, default=str)
+def environment_fingerprint(packages: Iterable[KernelPackage] = ()) -> str:
+    """A short hash that changes when the machine or the software environment changes (the kernel `packages`
+    included, where the cached fact depends on them). Imports no torch."""
+    blob = json.dumps(environment_facts(packages), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 

@@ -1,22 +1,29 @@
-"""Third-party kernel libraries the levers use: what the probe imports, and what the machine fingerprint hashes."""
+"""A third-party kernel library, as the probe imports it and the machine fingerprint hashes it.
+
+Which libraries there are is the lever registry's to say (each vendor names its package); the probe's callers pass
+them in, so nothing below the levers keeps a list of its own.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+PACKAGES_ENV = "BENCH_PROBE_PACKAGES"  # how the probe's fresh process learns which packages to import
 
 
 @dataclass(frozen=True)
 class KernelPackage:
+    name: str                        # the import name the probe reports it under (liger_kernel, torchao, ...)
     title: str
     distributions: tuple[str, ...]   # the names pip may have installed it under
     module: str                      # what its lever imports: the probe imports exactly this
 
 
-# Third-party kernel libraries the levers use, by import name: the probe, the status board and the machine
-# fingerprint all read this one table.
-KERNEL_PACKAGES = {
-    "liger_kernel": KernelPackage("Liger-Kernel", ("liger-kernel",), "liger_kernel.transformers"),
-    "torchao": KernelPackage("torchao (float8)", ("torchao",), "torchao.float8"),
-    "transformer_engine": KernelPackage("Transformer Engine (optional)",
-                                        ("transformer-engine", "transformer_engine", "transformer-engine-torch"),
-                                        "transformer_engine.pytorch"),
-}
+def encode(packages: Iterable[KernelPackage]) -> str:
+    return json.dumps([asdict(p) for p in packages])
+
+
+def decode(text: str | None) -> tuple[KernelPackage, ...]:
+    return tuple(KernelPackage(p["name"], p["title"], tuple(p["distributions"]), p["module"])
+                 for p in json.loads(text or "[]"))

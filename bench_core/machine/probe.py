@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench_core.config.environment import child_env
 from bench_core.machine import cache as machine_cache
 from bench_core.machine.ceilings import Ceilings
+from bench_core.machine.packages import PACKAGES_ENV, KernelPackage, encode
 
 APEX_EXTENSIONS = ("amp_C", "fused_layer_norm_cuda")
 APEX_NEEDS = {"amp_C": "FusedAdam", "fused_layer_norm_cuda": "FusedLayerNorm"}
@@ -47,6 +48,7 @@ class ApexState:
 
 @dataclass(frozen=True)
 class PackageState:
+    title: str = ""
     version: str | None = None
     importable: bool = False
     error: str | None = None          # "not installed", or the import's exact failure
@@ -111,8 +113,8 @@ class Probe:
             compile={d: (bool(v.get("usable")), str(v.get("reason", "unknown")))
                      for d, v in (data.get("compile") or {}).items() if isinstance(v, dict)},
             error=data.get("error"),
-            packages={name: PackageState(version=info.get("version"), importable=bool(info.get("importable")),
-                                         error=info.get("error"))
+            packages={name: PackageState(title=info.get("title") or name, version=info.get("version"),
+                                         importable=bool(info.get("importable")), error=info.get("error"))
                       for name, info in (data.get("packages") or {}).items() if isinstance(info, dict)},
             apex_rms=bool(((apex.get("extensions") or {}).get("fused_layer_norm_cuda") or {}).get("rms")),
             ceilings=_ceilings_of(data.get("ceilings")))
@@ -200,13 +202,14 @@ def _ceilings_of(data: Any) -> Ceilings | None:
 FAILED_PROBE = {"cuda": {"available": False}, "apex": {"status": "missing", "extensions": {}}}
 
 
-def run_probe(timeout: float = 180.0, env: dict | None = None, measure_again: bool = False) -> Probe:
+def run_probe(timeout: float = 180.0, env: dict | None = None, measure_again: bool = False,
+              packages: Sequence[KernelPackage] = ()) -> Probe:
     """The probe in a fresh interpreter; on failure a Probe with `error` set and no CUDA.
 
     `measure_again` also re-measures the GPU ceilings; otherwise the probe carries the cached ones, if any (a run
     measures them after its stages, never before: see run.runner)."""
     cmd = [sys.executable, "-m", "bench_core.machine.probe_collect"]
-    extra = {"BENCH_REFRESH_CEILINGS": "1"} if measure_again else {}
+    extra = {PACKAGES_ENV: encode(packages), **({"BENCH_REFRESH_CEILINGS": "1"} if measure_again else {})}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,  # noqa: S603 (our own argv)
                               env=child_env(env, **extra))
@@ -215,16 +218,17 @@ def run_probe(timeout: float = 180.0, env: dict | None = None, measure_again: bo
         return Probe.from_dict({**FAILED_PROBE, "error": f"probe failed: {type(exc).__name__}: {exc}"})
 
 
-def cached_probe(refresh: bool = False, env: dict | None = None) -> tuple[Probe, bool]:
+def cached_probe(refresh: bool = False, env: dict | None = None,
+                 packages: Sequence[KernelPackage] = ()) -> tuple[Probe, bool]:
     """(probe, was_cached): the probe of this machine and environment, measured once and reused.
 
     Free memory changes between runs, so a cached probe has it refreshed through NVML/meminfo (no torch).
     """
-    key = machine_cache.environment_fingerprint()
+    key = machine_cache.environment_fingerprint(packages)
     data = None if refresh else machine_cache.load("probe", key)
     if data is not None and not data.get("error"):
-        return Probe.from_dict(_fresh_ceilings(_fresh_free_memory(data), key)), True
-    probe = run_probe(env=env, measure_again=refresh)
+        return Probe.from_dict(_fresh_ceilings(_fresh_free_memory(data))), True
+    probe = run_probe(env=env, measure_again=refresh, packages=packages)
     if not probe.error:
         machine_cache.save("probe", key, probe.to_dict())
     return probe, False
@@ -241,10 +245,11 @@ def _fresh_free_memory(data: dict) -> dict:
     return data
 
 
-def _fresh_ceilings(data: dict, fingerprint: str) -> dict:
-    """A cached probe taken before the ceilings were measured gets them from their own cache (torch-free)."""
+def _fresh_ceilings(data: dict) -> dict:
+    """A cached probe taken before the ceilings were measured gets them from their own cache (torch-free; keyed
+    without the kernel packages, as ceilings.cached_or_measure keys them)."""
     if data.get("ceilings"):
         return data
     from bench_core.machine.ceilings import CACHE_KIND
-    found = machine_cache.load(CACHE_KIND, fingerprint)
+    found = machine_cache.load(CACHE_KIND, machine_cache.environment_fingerprint())
     return {**data, "ceilings": {**found, "from_cache": True}} if found else data

@@ -198,13 +198,14 @@ def probe_apex(torch, cuda_available: bool) -> dict:
 
 
 def probe_packages() -> dict:
-    """Version and importability of each kernel package, imported here, in the probe's fresh process."""
-    from bench_core.machine.packages import KERNEL_PACKAGES
+    """Version and importability of each kernel package the caller named (packages.PACKAGES_ENV), imported here,
+    in the probe's fresh process."""
+    from bench_core.machine.packages import PACKAGES_ENV, decode
     out = {}
-    for name, package in KERNEL_PACKAGES.items():
-        module = package.module
+    for package in decode(os.environ.get(PACKAGES_ENV)):
+        name, module = package.name, package.module
         version = next((v for v in map(_dist_version, package.distributions) if v), None)
-        entry: dict[str, Any] = {"version": version, "importable": False, "error": None}
+        entry: dict[str, Any] = {"title": package.title, "version": version, "importable": False, "error": None}
         if importlib.util.find_spec(name) is None:
             entry["error"] = "not installed"
         else:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench_core.machine.packages import KERNEL_PACKAGES
 from bench_core.machine.probe import Probe
 
 GREEN, AMBER, RED = "green", "amber", "red"
@@ -60,11 +59,10 @@ def probe_board(probe: Probe) -> list[BoardItem]:
             rms = probe.apex_rms_reason()
             rows.append(BoardItem("Apex", "FusedRMSNorm entry points", GREEN if rms is None else AMBER,
                                   rms or "rms_forward_affine / rms_backward_affine in fused_layer_norm_cuda"))
-    for name, package in KERNEL_PACKAGES.items():
-        state = probe.packages.get(name)
+    for name, state in probe.packages.items():  # the kernel packages the levers named when the probe ran
         reason = probe.package_reason(name)
-        rows.append(BoardItem("Kernel libraries", package.title, GREEN if reason is None else AMBER,
-                              f"{state.version if state else ''} importable".strip() if reason is None else reason))
+        rows.append(BoardItem("Kernel libraries", state.title, GREEN if reason is None else AMBER,
+                              f"{state.version or ''} importable".strip() if reason is None else reason))
     devices = ["cuda", "cpu"] if cuda.available else ["cpu"]
     for table, label in ((probe.bf16, "bf16 autocast"), (probe.fp16, "fp16 autocast"),
                          (probe.adam_fused, "Adam(fused=True)")):

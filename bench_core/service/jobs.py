@@ -14,11 +14,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.config.environment import child_env
 from bench_core.config.settings import Limits
 from bench_core.levers.presets import family_errors
+from bench_core.levers.registry import KERNEL_PACKAGES
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe, run_probe
 from bench_core.models.families import collect_errors
@@ -110,9 +112,10 @@ class _Job:
 
 class JobManager:
     def __init__(self, store: Store | None, limits: Limits, probe: Probe | None = None, env: dict | None = None,
-                 runner: RunAll = run_all, probe_runner: Callable[..., Probe] = run_probe):
+                 runner: RunAll = run_all, probe_runner: Callable[..., Probe] | None = None):
         self.store, self.limits, self.env = store, limits, env
-        self._run_all, self._probe_runner = runner, probe_runner
+        self._run_all = runner
+        self._probe_runner = probe_runner or partial(run_probe, packages=KERNEL_PACKAGES)
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
         self._jobs: dict[str, _Job] = {}
