@@ -38,7 +38,7 @@ def _shape(run: RunResult) -> str:
 def _evidence(s: StageSummary, device: str) -> str:
     """The key kernels this stage's levers expect, each with the first name the trace showed for it."""
     stage = s.result.stage
-    wanted = sorted({key for lever in stage.levers for key in lever.expects(device, stage)})
+    wanted = sorted({key for lever in stage.levers for key in lever.expected(device, stage)})
     seen = [(key, s.result.kernels[key][0]) for key in wanted if s.result.kernels.get(key)]
     return ", ".join(f"{key} `{name[:48]}`" for key, name in seen)
 
@@ -147,7 +147,7 @@ def twins(paths: list[str]) -> str:
         for s in summarize(run).stages:
             stage = s.result.stage
             for lever in (lv for lv in stage.levers if lv.native):
-                twin = by_key.get(replace(stage, **{lever.kind: lever.native}).key)
+                twin = by_key.get(stage.replace(**{lever.kind: lever.native}).key)
                 if twin is None or not s.ok or not twin.ok or not s.timing.median_ms or not twin.timing.median_ms:
                     continue
                 ratio = twin.timing.median_ms / s.timing.median_ms

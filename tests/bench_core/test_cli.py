@@ -286,7 +286,9 @@ def test_every_preset_stage_round_trips_through_its_key():
     stages = {s for ladder in PRESETS.values() for s in across_gpus(ladder, names_of("gpus"))}
     assert len(stages) > 40
     for stage in stages:
-        assert Stage.from_key(stage.key) == stage
+        # a key leaves the family's own parts out (a Llama stage's SwiGLU): the family puts them back
+        family = "llama" if stage.norm in ("rmsnorm", "apex-fusedrms", "liger-rms") else "gpt"
+        assert Stage.from_key(stage.key).for_family(family) == stage
     # the kinds in any order, the baseline levers left out
     assert Stage.from_key("gpus2+bf16+adam-fused+compile") == Stage("adam-fused", "layernorm", "bf16", "compile",
                                                                      "2")

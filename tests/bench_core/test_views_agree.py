@@ -36,7 +36,7 @@ def wide_gpu_run():
     base, apex = run.stages[0], run.stages[1]
     fp16 = replace(apex, index=4, stage=Stage("adam-fused", "layernorm", "fp16"), skipped_steps=1, energy_j=8.0,
                    warnings=("TF32 matmul was on, the stage asked for off",), verdict="unconfirmed")
-    two = replace(base, index=5, stage=replace(base.stage, gpus="2"), times_ms=(60.0,) * 8)
+    two = replace(base, index=5, stage=base.stage.replace(gpus="2"), times_ms=(60.0,) * 8)
     stages = (replace(base, energy_j=64.0), *run.stages[1:], fp16, two)
     return replace(run, stages=stages)
 
