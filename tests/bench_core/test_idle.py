@@ -168,3 +168,57 @@ def test_profiler_host_wait_alone_is_not_launch_bound():
 def test_no_linked_launch_is_unknown():
     idle = IdleBreakdown(1, 100.0, 50.0, 0.0, 0.0, 50.0, gaps=2, unresolved_us=0.0, unlinked_gaps=2)
     assert bottleneck(_profile(idle, 0.05), median_ms=0.1).verdict == "unknown"
+
+
+# --- the share in the files: one column spec owns `host_wait_share` ---------------------------------------------
+def test_host_wait_share_in_csv_and_json():
+    import csv
+    import io
+    from dataclasses import replace
+
+    from sample_runs import gpu_run
+
+    from bench_core.results.formats import to_csv, to_json
+    run = gpu_run()
+    stages = list(run.stages)
+    # the BF16 stage (20 ms timed): profiled 5 x 30 ms, 5 x 15 ms host wait -> at least 5 ms of a timed 20 ms step
+    idle = IdleBreakdown(5, 150_000.0, 50_000.0, 75_000.0, 5_000.0, 20_000.0, gaps=4350, unresolved_us=0.0)
+    stages[3] = replace(stages[3], profile=replace(stages[3].profile, idle=idle))
+    run = replace(run, stages=tuple(stages))
+    rows = list(csv.DictReader(io.StringIO(to_csv(run))))
+    assert float(rows[3]["host_wait_share"]) == pytest.approx(0.25) and rows[3]["bottleneck"] == "launch-bound"
+    assert rows[0]["host_wait_share"] == ""             # a record without the attribution: empty, never 0
+    saved = json.loads(to_json(run))
+    assert saved["stages"][3]["profile"]["idle"] == idle.to_dict()
+    assert saved["summary"][3]["host_wait_share"] == pytest.approx(0.25)   # the raw JSON keeps what the label needs
+
+
+def test_cpu_run_has_an_empty_host_wait_share():
+    import csv
+    import io
+    from dataclasses import replace
+
+    from sample_runs import gpu_run
+
+    from bench_core.results.formats import to_csv
+    run = gpu_run()
+    cpu = profile_from_cpu_ops([("aten::mm", 10.0)], steps=1)
+    run = replace(run, device="cpu", config=replace(run.config, device="cpu"),
+                  stages=tuple(replace(s, profile=cpu) if s.profile else s for s in run.stages))
+    rows = list(csv.DictReader(io.StringIO(to_csv(run))))
+    assert rows and all(r["host_wait_share"] == "" for r in rows)  # CPU: no launch/GPU split, not applicable
+
+
+def test_bench_save_trace_saves_a_gzipped_trace(tmp_path, monkeypatch):
+    import gzip
+    from types import SimpleNamespace
+
+    from bench_core.run.step import _save_trace
+    prof = SimpleNamespace(export_chrome_trace=lambda path: Path(path).write_text('{"traceEvents": []}'))
+    monkeypatch.delenv("BENCH_SAVE_TRACE", raising=False)
+    _save_trace(prof, "apex-fusedadam+apex-fusedln+bf16")
+    assert not list(tmp_path.iterdir())                 # off unless asked
+    monkeypatch.setenv("BENCH_SAVE_TRACE", str(tmp_path / "traces"))
+    _save_trace(prof, "apex-fusedadam+apex-fusedln+bf16")
+    saved = tmp_path / "traces" / "trace_apex-fusedadam_apex-fusedln_bf16.json.gz"
+    assert json.loads(gzip.decompress(saved.read_bytes())) == {"traceEvents": []}
