@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 
 from bench_core.components.report import ComponentsReport
 from bench_core.results.records import RunResult

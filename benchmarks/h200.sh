@@ -123,6 +123,11 @@ for mode in "$@"; do
     peers_proof) log "gpu tests: peers kernel proofs and FLCE memory"; timeout 120 python3 -m pytest -q -m gpu \
       tests/gpu/test_peers_gpu.py -k "proven or flce" -p no:cacheprovider -rs > "$OUT/gpu_tests_peers_proof.log" 2>&1
       log "exit $?" ;;
+    trace)  # Kineto traces of the profiled steps (BENCH_SAVE_TRACE, read by run/step.py) for tests/data: Apex BF16
+      # (seed ladder) and native BF16 on gpt2-small, gzipped in $OUT/traces/ (every stage of both runs is saved)
+      BENCH_SAVE_TRACE="$OUT/traces" run trace_seed_small --preset seed --model gpt2-small --warmup 3 --iters 10
+      BENCH_SAVE_TRACE="$OUT/traces" run trace_native_small --preset native --model gpt2-small --warmup 3 --iters 10
+      ls -la "$OUT/traces" | tee -a "$OUT/steps.log" ;;
     run:*)  # run:NAME:PRESET:MODEL[:EXTRA,ARGS]: one CLI run, e.g. run:peers_llama-1b_1:peers:llama-1b:--iters,15
       IFS=: read -r _ name preset model extra <<< "$mode"
       # shellcheck disable=SC2086  # EXTRA is split on purpose

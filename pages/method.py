@@ -57,19 +57,28 @@ After the timed steps, 5 more steps run under `torch.profiler` (untimed). From t
   profiler's CPU-op self times are classified the same way.
 * **GPU busy (trace)** = union of kernel intervals ÷ the span from the first kernel to the last. The profiler
   slows the host, so this figure is lower than in unprofiled steps.
-* The **bottleneck verdict** uses the timed, unprofiled steps instead: busy = GPU kernel time per step ÷ median
-  step time. At **90%** or more a stage is `gpu-bound`; below, `launch-bound`: the GPU waits for the CPU to
-  enqueue kernels, so the stage's time follows the host CPU, which differs between machines and from minute to
-  minute. The threshold comes from the H200 runs in docs/BENCHMARKS.md: every stage with a steady step time
-  measured 94.5% or more (FP32, TF32, eager and compiled BF16, CUDA graphs); the one stage that moved between
-  runs, Apex FusedLayerNorm under BF16 autocast, measured 50–86%. The trace's own busy figure was 44–77% for
-  eager BF16 stages that were 96–100% busy unprofiled, which is why the verdict does not use it. The `graphs`
-  lever removes launch overhead: the same kernels, replayed from one CUDA graph. On CPU the verdict is `unknown`.
+* **Why the GPU idled** (`bench_core/measure/idle.py`), by Holistic Trace Analysis's idle-time rule: each
+  idle interval of the GPU is *host wait* when the runtime call that enqueued the next kernel or copy
+  (`cudaLaunchKernel`, `cudaMemcpyAsync`, `cudaGraphLaunch`…, matched by CUPTI's correlation id) started after
+  the GPU's last work ended (the whole interval counts); *kernel wait* when the next one was queued in time and
+  the gap is under 30 µs; *other* (a sync, an event, a copy) otherwise. Only time when the whole GPU is idle
+  counts, so busy + host wait + other idle = the span. A test checks the rule against HTA on a saved trace.
+* The **bottleneck verdict** is the host wait's, with no line fitted to results. The profiler only adds host
+  work, so a profiled step is longer than a timed one by at most the host wait it added: the trace's host wait
+  less that extra length is host wait the **timed** steps had too (the *Host wait* column, as a share of the
+  median step). A timestamp resolves 1 µs (the trace's unit; HTA rounds to it), so each of a step's N idle
+  gaps is known to within 1 µs, and a gap whose launch call began within 1 µs of the GPU's last end may not be
+  host wait at all. Host wait above N × 1 µs plus those unresolved gaps is host wait however the timestamps
+  were rounded: then the stage is `launch-bound` (its time follows the host CPU, which differs between machines
+  and from minute to minute); otherwise `gpu-bound`. **GPU busy** (kernel time ÷ median step time) is still
+  shown. Records saved before this attribution keep the old verdict (busy under 90%, a line fitted to the
+  H200 runs of 2026-12-02), and say so only by having no host-wait share. The `graphs` lever removes launch
+  overhead: the same kernels, replayed from one CUDA graph. On CPU the verdict is `unknown`.
 * **What changed from the previous stage**: Δ ms per category and Δ kernels per step, e.g. Apex FusedLayerNorm
   under autocast adds the dtype casts its Python wrapper launches around every call.
 * These figures are computed from the raw Kineto events in `bench_core/measure/breakdown.py`, not with
   HolisticTraceAnalysis (HTA): HTA reads exported trace files, and exporting plus re-reading a trace for every
-  stage would add seconds per stage; its temporal breakdown uses the same definition of busy time.
+  stage would add seconds per stage; its temporal and idle-time breakdowns use the same definitions.
 
 ### Energy
 Where NVML supports it, the GPU's total-energy counter is read before and after the timed steps; J/token is

@@ -6,17 +6,19 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
+
+from bench_core.measure.idle import TIMESTAMP_RESOLUTION_US, Activity, IdleBreakdown, attribute
 
 CATEGORIES = ("gemm", "attention", "normalization", "optimizer", "cast/copy", "elementwise/other", "communication")
 OTHER = "elementwise/other"
 TOP_N = 25
 NAME_CHARS = 160
-# From the H200 runs of 2026-12-02 (docs/data/h200_2026-12-02_*): every stage whose step time was steady measured
-# kernel time / step time >= 0.945 (FP32, TF32, eager and compiled BF16, graphs); the one launch-bound stage (Apex
-# FusedLayerNorm under BF16 autocast) measured 0.50-0.86 in four runs. 0.90 lies between the two groups.
+# Only for records saved before the idle attribution (no host-wait figures to judge by), and for the components
+# view's single calls: a line fitted to the H200 runs of 2026-12-02, kept so those verdicts still read as they did.
+# A stage profiled now is judged by its host wait (`bottleneck`).
 BUSY_THRESHOLD = 0.90
 DELTA_MIN_MS = 0.05
 MINUS = "\u2212"
@@ -111,18 +113,21 @@ class StageProfile:
     kernels_per_step: float | None
     breakdown_ms: dict[str, float] = field(default_factory=dict)  # category -> ms per step
     top: tuple[tuple[str, str, float, float], ...] = ()         # (name, category, ms/step, calls/step)
+    idle: IdleBreakdown | None = None         # why the GPU idled (CUDA traces with runtime calls; else None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "steps": self.steps, "gpu_kernel_ms": self.gpu_kernel_ms,
                 "gpu_busy": self.gpu_busy, "kernels_per_step": self.kernels_per_step,
-                "breakdown_ms": dict(self.breakdown_ms), "top": [list(row) for row in self.top]}
+                "breakdown_ms": dict(self.breakdown_ms), "top": [list(row) for row in self.top],
+                "idle": self.idle.to_dict() if self.idle else None}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> StageProfile:
         return cls(source=d["source"], steps=int(d["steps"]), gpu_kernel_ms=d.get("gpu_kernel_ms"),
                    gpu_busy=d.get("gpu_busy"), kernels_per_step=d.get("kernels_per_step"),
                    breakdown_ms={str(k): float(v) for k, v in (d.get("breakdown_ms") or {}).items()},
-                   top=tuple((str(n), str(c), float(ms), float(calls)) for n, c, ms, calls in d.get("top") or ()))
+                   top=tuple((str(n), str(c), float(ms), float(calls)) for n, c, ms, calls in d.get("top") or ()),
+                   idle=IdleBreakdown.from_dict(d["idle"]) if d.get("idle") else None)  # older files have none
 
 
 def _aggregate(rows: Iterable[Sequence[Any]], classify, steps: int) -> tuple[dict[str, float], tuple, int]:
@@ -173,8 +178,10 @@ _OP_ACTIVITIES = frozenset({"cpu_op", "user_annotation"})
 _FILTERED = frozenset({"[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
                        "profiler::_record_function_enter_new", "profiler::_record_function_exit",
                        "aten::is_leaf", "aten::output_nr", "aten::_version"})
+_RUNTIME_ACTIVITIES = frozenset({"cuda_runtime", "cuda_driver"})  # cudaLaunchKernel, cudaGraphLaunch, cuLaunch...
 Op = tuple[int, float, float, str, int]        # (thread, start ns, -end ns, name, correlation id)
-Device = tuple[str, float, float, int]         # (name, start ns, duration ns, linked correlation id)
+Device = tuple[str, float, float, int, int, int]  # (name, start ns, duration ns, linked id, stream, CUPTI id)
+Launches = dict[int, float]                    # CUPTI correlation id -> the runtime call's start, ns
 
 
 def _kind(activity: str | None, device_type: Any, user_annotation: bool) -> str:
@@ -192,15 +199,17 @@ def _is_frontend(is_async: bool, two_threads: bool, linked: int) -> bool:
     return not is_async and not two_threads and not linked
 
 
-def _read_kineto(prof: Any) -> tuple[list[Op], list[Device], set[str]]:
+def _read_kineto(prof: Any) -> tuple[list[Op], list[Device], set[str], Launches]:
     """The profiler's raw events: about 20x faster than prof.events(), which builds a FunctionEvent (and
-    searches memory records) for each of tens of thousands of events."""
+    searches memory records) for each of tens of thousands of events. A device event and the runtime call that
+    enqueued it share CUPTI's correlation id (the trace's "correlation" arg; HTA joins on it too)."""
     import torch
     demangle = getattr(torch._C, "_demangle", lambda s: s)
     cache: dict[str, str] = {}
     ops: list[Op] = []
     device: list[Device] = []
     names: set[str] = set()
+    launches: Launches = {}
     results = prof.profiler.kineto_results
     base = results.trace_start_ns()  # ints until here: epoch ns as a float would keep only ~0.25 us
     for e in results.events():
@@ -214,15 +223,20 @@ def _read_kineto(prof: Any) -> tuple[list[Op], list[Device], set[str]]:
         activity = e.activity_type() if hasattr(e, "activity_type") else None
         kind = _kind(activity, e.device_type(), e.is_user_annotation())
         if kind == "device":
-            device.append((name, e.start_ns() - base, e.duration_ns(), e.linked_correlation_id()))
+            stream = e.device_resource_id() if hasattr(e, "device_resource_id") else 0
+            device.append((name, e.start_ns() - base, e.duration_ns(), e.linked_correlation_id(), stream,
+                           e.correlation_id()))
         elif kind == "op" and _is_frontend(e.is_async(), e.start_thread_id() != e.end_thread_id(),
                                            e.linked_correlation_id()):
             ops.append((e.start_thread_id(), e.start_ns() - base, base - e.end_ns(), name, e.correlation_id()))
-    return ops, device, names
+        elif activity in _RUNTIME_ACTIVITIES or (activity is None and kind == "op"):  # torch < 2.13: non-frontend
+            launches[e.correlation_id()] = e.start_ns() - base
+    return ops, device, names, launches
 
 
-def _read_function_events(prof: Any) -> tuple[list[Op], list[Device], set[str]]:
-    """The same facts from the public, slower event list (for a torch whose raw events read differently)."""
+def _read_function_events(prof: Any) -> tuple[list[Op], list[Device], set[str], Launches]:
+    """The same facts from the public, slower event list (for a torch whose raw events read differently), less
+    the runtime calls: no idle attribution from it."""
     ops: list[Op] = []
     device: list[Device] = []
     names: set[str] = set()
@@ -232,10 +246,10 @@ def _read_function_events(prof: Any) -> tuple[list[Op], list[Device], set[str]]:
         kind = _kind(getattr(e, "activity_type", None), e.device_type, bool(getattr(e, "is_user_annotation", 0)))
         start, end = e.time_range.start * 1e3, e.time_range.end * 1e3
         if kind == "device":
-            device.append((e.name, start, end - start, getattr(e, "linked_correlation_id", 0) or 0))
+            device.append((e.name, start, end - start, getattr(e, "linked_correlation_id", 0) or 0, 0, 0))
         elif kind == "op" and _is_frontend(e.is_async, False, getattr(e, "linked_correlation_id", 0)):
             ops.append((e.thread, start, -end, e.name, e.id))
-    return ops, device, names
+    return ops, device, names, {}
 
 
 def _sweep(ops: list[Op]) -> list[tuple[str, float, bool, int]]:
@@ -272,17 +286,20 @@ def collect(prof: Any, steps: int, cuda: bool) -> tuple[StageProfile, set[str]]:
     On CPU the figures are self CPU times; the profiler's own ProfilerStep# ranges are left out (not work).
     """
     try:
-        ops, device, names = _read_kineto(prof)
+        ops, device, names, launches = _read_kineto(prof)
     except (AttributeError, TypeError, RuntimeError):
-        ops, device, names = _read_function_events(prof)
+        ops, device, names, launches = _read_function_events(prof)
     swept = _sweep(ops)
     if cuda:
         in_opt = {corr for _, _, inside, corr in swept if inside}
 
         def override(name: str, linked: int) -> str | None:
             return "optimizer" if linked in in_opt and kernel_category(name) != "communication" else None
-        kernels = [(name, start / 1e3, dur / 1e3, override(name, linked)) for name, start, dur, linked in device]
-        return profile_from_kernels(kernels, steps), names
+        kernels = [(name, start / 1e3, dur / 1e3, override(name, linked)) for name, start, dur, linked, *_ in device]
+        idle = attribute((Activity(stream, start / 1e3, (start + dur) / 1e3, corr)
+                          for _, start, dur, _, stream, corr in device),
+                         {corr: start / 1e3 for corr, start in launches.items()}, steps) if launches else None
+        return replace(profile_from_kernels(kernels, steps), idle=idle), names
     rows = [(name, self_ns / 1e3, "optimizer" if inside and cpu_op_category(name) != "communication" else None)
             for name, self_ns, inside, _ in swept if not name.startswith("ProfilerStep")]
     return profile_from_cpu_ops(rows, steps), names
@@ -304,6 +321,7 @@ class Bottleneck:
     verdict: Bound
     busy: float | None
     sentence: str
+    host_wait_share: float | None = None   # of a timed step, from the trace's idle attribution (see `bottleneck`)
 
     @property
     def busy_text(self) -> str | None:
@@ -320,16 +338,26 @@ def busy_text(busy: float) -> str:
     return f"{busy:.4%}"
 
 
+def share_text(share: float) -> str:
+    return f"{share:.1%}" if share < 0.095 else f"{share:.0%}"
+
+
 def bottleneck(profile: StageProfile | None, median_ms: float | None, host_ms: float | None = None) -> Bottleneck:
-    """GPU busy = kernel time per step (union) / median step time of the timed, unprofiled steps, capped at 1.
-    Not the trace's own busy figure: the profiler slows the host, so under it the GPU idles more than in the
-    timed steps and a GPU-bound stage could look launch-bound."""
+    """Who set the pace of the timed steps. GPU busy = kernel time per step (union) / median step time of the
+    timed, unprofiled steps, capped at 1: shown, and the verdict of records without an idle attribution.
+
+    With one (`profile.idle`), the verdict is the host wait's: `launch-bound` when the timed steps' host wait
+    (`IdleBreakdown.timed_host_wait_ms`) is more than the trace's timestamps could make of nothing
+    (`IdleBreakdown.bound_us`, from their resolution: `idle.host_wait_bound_us`); no line fitted to results."""
     if profile is not None and profile.source == "cpu":
         return Bottleneck(Bound.UNKNOWN, None, "No GPU: the step runs on the CPU, so there is no launch/GPU split.")
     if profile is None or not profile.gpu_kernel_ms or not median_ms or median_ms <= 0:
         return Bottleneck(Bound.UNKNOWN, None, "No kernel trace for this stage, so the GPU/host split is unknown.")
     kernel_ms = profile.gpu_kernel_ms
     busy = min(1.0, kernel_ms / median_ms)
+    idle = profile.idle
+    if idle is not None:
+        return _by_host_wait(idle, busy, median_ms)
     if busy >= BUSY_THRESHOLD:
         return Bottleneck(Bound.GPU, busy,
                           f"GPU busy {busy_text(busy)} of the step: kernels, not the host, set the pace.")
@@ -339,6 +367,27 @@ def bottleneck(profile: StageProfile | None, median_ms: float | None, host_ms: f
                       f"GPU busy {busy_text(busy)}: the CPU cannot enqueue kernels as fast as the GPU runs them "
                       f"({why}); this stage's time depends on the host CPU. "
                       "CUDA graphs (the `graphs` lever) remove this.")
+
+
+def _by_host_wait(idle: IdleBreakdown, busy: float, median_ms: float) -> Bottleneck:
+    if idle.gaps and idle.unlinked_gaps == idle.gaps:
+        return Bottleneck(Bound.UNKNOWN, busy, "No GPU activity in the trace is tied to its launch call, so the "
+                                               "host wait is unknown.")
+    step_us = median_ms * 1e3
+    waited = idle.timed_host_wait_ms(median_ms) * 1e3 / step_us
+    bound = idle.bound_us / idle.steps / step_us
+    shares = (f"the GPU waited for the host {share_text(waited)} of the step ({share_text(idle.host_wait_share)} "
+              f"of the profiled steps, whose host the profiler slows), other idle {share_text(idle.other_idle_share)}")
+    if waited > bound:
+        return Bottleneck(Bound.LAUNCH, busy,
+                          f"launch-bound: {shares}; more than the {share_text(bound)} that "
+                          f"{TIMESTAMP_RESOLUTION_US:g} µs timestamps could make of none. GPU busy {busy_text(busy)}. "
+                          "This stage's time depends on the host CPU; CUDA graphs (the `graphs` lever) remove this.",
+                          waited)
+    return Bottleneck(Bound.GPU, busy,
+                      f"GPU busy {busy_text(busy)} of the step: kernels, not the host, set the pace ({shares}; "
+                      f"within the {share_text(bound)} that {TIMESTAMP_RESOLUTION_US:g} µs timestamps cannot "
+                      "resolve).", waited)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from bench_core.measure.breakdown import Bound
+from bench_core.measure.breakdown import Bound, share_text
 from bench_core.results.summary import RunSummary, StageSummary
 
 NA = "—"   # a figure that does not apply to this stage, or was not measured: never "None" or a made-up 0
@@ -145,10 +145,16 @@ DISPLAY_COLUMNS: tuple[DisplayColumn, ...] = (
                   "steps GradScaler skipped for inf/nan gradients",
                   (_stage("skipped_steps", "int?", lambda s: s.skipped_steps),), applies=_any(_uses_grad_scaler)),
     DisplayColumn("bottleneck", "Bottleneck", _bottleneck,
-                  "gpu-bound: kernels fill at least 90% of the step; launch-bound: the GPU waits for the host CPU",
+                  "launch-bound: the GPU waited for the host CPU more than the trace's timestamps can account for "
+                  "(Host wait); gpu-bound otherwise. Busy: kernel time ÷ step time",
                   (_stage("gpu_busy", "float", lambda s: s.profile.gpu_busy if s.profile else None),
                    _stage("bottleneck", "str", lambda s: s.bottleneck.verdict)),
                   Layout.TEXT, applies=_on("cuda")),
+    DisplayColumn("host_wait", "Host wait",
+                  lambda s: None if s.bottleneck.host_wait_share is None else share_text(s.bottleneck.host_wait_share),
+                  "share of a timed step the GPU sat idle waiting for the host to launch its next kernel (HTA's "
+                  "idle-time rule on the profiled steps, less what the profiler's own host overhead added)",
+                  (_stage("host_wait_share", "float", lambda s: s.bottleneck.host_wait_share),), applies=_on("cuda")),
     DisplayColumn("noise", "Noise", _noise, "noisy: the step time broke a steadiness rule (the reason is in Notes)",
                   (_stage("noisy", "bool", lambda s: s.noisy),
                    _stage("noise_reason", "str", lambda s: s.noise_reason or "")), Layout.TEXT),

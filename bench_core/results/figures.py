@@ -221,8 +221,7 @@ def time_breakdown(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
 
 
 def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
-    """GPU busy share of each step, against the launch-bound threshold."""
-    from bench_core.measure.breakdown import BUSY_THRESHOLD
+    """GPU busy share of each step, coloured by its verdict (which the host wait decides, not a busy line)."""
     summaries = _summaries(runs)
     several = len(summaries) > 1
     rows = [(summary, s) for summary in summaries for s in summary.stages if s.bottleneck.busy is not None]
@@ -232,8 +231,6 @@ def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                            marker_color=colors, text=[f"{s.bottleneck.busy_text} · {s.bottleneck.verdict}"
                                                       for _, s in rows], textposition="outside", cliponaxis=False,
                            hovertext=[s.bottleneck.sentence for _, s in rows]))
-    fig.add_vline(x=100 * BUSY_THRESHOLD, line_dash="dot", line_color="#616161",
-                  annotation_text=f"{BUSY_THRESHOLD:.0%}: below is launch-bound", annotation_position="top")
     fig.update_layout(title=_title("GPU busy share of the step<br><sup>kernel time ÷ step time</sup>"),
                       xaxis_title="% busy",
                       xaxis_range=[0, 115], height=_height(len(rows)) + 20, **LAYOUT)

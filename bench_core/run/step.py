@@ -250,8 +250,10 @@ def _time_cuda(built: Built, iters: int, done: Callable[[TimedStep], None], torc
     flush(iters, block=True)
 
 
-def profile(built: Built, torch: Any) -> tuple[Any, set[str], set[str]] | None:
-    """PROFILE_STEPS untimed steps under torch.profiler: (StageProfile, event names, GEMM input dtypes)."""
+def profile(built: Built, torch: Any, trace_name: str = "stage") -> tuple[Any, set[str], set[str]] | None:
+    """PROFILE_STEPS untimed steps under torch.profiler: (StageProfile, event names, GEMM input dtypes).
+    Benchmarks and tests only: with BENCH_SAVE_TRACE=DIR, the steps' Kineto trace is also saved there, gzipped
+    (DIR/trace_<trace_name>.json.gz), for tests/data and HTA."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
@@ -268,6 +270,7 @@ def profile(built: Built, torch: Any) -> tuple[Any, set[str], set[str]] | None:
             built.step()
         built.sync()
     stage_profile, names = collect(prof, PROFILE_STEPS, built.cuda)
+    _save_trace(prof, trace_name)
     dtypes = set()
     try:
         for event in prof.profiler.kineto_results.events():
@@ -277,3 +280,20 @@ def profile(built: Built, torch: Any) -> tuple[Any, set[str], set[str]] | None:
     except (AttributeError, RuntimeError):  # an older profiler without raw kineto events
         dtypes = set()
     return stage_profile, names, dtypes
+
+
+def _save_trace(prof: Any, name: str) -> None:
+    import gzip
+    import os
+    import shutil
+    import tempfile
+    folder = os.environ.get("BENCH_SAVE_TRACE")
+    if not folder:
+        return
+    os.makedirs(folder, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(raw)
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        with open(raw, "rb") as src, gzip.open(os.path.join(folder, f"trace_{safe}.json.gz"), "wb") as dst:
+            shutil.copyfileobj(src, dst)

@@ -80,7 +80,7 @@ def run(job: StageJob, emit: Emitter, torch: Any) -> None:
     if not job.profile:
         built.ddp.close()
         return
-    prof_out = profile(built, torch)
+    prof_out = profile(built, torch, stage.key)
     emit(ev.Profiled())
     if prof_out is None:  # a non-leader rank under torchrun
         built.ddp.close()

@@ -1,0 +1,224 @@
+"""The GPU's idle time within the profiled steps: host wait against other idle (HTA's rule), the bound on host
+wait from the timestamps' resolution, and the launch-bound label it drives."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench_core.measure.breakdown import CATEGORIES, StageProfile, bottleneck, profile_from_cpu_ops
+from bench_core.measure.idle import (
+    KERNEL_WAIT_US,
+    TIMESTAMP_RESOLUTION_US,
+    Activity,
+    IdleBreakdown,
+    attribute,
+    from_chrome_trace,
+    host_wait_bound_us,
+)
+
+TRACE = Path(__file__).resolve().parents[1] / "data" / "idle_trace.json"
+
+
+def act(start, end, corr, stream=7):
+    return Activity(stream, start, end, corr)
+
+
+# --- attribution, hand-computed ------------------------------------------------------------------------------
+def test_host_late_gap_is_host_wait_whole():
+    # A ends at 10; B's launch call starts at 14 (after A ended) and B runs at 20: the whole 10 us gap is host wait
+    idle = attribute([act(0, 10, 1), act(20, 30, 2)], {1: -5.0, 2: 14.0}, steps=1)
+    assert (idle.host_wait_us, idle.kernel_wait_us, idle.other_idle_us) == (10, 0, 0)
+    assert (idle.span_us, idle.busy_us, idle.gaps, idle.unresolved_us) == (30, 20, 1, 0)
+    assert idle.host_wait_share == pytest.approx(1 / 3)
+
+
+def test_sync_gap_is_other_and_a_short_queued_gap_is_kernel_wait():
+    # B was launched at 5 (before A ended) but ran only at 110: it waited on something else (an event, a sync)
+    idle = attribute([act(0, 10, 1), act(110, 120, 2), act(125, 130, 3)], {1: -5.0, 2: 5.0, 3: 6.0}, steps=1)
+    assert (idle.host_wait_us, idle.kernel_wait_us, idle.other_idle_us) == (0, 5, 100)
+    assert idle.other_idle_share == pytest.approx(105 / 130)
+    assert KERNEL_WAIT_US == 30  # HTA's default consecutive_kernel_delay: the 5 us gap is under it, 100 us is not
+
+
+def test_back_to_back_kernels_leave_no_gap():
+    idle = attribute([act(0, 10, 1), act(10, 20, 2), act(20, 35, 3)], {1: -1.0, 2: 50.0, 3: 60.0}, steps=1)
+    assert (idle.gaps, idle.host_wait_us, idle.kernel_wait_us, idle.other_idle_us) == (0, 0, 0, 0)
+    assert idle.busy_share == 1.0
+
+
+def test_two_streams_only_whole_gpu_idle_counts():
+    # stream 7: [0, 10], [40, 50]; stream 8: [5, 25]. The GPU is idle only over [25, 40] (not [10, 40], which is
+    # stream 7's own gap): judged against the GPU's last end (25) and the activity ending it (corr 2, launched 30)
+    acts = [act(0, 10, 1, 7), act(40, 50, 2, 7), act(5, 25, 3, 8)]
+    idle = attribute(acts, {1: -1.0, 2: 30.0, 3: 1.0}, steps=1)
+    assert (idle.span_us, idle.busy_us, idle.host_wait_us, idle.gaps) == (50, 35, 15, 1)
+    # launched at 20 instead: before the GPU's last end, so the 15 us are not host wait, and not under 30 us wait
+    queued = attribute(acts, {1: -1.0, 2: 20.0, 3: 1.0}, steps=1)
+    assert (queued.host_wait_us, queued.kernel_wait_us) == (0, 15)
+
+
+def test_unlinked_and_unresolved_gaps():
+    # no runtime call for corr 2: never host wait (HTA: no ts_runtime), and counted as unlinked
+    idle = attribute([act(0, 10, 1), act(50, 60, 2)], {1: -1.0}, steps=1)
+    assert (idle.host_wait_us, idle.other_idle_us, idle.unlinked_gaps) == (0, 40, 1)
+    # launch call 0.5 us after the previous end: within one resolution, so its whole gap is unresolved
+    near = attribute([act(0, 10, 1), act(50, 60, 2)], {1: -1.0, 2: 10.5}, steps=1)
+    assert (near.host_wait_us, near.unresolved_us) == (40, 40)
+    assert attribute([], {}, steps=1) is None
+
+
+def test_round_trip_and_old_files_load():
+    idle = attribute([act(0, 10, 1), act(20, 30, 2)], {1: -5.0, 2: 14.0}, steps=2)
+    assert IdleBreakdown.from_dict(json.loads(json.dumps(idle.to_dict()))) == idle
+    prof = StageProfile("cuda", 2, 0.01, 0.66, 1.0, dict.fromkeys(CATEGORIES, 0.0), (), idle)
+    assert StageProfile.from_dict(json.loads(json.dumps(prof.to_dict()))) == prof
+    old = prof.to_dict()
+    del old["idle"]                               # a file saved before the idle attribution
+    assert StageProfile.from_dict(old).idle is None
+
+
+def test_cpu_profile_has_no_idle_breakdown():
+    assert profile_from_cpu_ops([("aten::mm", 10.0)], steps=1).idle is None
+
+
+# --- a saved trace: hand-computed, and HTA's own answer ----------------------------------------------------------
+# tests/data/idle_trace.json: six activities on stream 7 (a memcpy among them), each with its runtime call and
+# flow events. Gaps: 5 us queued (kernel wait), 40 us launched late (host wait), 100 us queued but held (other),
+# 20 us memcpy launched late (host wait), 1 us queued (kernel wait).
+def _saved() -> IdleBreakdown:
+    acts, launches = from_chrome_trace(json.loads(TRACE.read_text()))
+    idle = attribute(acts, launches, steps=1)
+    assert idle is not None
+    return idle
+
+
+def test_saved_trace_hand_computed():
+    idle = _saved()
+    assert (idle.span_us, idle.busy_us) == (400, 234)
+    assert (idle.host_wait_us, idle.kernel_wait_us, idle.other_idle_us) == (60, 6, 100)
+    assert (idle.gaps, idle.unresolved_us, idle.unlinked_gaps) == (5, 0, 0)
+
+
+def test_saved_trace_equals_hta(tmp_path):
+    hta = pytest.importorskip("hta.trace_analysis")
+    shutil.copy(TRACE, tmp_path / TRACE.name)
+    frame, _ = hta.TraceAnalysis(trace_dir=str(tmp_path)).get_idle_time_breakdown(
+        visualize=False, consecutive_kernel_delay=int(KERNEL_WAIT_US))
+    theirs = dict(zip(frame["idle_category"], frame["idle_time"], strict=True))
+    idle = _saved()
+    assert theirs == {"host_wait": idle.host_wait_us, "kernel_wait": idle.kernel_wait_us,
+                      "other": idle.other_idle_us}
+
+
+# --- the bound and the label -----------------------------------------------------------------------------------
+def test_bound_arithmetic():
+    assert TIMESTAMP_RESOLUTION_US == 1.0
+    assert host_wait_bound_us(600, 0.0) == 600.0                     # every gap's edges, one resolution each
+    assert host_wait_bound_us(600, 25.0) == 625.0                    # plus the gaps whose order is unresolved
+    assert host_wait_bound_us(10, 3.0, resolution_us=0.5) == 8.0
+    idle = IdleBreakdown(5, 100_000.0, 90_000.0, 6_000.0, 1_000.0, 3_000.0, gaps=500, unresolved_us=100.0)
+    assert idle.bound_us == 600.0 and idle.bound_share == pytest.approx(0.006)
+
+
+def _profile(idle: IdleBreakdown, kernel_ms: float) -> StageProfile:
+    return StageProfile("cuda", idle.steps, kernel_ms, idle.busy_share, 100.0, dict.fromkeys(CATEGORIES, 0.0),
+                        (), idle)
+
+
+def test_timed_host_wait_takes_off_what_the_profiler_added():
+    # profiled steps of 30 ms each, 8 ms of them host wait; timed steps of 25 ms: at least 3 ms of host wait
+    idle = IdleBreakdown(5, 150_000.0, 110_000.0, 40_000.0, 0.0, 0.0, gaps=100, unresolved_us=0.0)
+    assert idle.timed_host_wait_ms(25.0) == pytest.approx(3.0)
+    assert idle.timed_host_wait_ms(20.0) == pytest.approx(0.0)       # all the trace's host wait was the profiler's
+    assert idle.timed_host_wait_ms(40.0) == pytest.approx(8.0)       # a profiled step no longer: all of it stays
+
+
+def test_label_just_above_and_just_below_the_bound():
+    # one step, spans = timed step = 10 ms; 100 gaps, none unresolved: the bound is 100 us (1% of the step)
+    def idle(host_us):
+        return IdleBreakdown(1, 10_000.0, 10_000.0 - host_us, host_us, 0.0, 0.0, gaps=100, unresolved_us=0.0)
+    above = bottleneck(_profile(idle(101.0), 9.899), median_ms=10.0)
+    below = bottleneck(_profile(idle(99.0), 9.901), median_ms=10.0)
+    assert above.verdict == "launch-bound" and above.host_wait_share == pytest.approx(0.0101)
+    assert below.verdict == "gpu-bound" and below.host_wait_share == pytest.approx(0.0099)
+    # GPU busy 98.99%: the old 90% line would call both gpu-bound; the host wait decides
+    assert above.busy == pytest.approx(0.9899)
+
+
+def test_launch_bound_sentence_shows_the_shares():
+    idle = IdleBreakdown(5, 200_000.0, 120_000.0, 76_000.0, 1_000.0, 3_000.0, gaps=1000, unresolved_us=0.0)
+    b = bottleneck(_profile(idle, 24.0), median_ms=40.0)
+    # per step: profiled 40 ms, host wait 15.2 ms; timed 40 ms: 38% of the step; bound 200 us = 0.5%
+    assert b.verdict == "launch-bound" and b.host_wait_share == pytest.approx(0.38)
+    assert b.sentence.startswith("launch-bound: the GPU waited for the host 38% of the step (38% of the profiled "
+                                 "steps, whose host the profiler slows), other idle 2.0%; more than the 0.5% that "
+                                 "1 µs timestamps could make of none. GPU busy 60%.")
+
+
+def test_profiler_host_wait_alone_is_not_launch_bound():
+    # the trace shows 40% host wait, but the timed step (25 ms) is as short as the GPU work: the profiler's own
+    idle = IdleBreakdown(5, 210_000.0, 125_000.0, 85_000.0, 0.0, 0.0, gaps=3000, unresolved_us=0.0)
+    b = bottleneck(_profile(idle, 25.0), median_ms=25.0)
+    assert b.verdict == "gpu-bound" and b.host_wait_share == 0.0
+
+
+def test_no_linked_launch_is_unknown():
+    idle = IdleBreakdown(1, 100.0, 50.0, 0.0, 0.0, 50.0, gaps=2, unresolved_us=0.0, unlinked_gaps=2)
+    assert bottleneck(_profile(idle, 0.05), median_ms=0.1).verdict == "unknown"
+
+
+# --- the share in the files: one column spec owns `host_wait_share` ---------------------------------------------
+def test_host_wait_share_in_csv_and_json():
+    import csv
+    import io
+    from dataclasses import replace
+
+    from sample_runs import gpu_run
+
+    from bench_core.results.formats import to_csv, to_json
+    run = gpu_run()
+    stages = list(run.stages)
+    # the BF16 stage (20 ms timed): profiled 5 x 30 ms, 5 x 15 ms host wait -> at least 5 ms of a timed 20 ms step
+    idle = IdleBreakdown(5, 150_000.0, 50_000.0, 75_000.0, 5_000.0, 20_000.0, gaps=4350, unresolved_us=0.0)
+    stages[3] = replace(stages[3], profile=replace(stages[3].profile, idle=idle))
+    run = replace(run, stages=tuple(stages))
+    rows = list(csv.DictReader(io.StringIO(to_csv(run))))
+    assert float(rows[3]["host_wait_share"]) == pytest.approx(0.25) and rows[3]["bottleneck"] == "launch-bound"
+    assert rows[0]["host_wait_share"] == ""             # a record without the attribution: empty, never 0
+    saved = json.loads(to_json(run))
+    assert saved["stages"][3]["profile"]["idle"] == idle.to_dict()
+    assert saved["summary"][3]["host_wait_share"] == pytest.approx(0.25)   # the raw JSON keeps what the label needs
+
+
+def test_cpu_run_has_an_empty_host_wait_share():
+    import csv
+    import io
+    from dataclasses import replace
+
+    from sample_runs import gpu_run
+
+    from bench_core.results.formats import to_csv
+    run = gpu_run()
+    cpu = profile_from_cpu_ops([("aten::mm", 10.0)], steps=1)
+    run = replace(run, device="cpu", config=replace(run.config, device="cpu"),
+                  stages=tuple(replace(s, profile=cpu) if s.profile else s for s in run.stages))
+    rows = list(csv.DictReader(io.StringIO(to_csv(run))))
+    assert rows and all(r["host_wait_share"] == "" for r in rows)  # CPU: no launch/GPU split, not applicable
+
+
+def test_bench_save_trace_saves_a_gzipped_trace(tmp_path, monkeypatch):
+    import gzip
+    from types import SimpleNamespace
+
+    from bench_core.run.step import _save_trace
+    prof = SimpleNamespace(export_chrome_trace=lambda path: Path(path).write_text('{"traceEvents": []}'))
+    monkeypatch.delenv("BENCH_SAVE_TRACE", raising=False)
+    _save_trace(prof, "apex-fusedadam+apex-fusedln+bf16")
+    assert not list(tmp_path.iterdir())                 # off unless asked
+    monkeypatch.setenv("BENCH_SAVE_TRACE", str(tmp_path / "traces"))
+    _save_trace(prof, "apex-fusedadam+apex-fusedln+bf16")
+    saved = tmp_path / "traces" / "trace_apex-fusedadam_apex-fusedln_bf16.json.gz"
+    assert json.loads(gzip.decompress(saved.read_bytes())) == {"traceEvents": []}
