@@ -2,6 +2,8 @@
 
 Timing: CUDA events around each step, no host sync between steps (the CPU queues ahead as in real training);
 host time to enqueue each step with perf_counter. Warm-up: at least `warmup` steps and WARMUP_MIN_S seconds.
+Adaptive: a process stops timing once its median is known well enough (measure.stats.enough_steps), between
+cfg.min_iters and cfg.iters steps, asked every STOP_CHECK_EVERY steps.
 """
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench_core.config.bench_config import WARMUP_MIN_S, BenchConfig
+from bench_core.config.bench_config import STOP_CHECK_EVERY, STOP_HALF_WIDTH, WARMUP_MIN_S, BenchConfig
 from bench_core.levers.stage import Stage
+from bench_core.measure.stats import enough_steps
 from bench_core.models.families import ModelParts, build_model
 from bench_core.run.faults import broken_build
 from bench_core.run.processes import StageJob
@@ -169,14 +172,18 @@ def measure(built: Built, job: StageJob, emit_iter: Callable[[int, float, float,
     if not built.cuda:
         scale = built.scaler.get_scale() if built.scaler else None
         skipped = 0 if built.scaler else None
+        times: list[float] = []
         for i in range(iters):
             start = time.perf_counter()
             loss = built.step().item()
-            emit_iter(i, (time.perf_counter() - start) * 1e3, loss, None)
+            times.append((time.perf_counter() - start) * 1e3)
+            emit_iter(i, times[-1], loss, None)
             if built.scaler:  # a skipped step halves the scale; reading it on CPU costs nothing
                 new = built.scaler.get_scale()
                 skipped += new < scale
                 scale = new
+            if _stop_now(built, times):
+                break
         peaks = built.ddp.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         return {"peak_rss_mib": max(peaks), "rank_peak_mib": peaks, "skipped_steps": skipped}
     from bench_core.machine.telemetry import EnergyMeter
@@ -186,32 +193,55 @@ def measure(built: Built, job: StageJob, emit_iter: Callable[[int, float, float,
         scales[0].copy_(built.scaler._scale.detach().float(), non_blocking=True)
     meter = EnergyMeter(torch.cuda.current_device())
     meter.start()
-    _time_cuda(built, iters, emit_iter, torch, scales)
+    timed = _time_cuda(built, iters, emit_iter, torch, scales)
     energy = meter.stop()
     peaks = built.ddp.gather((torch.cuda.max_memory_allocated() / 2**20, torch.cuda.max_memory_reserved() / 2**20))
     skipped = None
     if scales is not None:  # GradScaler halves its scale after each step it skipped for inf/nan gradients
-        values = scales.tolist()
+        values = scales[:timed + 1].tolist()  # slots past the steps timed were never written
         skipped = sum(1 for a, b in zip(values, values[1:], strict=False) if b < a)
     return {"peak_allocated_mib": max(p[0] for p in peaks), "peak_reserved_mib": max(p[1] for p in peaks),
             "rank_peak_mib": [p[0] for p in peaks], "energy_j": energy, "skipped_steps": skipped}
 
 
-def _time_cuda(built: Built, iters: int, emit_iter: Callable, torch: Any, scales: Any) -> None:
-    """CUDA events around each step; each result is emitted as soon as its end event has completed."""
+def _check_due(cfg: BenchConfig, n: int) -> bool:
+    """The rule is asked with n steps timed once the floor is reached, then every STOP_CHECK_EVERY steps, below
+    the ceiling (the loop ends there anyway); the same steps on every rank."""
+    return cfg.min_iters <= n < cfg.iters and (n - cfg.min_iters) % STOP_CHECK_EVERY == 0
+
+
+def _stop_now(built: Built, times: list[float]) -> bool:
+    """Whether to stop timing now; under DDP every rank stops after the same step (one all-reduce)."""
+    if not _check_due(built.cfg, len(times)):
+        return False
+    return bool(built.ddp.all_agree(enough_steps(times, built.cfg.min_iters, built.cfg.iters, STOP_HALF_WIDTH)))
+
+
+def _time_cuda(built: Built, iters: int, emit_iter: Callable, torch: Any, scales: Any) -> int:
+    """CUDA events around each step; each result is emitted as soon as its end event has completed. Returns the
+    number of steps timed.
+
+    The stopping rule needs the times of the steps so far. At a check (every STOP_CHECK_EVERY steps) the host
+    waits for the end of the step *before* the one it just queued, so the GPU still has a whole step to run
+    while the rule is read: its queue never drains, and no step's time includes a bubble. Between checks the
+    host runs ahead as in training. Every 5 steps: at most 5 steps are timed past the one where the rule was
+    first met (half the floor of 10), and the host runs free 4 steps in 5."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     losses = torch.empty(iters, dtype=torch.float32, pin_memory=True)
     host = [0.0] * iters
+    times: list[float] = []
     done = 0
 
     def flush(recorded: int, block: bool) -> None:
         nonlocal done
         while done < recorded and (block or ends[done].query()):
             ends[done].synchronize()
-            emit_iter(done, starts[done].elapsed_time(ends[done]), float(losses[done]), host[done])
+            times.append(starts[done].elapsed_time(ends[done]))
+            emit_iter(done, times[-1], float(losses[done]), host[done])
             done += 1
 
+    recorded = iters
     for i in range(iters):
         t0 = time.perf_counter()
         starts[i].record()
@@ -221,8 +251,14 @@ def _time_cuda(built: Built, iters: int, emit_iter: Callable, torch: Any, scales
             scales[i + 1].copy_(built.scaler._scale.detach().float(), non_blocking=True)
         ends[i].record()
         host[i] = (time.perf_counter() - t0) * 1e3
+        if _check_due(built.cfg, i):
+            flush(i, block=True)  # steps 0..i-1; step i keeps the GPU busy meanwhile
+            if _stop_now(built, times):
+                recorded = i + 1
+                break
         flush(i + 1, block=False)
-    flush(iters, block=True)
+    flush(recorded, block=True)
+    return recorded
 
 
 def profile(built: Built, torch: Any) -> tuple[Any, set[str], set[str]] | None:

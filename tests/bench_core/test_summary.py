@@ -82,7 +82,8 @@ def test_figure_texts_are_written_once_and_fp8_mfu_names_its_peak():
     run = gpu_run()
     fp8 = replace(run.stages[3], stage=run.stages[3].stage.replace(precision="fp8-torchao"))
     base, apex, failed, stage = summarize(replace(run, stages=(*run.stages[:3], fp8))).stages
-    assert base.speedup_text == "×1.00" and apex.speedup_text == "×2.00 (2.00–2.00)"
+    # two processes: fewer than a GPU run's default, so the text says what its interval covers
+    assert base.speedup_text == "×1.00" and apex.speedup_text == "×2.00 (2.00–2.00, across 2 processes)"
     assert apex.spread_text == "50.00–50.00" and failed.mfu_text is None
     assert base.mfu_text is not None and not base.mfu_text.endswith("of fp32")  # fp32 counts against fp32
     # FP8 does the same model FLOPs as BF16 and counts them against the BF16 peak: the text must say so
