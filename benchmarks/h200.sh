@@ -123,6 +123,19 @@ for mode in "$@"; do
     peers_proof) log "gpu tests: peers kernel proofs and FLCE memory"; timeout 120 python3 -m pytest -q -m gpu \
       tests/gpu/test_peers_gpu.py -k "proven or flce" -p no:cacheprovider -rs > "$OUT/gpu_tests_peers_proof.log" 2>&1
       log "exit $?" ;;
+    agreement:*)  # agreement:MODEL (issue 19): two back-to-back complete runs of seed and of peers (run `wheels`
+      # first), each stage in 3 processes (the CUDA default), then how many of run B's speedups lie in run A's
+      # intervals (target: >= 90% of stages)
+      model=${mode#agreement:}
+      for p in seed peers; do for i in 1 2; do run "${p}_${model}_agree_$i" --preset $p --model "$model"; done; done
+      python3 benchmarks/interval_agreement.py "$OUT/seed_${model}_agree_1.json" "$OUT/seed_${model}_agree_2.json" \
+        "$OUT/peers_${model}_agree_1.json" "$OUT/peers_${model}_agree_2.json" > "$OUT/interval_agreement_$model.txt" 2>&1
+      tail -2 "$OUT/interval_agreement_$model.txt" | tee -a "$OUT/steps.log" ;;
+    ttr3)  # issue 19: time to result of the seed ladder on gpt2-small, 3 processes a stage (default), probe cached
+      python3 -m bench_core probe > /dev/null 2>&1   # target: <= 45 s
+      for i in 1 2; do log "time to result, 3 processes a stage, $i"; python3 benchmarks/time_to_result.py -- --preset \
+        seed --model gpt2-small --no-db --json "$OUT/ttr3_$i.json" > "$OUT/ttr3_$i.log" 2>&1
+        tail -1 "$OUT/ttr3_$i.log" | tee -a "$OUT/steps.log"; done ;;
     run:*)  # run:NAME:PRESET:MODEL[:EXTRA,ARGS]: one CLI run, e.g. run:peers_llama-1b_1:peers:llama-1b:--iters,15
       IFS=: read -r _ name preset model extra <<< "$mode"
       # shellcheck disable=SC2086  # EXTRA is split on purpose
