@@ -89,11 +89,12 @@ for mode in "$@"; do
     env) env_info; python3 -m bench_core.machine.probe_collect > "$OUT/probe.json" 2>"$OUT/probe.err" ;;
     gputests) log "gpu tests"; timeout 200 python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider > "$OUT/gpu_tests.log" 2>&1; log "gpu tests exit $?" ;;
     smoke) run smoke_all --preset all --model gpt2-small --warmup 3 --iters 8 ;;
-    ttr)  # time to result: the seed ladder on gpt2-small, 10 + 30: twice cold (no probe, no ceilings), then cached
+    ttr)  # issue 18: time to result, the seed ladder on gpt2-small, 10 + 30, one process a stage (as the 59.4 s cold
+      # and 36.8 s cached figures it compares with): twice cold (no probe, no ceilings), then cached
       for name in cold_1 cold_2 cached; do
         [ "$name" = cached ] || rm -rf "$(python3 -c 'from bench_core.machine.cache import cache_dir; print(cache_dir())')"
         log "time to result $name"; python3 benchmarks/time_to_result.py -- --preset seed --model gpt2-small --warmup 10 \
-          --iters 30 --no-db --json "$OUT/ttr_$name.json" > "$OUT/ttr_$name.log" 2>&1
+          --iters 30 --repeats 1 --no-db --json "$OUT/ttr_$name.json" > "$OUT/ttr_$name.log" 2>&1
         tail -1 "$OUT/ttr_$name.log" | tee -a "$OUT/steps.log"
       done ;;
     small) for i in 1 2; do run seed_small_$i --preset seed --model gpt2-small --repeats 2
@@ -128,6 +129,19 @@ for mode in "$@"; do
       BENCH_SAVE_TRACE="$OUT/traces" run trace_seed_small --preset seed --model gpt2-small --warmup 3 --iters 10
       BENCH_SAVE_TRACE="$OUT/traces" run trace_native_small --preset native --model gpt2-small --warmup 3 --iters 10
       ls -la "$OUT/traces" | tee -a "$OUT/steps.log" ;;
+    agreement:*)  # agreement:MODEL (issue 19): two back-to-back complete runs of seed and of peers (run `wheels`
+      # first), each stage in 3 processes (the CUDA default), then how many of run B's speedups lie in run A's
+      # intervals (target: >= 90% of stages)
+      model=${mode#agreement:}
+      for p in seed peers; do for i in 1 2; do run "${p}_${model}_agree_$i" --preset $p --model "$model"; done; done
+      python3 benchmarks/interval_agreement.py "$OUT/seed_${model}_agree_1.json" "$OUT/seed_${model}_agree_2.json" \
+        "$OUT/peers_${model}_agree_1.json" "$OUT/peers_${model}_agree_2.json" > "$OUT/interval_agreement_$model.txt" 2>&1
+      tail -2 "$OUT/interval_agreement_$model.txt" | tee -a "$OUT/steps.log" ;;
+    ttr3)  # issue 19: time to result of the seed ladder on gpt2-small, 3 processes a stage (default), probe cached
+      python3 -m bench_core probe > /dev/null 2>&1   # target: <= 45 s
+      for i in 1 2; do log "time to result, 3 processes a stage, $i"; python3 benchmarks/time_to_result.py -- --preset \
+        seed --model gpt2-small --no-db --json "$OUT/ttr3_$i.json" > "$OUT/ttr3_$i.log" 2>&1
+        tail -1 "$OUT/ttr3_$i.log" | tee -a "$OUT/steps.log"; done ;;
     run:*)  # run:NAME:PRESET:MODEL[:EXTRA,ARGS]: one CLI run, e.g. run:peers_llama-1b_1:peers:llama-1b:--iters,15
       IFS=: read -r _ name preset model extra <<< "$mode"
       # shellcheck disable=SC2086  # EXTRA is split on purpose

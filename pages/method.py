@@ -20,15 +20,26 @@ timed iterations are over, while it is being profiled.
   step. The host does not synchronise between iterations, so the CPU may queue the next step as a real
   training loop does; an iteration's time is read once its end event has completed. On CPU, `time.perf_counter`.
   The **host time** of each step (`perf_counter` around the Python call, no sync) is recorded too.
-* **Repeats**: with R > 1, the whole ladder runs R times, odd rounds in reverse order, each stage in a fresh
-  process, so drift (clocks, other tenants, the host) hits every stage alike.
+* **Adaptive timing**: *Timed iterations* is a ceiling. Each process stops once the 95% interval of its median
+  step time is within ±1% of the median (order statistics of its steps, asked every 5 steps), after at least
+  max(10, iterations ÷ 3) steps — the stopping rule of `torch.utils.benchmark`'s `adaptive_autorange`, with the
+  median's precision in place of its IQR ÷ median. On CUDA the host reads the times one step behind, so the GPU
+  always has a step queued.
+* **Processes**: the whole ladder runs R times (*Repeats*; 3 by default on a GPU, 1 on CPU), odd rounds in reverse
+  order, each stage in a **fresh process** every round, so drift (clocks, other tenants, the host) hits every stage
+  alike. The process is the unit of replication: two processes of the same stage can differ by far more than the
+  steps inside one suggest.
 * The **median** is the headline, with p10 and p90. A stage is **noisy** when its p10–p90 spread exceeds 10%
   of its median, or when its rounds' medians differ by more than 3%; the tool says which rule, with the figures.
 * **Speedups** are ratios of medians against the run's **first stage**, named as `baseline_stage` in the files.
   If that stage did not finish ok, there are no speedups, and every view says so: nothing is silently rebased.
-  Multi-GPU stages compare throughput, not step time. Each speedup carries a **95% interval** from a
-  hierarchical bootstrap (2,000 resamples: rounds with replacement, then iterations within each round, for
-  both the stage and the baseline; the percentile interval of the ratio of medians).
+  Multi-GPU stages compare throughput, not step time. Each speedup carries a **95% interval across its
+  processes**: per process, the log-ratio of the baseline's median to the stage's (paired by round), then a
+  t-interval with n − 1 degrees of freedom, exponentiated. Each process's ratio already carries its steps'
+  noise, so the interval covers both. With 2 processes it is honest and wide (t = 12.7). With one process there is
+  no spread between processes to see: the interval is a bootstrap of its steps (2,000 resamples) and is labelled
+  **within one process** wherever it is shown. The *CI covers* column, the files' `processes` and
+  `interval_scope` fields, and the speedup text (when fewer than 3 processes) say which.
 
 ### Throughput, FLOPs and MFU
 The attention term counts the full $T\times T$ score matrix, not the causal half FlashAttention computes: it is

@@ -42,6 +42,16 @@ def exit_code_of(command: Callable[[], int]) -> int:
         return 1
 
 
+# Adaptive timing (measure.stats.enough_steps): a process stops once its median step time is known to within
+# +-STOP_HALF_WIDTH (95% interval), after at least min_iters steps, checking every STOP_CHECK_EVERY steps (run.step
+# says why). 1%: the spread between processes is larger, so more precision inside one buys nothing.
+MIN_TIMED_STEPS = 10
+STOP_HALF_WIDTH = 0.01
+STOP_CHECK_EVERY = 5
+# Fresh processes per stage on a GPU: the interval's unit of replication; 3 leaves 2 degrees of freedom.
+CUDA_PROCESSES = 3
+
+
 def _int(default: int, label: str, group: str, help: str = "", minimum: int = 1) -> Any:
     """A config field with what every form, table and parser needs to know about it."""
     return field(default=default, metadata={"label": label, "group": group, "help": help, "minimum": minimum})
@@ -60,9 +70,15 @@ class BenchConfig:
     vocab_size: int = _int(50304, "Vocab size", "model")
     warmup: int = _int(10, "Warm-up iterations", "run",
                        "at least this many untimed steps, and at least WARMUP_MIN_S seconds of them")
-    iters: int = _int(30, "Timed iterations", "run")
-    repeats: int = _int(1, "Repeats", "run", "rounds of the whole ladder, in alternating order, so drift hits "
-                        "every stage alike")
+    iters: int = _int(30, "Timed iterations", "run",
+                      f"the most timed steps per process; each process stops earlier, after at least "
+                      f"max({MIN_TIMED_STEPS}, iters/3) steps (all of them, when iters is below {MIN_TIMED_STEPS}), "
+                      f"once the 95% interval of its median step time is within ±{STOP_HALF_WIDTH:.0%} of the median "
+                      f"(checked every {STOP_CHECK_EVERY} steps)")
+    repeats: int = _int(1, "Repeats", "run", "rounds of the whole ladder, in alternating order, each stage in a "
+                        "fresh process: the speedup intervals are computed across these processes "
+                        f"({CUDA_PROCESSES} by default on a GPU); with one, an interval is only the noise within one "
+                        "process, and says so")
     seed: int = _int(1234, "Seed", "run", minimum=0)
     device: str = field(default="auto", metadata={"label": "Device", "group": "run", "help": "auto, cuda or cpu"})
 
@@ -77,6 +93,12 @@ class BenchConfig:
     @property
     def tokens_per_step(self) -> int:
         return self.seq_len * self.batch_size
+
+    @property
+    def min_iters(self) -> int:
+        """The floor of timed steps per process (`iters` is the ceiling): a third of the ceiling, at least
+        MIN_TIMED_STEPS, never above the ceiling."""
+        return min(self.iters, max(MIN_TIMED_STEPS, self.iters // 3))
 
 
 # Every list of config fields is derived from the dataclass, never written out again.
@@ -119,9 +141,10 @@ def describe_shape(cfg: BenchConfig) -> str:
 
 
 def defaults_for(device_kind: str) -> BenchConfig:
-    """GPT-2-small on a GPU; a tiny model on CPU so the seed ladder ends in seconds on 2 cores."""
+    """GPT-2-small in 3 processes a stage on a GPU; a tiny model in one on CPU, so the seed ladder ends in seconds
+    on 2 cores (its intervals then say "within one process")."""
     if device_kind == "cuda":
-        return BenchConfig(**WORKLOADS["gpt2-small"], warmup=10, iters=30, device="auto")
+        return BenchConfig(**WORKLOADS["gpt2-small"], warmup=10, iters=30, repeats=CUDA_PROCESSES, device="auto")
     return BenchConfig(**WORKLOADS["tiny"], warmup=3, iters=10, device="auto")
 
 

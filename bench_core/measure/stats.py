@@ -1,11 +1,13 @@
-"""Timing statistics, the noise rule and a bootstrap interval for speedups. Pure Python (stdlib only)."""
+"""Timing statistics, the noise rule, speedup intervals over processes (a step-level bootstrap within one) and
+the adaptive stopping rule of the timed loop. Pure Python (stdlib only)."""
 from __future__ import annotations
 
 import math
 import random
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from enum import StrEnum
 
 # A stage is noisy when its p10-p90 spread is over 10% of its median, or when the medians of its
 # repeats (separate rounds of timed steps) disagree by more than 3% of their median.
@@ -124,3 +126,143 @@ def bootstrap_speedup_ci(base_rounds: Sequence[Sequence[float]], stage_rounds: S
     ratios.sort()
     tail = (1.0 - level) / 2
     return quantile(ratios, tail), quantile(ratios, 1.0 - tail)
+
+
+# ---------------------------------------------------------------- intervals over processes
+class IntervalScope(StrEnum):
+    """What a speedup interval covers: the noise between fresh processes, or only the steps inside one."""
+    ACROSS_PROCESSES = "across processes"
+    WITHIN_ONE_PROCESS = "within one process"
+    NOT_RECORDED = "not recorded"   # a file written before intervals said what they cover
+
+
+@dataclass(frozen=True)
+class SpeedupInterval:
+    low: float
+    high: float
+    processes: int          # processes (rounds) per side the interval is computed over
+    scope: IntervalScope
+
+    @property
+    def text(self) -> str:
+        """'across 3 processes', 'within one process': what every view prints beside the interval."""
+        if self.scope == IntervalScope.ACROSS_PROCESSES:
+            return f"across {self.processes} processes"
+        return "scope not recorded" if self.scope == IntervalScope.NOT_RECORDED else str(self.scope)
+
+    def scaled(self, factor: float) -> SpeedupInterval:
+        return replace(self, low=self.low * factor, high=self.high * factor)
+
+
+def _t_coverage(t: float, df: int) -> float:
+    """P(|T| <= t) for Student's t with integer df: the finite series of Abramowitz & Stegun 26.7.3-4."""
+    theta = math.atan(t / math.sqrt(df))
+    c2 = math.cos(theta) ** 2
+    if df % 2:  # odd
+        term, total = math.cos(theta), 0.0
+        for k in range(1, (df - 1) // 2 + 1):  # cos, (2/3)cos^3, (2*4)/(3*5)cos^5 ... up to cos^(df-2)
+            total += term
+            term *= c2 * (2 * k) / (2 * k + 1)
+        return 2 / math.pi * (theta + math.sin(theta) * total)
+    term, total = 1.0, 0.0
+    for k in range(1, df // 2 + 1):  # 1, (1/2)cos^2, (1*3)/(2*4)cos^4 ... up to cos^(df-2)
+        total += term
+        term *= c2 * (2 * k - 1) / (2 * k)
+    return math.sin(theta) * total
+
+
+def t_quantile(level: float, df: int) -> float:
+    """The t such that P(|T| <= t) = level (e.g. 12.706 for 0.95 and df 1), by bisection on the exact CDF."""
+    if not 0.0 < level < 1.0 or df < 1:
+        raise ValueError(f"need 0 < level < 1 and df >= 1, not {level}, {df}")
+    lo, hi = 0.0, 1.0
+    while _t_coverage(hi, df) < level:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _t_coverage(mid, df) < level else (lo, mid)
+        if hi - lo < 1e-12 * hi:
+            break
+    return (lo + hi) / 2
+
+
+def _log_medians(rounds: Sequence[Sequence[float]]) -> list[float] | None:
+    medians = [statistics.median(r) for r in rounds]
+    return [math.log(m) for m in medians] if all(m > 0 for m in medians) else None
+
+
+def speedup_interval(base_rounds: Sequence[Sequence[float]], stage_rounds: Sequence[Sequence[float]],
+                     level: float = 0.95) -> SpeedupInterval | None:
+    """The interval of speedup = base ms / stage ms, with the process as the unit of replication.
+
+    Each round of a stage is one fresh worker process, and processes differ by more than their steps' noise
+    says (allocator layout, clocks, which kernels the autotuner picked): on the H200, one process gave Liger
+    RMSNorm x0.58 (0.58-0.62) and the next x0.99 (0.91-1.06). So with n >= 2 processes a side the interval
+    is a t-interval on the per-process log-ratio of medians, with n-1 degrees of freedom:
+    d_k = log median(base round k) - log median(stage round k), paired by round (round k of both ran close
+    together, so drift they share cancels), exp(mean d +- t(n-1) sd(d) / sqrt(n)). Each d_k already carries
+    its median's step noise, so sd(d) holds step and process noise together: the "over processes, then steps"
+    hierarchy without resampling. A t-interval, not a bootstrap over the processes: a bootstrap of n = 3 units
+    takes their spread as the population's (only 10 distinct resamples) and covers far less than 95%; the
+    t-interval is exact for normal log-ratios at any n >= 2, and honest (wide) at n = 2, where one degree of
+    freedom gives t = 12.7. With unequal round counts (both >= 2) the sides are not paired: Welch's interval,
+    its degrees of freedom rounded down (wider, so still at least the level).
+
+    With one process on a side there is no between-process spread to see: the step-level hierarchical
+    bootstrap (`bootstrap_speedup_ci`), labelled "within one process". None when a side has no data.
+    """
+    base = [list(r) for r in base_rounds if len(r)]
+    stage = [list(r) for r in stage_rounds if len(r)]
+    if not base or not stage:
+        return None
+    lb, ls = _log_medians(base), _log_medians(stage)
+    if min(len(base), len(stage)) < 2 or lb is None or ls is None:
+        within = bootstrap_speedup_ci(base, stage, level=level)
+        return SpeedupInterval(within[0], within[1], 1, IntervalScope.WITHIN_ONE_PROCESS) if within else None
+    if len(lb) == len(ls):
+        ratios = [statistics.median(b) / statistics.median(s) for b, s in zip(base, stage, strict=True)]
+        if min(ratios) == max(ratios):  # no spread at all: the ratio itself, not exp(log(ratio)) rounded
+            return SpeedupInterval(ratios[0], ratios[0], len(ratios), IntervalScope.ACROSS_PROCESSES)
+        d = [b - s for b, s in zip(lb, ls, strict=True)]
+        n = len(d)
+        centre, half = statistics.fmean(d), t_quantile(level, n - 1) * statistics.stdev(d) / math.sqrt(n)
+    else:
+        vb, vs = statistics.variance(lb) / len(lb), statistics.variance(ls) / len(ls)
+        se2 = vb + vs
+        df = se2 ** 2 / (vb ** 2 / (len(lb) - 1) + vs ** 2 / (len(ls) - 1)) if se2 > 0 else len(lb) + len(ls) - 2
+        centre = statistics.fmean(lb) - statistics.fmean(ls)
+        half = t_quantile(level, max(1, math.floor(df))) * math.sqrt(se2)
+        n = min(len(lb), len(ls))
+    return SpeedupInterval(math.exp(centre - half), math.exp(centre + half), n, IntervalScope.ACROSS_PROCESSES)
+
+
+# ---------------------------------------------------------------- adaptive timing
+def median_interval(times_ms: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Distribution-free interval of the median from order statistics (the binomial rule, normal approximation):
+    ranks n/2 -+ z sqrt(n)/2, clipped to the data."""
+    if not times_ms:
+        raise ValueError("median interval of no data")
+    xs = sorted(times_ms)
+    n = len(xs)
+    reach = statistics.NormalDist().inv_cdf((1 + level) / 2) * math.sqrt(n) / 2
+    lo = max(1, math.floor(n / 2 - reach))        # 1-based ranks
+    hi = min(n, math.ceil(1 + n / 2 + reach))
+    return xs[lo - 1], xs[hi - 1]
+
+
+def enough_steps(times_ms: Sequence[float], floor: int, ceiling: int, threshold: float) -> bool:
+    """Whether a process may stop timing: never before `floor` steps, always at `ceiling`, and in between once
+    the 95% interval of its median step time is within +-threshold of the median.
+
+    After torch.utils.benchmark's adaptive_autorange, which stops once IQR/median < threshold between a
+    minimum and a maximum run time. The IQR measures spread, which does not shrink with more steps, so a
+    noisy step would always run to the ceiling however well its median is already known; the median's own
+    interval shrinks as 1/sqrt(n), so this rule asks what the figure needs: its precision."""
+    n = len(times_ms)
+    if n >= ceiling:
+        return True
+    if n < floor:
+        return False
+    median = statistics.median(times_ms)
+    lo, hi = median_interval(times_ms)
+    return median > 0 and (hi - lo) / (2 * median) <= threshold

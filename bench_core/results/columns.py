@@ -117,9 +117,16 @@ DISPLAY_COLUMNS: tuple[DisplayColumn, ...] = (
                   (_stage("p10_ms", "float", lambda s: s.timing.p10_ms),
                    _stage("p90_ms", "float", lambda s: s.timing.p90_ms))),
     DisplayColumn("speedup", "Speedup (95% CI)", lambda s: s.speedup_text,
-                  "throughput against the first stage, with a bootstrap 95% interval over the rounds",
+                  "throughput against the first stage, with a 95% interval across its fresh processes (a t-interval "
+                  "on their log-ratios); with one process, a bootstrap of its steps, only the noise within it",
                   (_stage("speedup", "float", lambda s: s.speedup), _stage("speedup_ci_low", "float", _ci(0)),
                    _stage("speedup_ci_high", "float", _ci(1)))),
+    DisplayColumn("interval", "CI covers", lambda s: s.interval_text,
+                  "what the speedup's interval covers: the spread across N fresh processes, or only the noise "
+                  "within one process (which misses how much processes differ)",
+                  (_stage("processes", "int", lambda s: s.processes),
+                   _stage("interval_scope", "str", lambda s: s.interval.scope.value if s.interval else "")),
+                  Layout.TEXT),
     DisplayColumn("tokens_per_s", "Tokens/s", lambda s: _unit(s.rates.tokens_per_s, ",.0f"),
                   "training tokens per second, all GPUs of the stage together",
                   (_stage("tokens_per_s", "float", lambda s: s.rates.tokens_per_s),)),

@@ -90,9 +90,10 @@ def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                 colors.append(RUN_COLORS[n % len(RUN_COLORS)] if several else FASTER if (s.speedup or 0) >= 1
                               else SLOWER)
                 ci = s.speedup_ci
-                text.append(f"×{s.speedup:.2f}" + (f" ({ci[0]:.2f}–{ci[1]:.2f})" if ci else ""))
-                lo.append((s.speedup or 0) - ci[0] if ci else 0)
-                hi.append(ci[1] - (s.speedup or 0) if ci else 0)
+                text.append(s.speedup_text or "")
+                # the point is the ratio of pooled medians, the interval centred on the processes' mean log-ratio
+                lo.append(max(0.0, (s.speedup or 0) - ci[0]) if ci else 0)
+                hi.append(max(0.0, ci[1] - (s.speedup or 0)) if ci else 0)
             else:
                 x.append(0)
                 colors.append(UNAVAILABLE if s.status.value == "unavailable" else FAILED)

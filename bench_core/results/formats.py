@@ -19,6 +19,7 @@ from bench_core.config.settings import Limits
 from bench_core.levers.registry import KIND_SPECS, KINDS, LEVERS
 from bench_core.levers.stage import Stage, saved_names
 from bench_core.measure.proof import KEY_KERNELS
+from bench_core.measure.stats import IntervalScope
 from bench_core.models.families import collect_errors
 from bench_core.results.columns import DISPLAY_COLUMNS, DisplayColumn, Field, Getter, display_fields
 from bench_core.results.records import OLD_SCHEMAS, SCHEMA, STAGE_FINISHED, RunResult, StageResult, Status
@@ -86,7 +87,8 @@ CSV_COLUMNS = [c.name for c in COLUMNS]
 REQUIRED_COLUMNS = ["stage", *(k.name for k in KIND_SPECS if k.in_every_file), "status", "reason", "median_ms",
                     "p10_ms", "p90_ms", "device", "gpu",
                     "torch", "apex", *[n for n in INT_FIELDS if n not in ("seed", "repeats")]]
-STAGE_METRICS = [c.name for c in COLUMNS if c.kind == "float"] + ["noise_reason"]
+STAGE_METRICS = [c.name for c in COLUMNS if c.kind == "float"] + ["noise_reason", "processes", "interval_scope"]
+INTERVAL_SCOPES = {"", *(scope.value for scope in IntervalScope)}
 
 
 class ImportRejected(ValueError):
@@ -208,6 +210,9 @@ def parse_csv(data: bytes, max_bytes: int = 5 * 2**20) -> list[RunResult]:
             raise ImportRejected(f"row {n}, column status: unknown status {row['status']!r}")
         if row["device"] not in ("cuda", "cpu"):
             raise ImportRejected(f"row {n}, column device: {row['device']!r} is not cuda or cpu")
+        if row.get("interval_scope", "") not in INTERVAL_SCOPES:
+            raise ImportRejected(f"row {n}, column interval_scope: {row['interval_scope']!r} is not one of "
+                                 f"{', '.join(repr(v) for v in sorted(INTERVAL_SCOPES) if v)} or empty")
         runs.setdefault(row.get("run_id") or "imported", []).append(row)
     if not runs:
         raise ImportRejected("file has a header but no rows")

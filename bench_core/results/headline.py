@@ -15,7 +15,8 @@ class Headline:
 
 
 def _x(s: StageSummary) -> str:
-    ci = f" (95% CI ×{s.speedup_ci[0]:.2f}–{s.speedup_ci[1]:.2f})" if s.speedup_ci else ""
+    i = s.interval
+    ci = f" (95% CI ×{i.low:.2f}–{i.high:.2f}, {i.text})" if i else ""
     return f"×{s.speedup:.2f}{ci}"
 
 

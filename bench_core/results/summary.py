@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from bench_core.config.bench_config import CUDA_PROCESSES
 from bench_core.machine.ceilings import Ceilings
 from bench_core.measure import breakdown, stats
 from bench_core.measure.breakdown import StageProfile
@@ -33,7 +34,8 @@ class StageSummary:
     rates: Rates
     mfu_measured_peak: float | None
     speedup: float | None
-    speedup_ci: tuple[float, float] | None
+    interval: stats.SpeedupInterval | None  # the speedup's 95% interval, and what it covers
+    processes: int                    # fresh worker processes (rounds) whose timed steps the stage has
     scaling_efficiency: float | None
     peak_mem_mib: float | None
     loss_first: float | None
@@ -65,11 +67,24 @@ class StageSummary:
         return None if self.timing.p10_ms is None else f"{self.timing.p10_ms:,.2f}–{self.timing.p90_ms:,.2f}"
 
     @property
+    def speedup_ci(self) -> tuple[float, float] | None:
+        return (self.interval.low, self.interval.high) if self.interval else None
+
+    @property
+    def interval_text(self) -> str | None:
+        """What the interval covers: 'across 3 processes', 'within one process'."""
+        return self.interval.text if self.interval else None
+
+    @property
     def speedup_text(self) -> str | None:
+        """×2.00 (1.95–2.05); an interval over fewer than CUDA_PROCESSES processes says what it covers here too."""
         if self.speedup is None:
             return None
-        ci = f" ({self.speedup_ci[0]:.2f}–{self.speedup_ci[1]:.2f})" if self.speedup_ci else ""
-        return f"×{self.speedup:.2f}{ci}"
+        i = self.interval
+        if i is None:
+            return f"×{self.speedup:.2f}"
+        full = i.scope == stats.IntervalScope.ACROSS_PROCESSES and i.processes >= CUDA_PROCESSES
+        return f"×{self.speedup:.2f} ({i.low:.2f}–{i.high:.2f}{'' if full else ', ' + i.text})"
 
     @property
     def mfu_text(self) -> str | None:
@@ -154,18 +169,18 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
     mfu_peak = stage.stage.precision_lever.peak
     stage_rates = rates(run.config, timing.median_ms, gpu, mfu_peak, world) if ok else Rates(
         mfu_reason=f"stage {stage.status.value}: no result")
-    speedup = ci = None
+    speedup = interval = None
+    processes = sum(1 for r in rounds if r) if not imported_csv else metrics.get("processes") or 0
     if imported_csv:
         speedup = metrics.get("speedup")
-        ci = ((metrics["speedup_ci_low"], metrics["speedup_ci_high"])
-              if metrics.get("speedup_ci_low") is not None and metrics.get("speedup_ci_high") is not None else None)
+        interval = _imported_interval(metrics)
     elif ok and base is not None and timing.median_ms:
         base_world = base.stage.world_size
         # throughput ratio: equal to the step-time ratio at equal world sizes
         scale = world / base_world
         speedup = scale * (timing.median_ms if stage is base else base_median or 0) / timing.median_ms
-        interval = stats.bootstrap_speedup_ci(base.round_series, rounds) if stage is not base else None
-        ci = (interval[0] * scale, interval[1] * scale) if interval else None  # the baseline is the reference
+        found = stats.speedup_interval(base.round_series, rounds) if stage is not base else None
+        interval = found.scaled(scale) if found else None  # the baseline is the reference: no interval
     bottleneck = (breakdown.bottleneck(stage.profile, timing.median_ms, _median(stage.host_ms)) if ok else
                   breakdown.Bottleneck(breakdown.Bound.UNKNOWN, None, f"stage {stage.status.value}: not measured"))
     delta = (breakdown.delta(prev.profile, stage.profile, _changed_title(prev.result, stage))
@@ -188,7 +203,7 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
                                                          metrics.get("mfu"), None),
         mfu_measured_peak=(stage_rates.tflops / (world * peak) if stage_rates.tflops and peak else
                            metrics.get("mfu_measured_peak")),
-        speedup=speedup, speedup_ci=ci,
+        speedup=speedup, interval=interval, processes=processes,
         scaling_efficiency=metrics.get("scaling_efficiency") if imported_csv else None,
         # a CUDA graph's replays use its private pool, which the allocator counts as reserved, not allocated
         peak_mem_mib=(stage.peak_reserved_mib if stage.stage.compile_lever.captures_graph and stage.peak_reserved_mib
@@ -203,6 +218,15 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
         energy_j_per_token=(stage.energy_j / tokens_timed if stage.energy_j and tokens_timed and ok else
                             metrics.get("energy_j_per_token")),
         skipped_steps=stage.skipped_steps, result=stage)
+
+
+def _imported_interval(metrics: dict) -> stats.SpeedupInterval | None:
+    """A CSV's interval; one from a file older than `interval_scope` did not say what it covered."""
+    low, high = metrics.get("speedup_ci_low"), metrics.get("speedup_ci_high")
+    if low is None or high is None:
+        return None
+    scope = metrics.get("interval_scope") or stats.IntervalScope.NOT_RECORDED
+    return stats.SpeedupInterval(low, high, metrics.get("processes") or 0, stats.IntervalScope(scope))
 
 
 def _changed_title(prev: StageResult, cur: StageResult) -> str:

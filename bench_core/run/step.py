@@ -2,6 +2,8 @@
 
 Timing: CUDA events around each step, no host sync between steps (the CPU queues ahead as in real training);
 host time to enqueue each step with perf_counter. Warm-up: at least `warmup` steps and WARMUP_MIN_S seconds.
+Adaptive: a process stops timing once its median is known well enough (measure.stats.enough_steps), between
+cfg.min_iters and cfg.iters steps, asked every STOP_CHECK_EVERY steps.
 """
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench_core.config.bench_config import WARMUP_MIN_S, BenchConfig
+from bench_core.config.bench_config import STOP_CHECK_EVERY, STOP_HALF_WIDTH, WARMUP_MIN_S, BenchConfig
 from bench_core.levers.stage import Stage
+from bench_core.measure.stats import enough_steps
 from bench_core.models.families import ModelParts, build_model
 from bench_core.run.faults import broken_build
 from bench_core.run.processes import StageJob
@@ -180,7 +183,8 @@ class TimedSteps:
 
 
 def measure(built: Built, on_step: Callable[[TimedStep], None], torch: Any) -> TimedSteps:
-    """The timed steps; each goes to `on_step` as soon as it has completed."""
+    """The timed steps, until the stopping rule is met (stats.enough_steps) or `iters` is reached; each step goes
+    to `on_step` as soon as it has completed."""
     built.ddp.barrier()  # every rank starts the timed steps together; rank 0's clock speaks for the job
     iters = built.cfg.iters
     steps: list[TimedStep] = []
@@ -200,6 +204,8 @@ def measure(built: Built, on_step: Callable[[TimedStep], None], torch: Any) -> T
                 new = built.scaler.get_scale()
                 skipped += new < scale
                 scale = new
+            if _stop_now(built, steps):
+                break
         peaks = built.ddp.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         return TimedSteps(tuple(steps), skipped, tuple(peaks), peak_rss_mib=max(peaks))
     from bench_core.machine.telemetry import EnergyMeter
@@ -209,20 +215,42 @@ def measure(built: Built, on_step: Callable[[TimedStep], None], torch: Any) -> T
         scales[0].copy_(built.scaler._scale.detach().float(), non_blocking=True)
     meter = EnergyMeter(torch.cuda.current_device())
     meter.start()
-    _time_cuda(built, iters, done, torch, scales)
+    timed = _time_cuda(built, iters, done, steps, torch, scales)
     energy = meter.stop()
     peaks = built.ddp.gather((torch.cuda.max_memory_allocated() / 2**20, torch.cuda.max_memory_reserved() / 2**20))
     skipped_cuda = None
     if scales is not None:  # GradScaler halves its scale after each step it skipped for inf/nan gradients
-        values = scales.tolist()
+        values = scales[:timed + 1].tolist()  # slots past the steps timed were never written
         skipped_cuda = sum(1 for a, b in zip(values, values[1:], strict=False) if b < a)
     return TimedSteps(tuple(steps), skipped_cuda, tuple(p[0] for p in peaks),
                       peak_allocated_mib=max(p[0] for p in peaks), peak_reserved_mib=max(p[1] for p in peaks),
                       energy_j=energy)
 
 
-def _time_cuda(built: Built, iters: int, done: Callable[[TimedStep], None], torch: Any, scales: Any) -> None:
-    """CUDA events around each step; each step is handed on as soon as its end event has completed."""
+def _check_due(cfg: BenchConfig, n: int) -> bool:
+    """The rule is asked with n steps timed once the floor is reached, then every STOP_CHECK_EVERY steps, below
+    the ceiling (the loop ends there anyway); the same steps on every rank."""
+    return cfg.min_iters <= n < cfg.iters and (n - cfg.min_iters) % STOP_CHECK_EVERY == 0
+
+
+def _stop_now(built: Built, steps: list[TimedStep]) -> bool:
+    """Whether to stop timing now; under DDP every rank stops after the same step (one all-reduce)."""
+    if not _check_due(built.cfg, len(steps)):
+        return False
+    times = [step.ms for step in steps]
+    return bool(built.ddp.all_agree(enough_steps(times, built.cfg.min_iters, built.cfg.iters, STOP_HALF_WIDTH)))
+
+
+def _time_cuda(built: Built, iters: int, done: Callable[[TimedStep], None], steps: list[TimedStep], torch: Any,
+               scales: Any) -> int:
+    """CUDA events around each step; each step is handed on (to `done`, which adds it to `steps`) as soon as its end
+    event has completed. Returns the number of steps timed.
+
+    The stopping rule needs the times of the steps so far. At a check (every STOP_CHECK_EVERY steps) the host
+    waits for the end of the step *before* the one it just queued, so the GPU still has a whole step to run
+    while the rule is read: its queue never drains, and no step's time includes a bubble. Between checks the
+    host runs ahead as in training. Every 5 steps: at most 5 steps are timed past the one where the rule was
+    first met (half the floor of 10), and the host runs free 4 steps in 5."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     losses = torch.empty(iters, dtype=torch.float32, pin_memory=True)
@@ -237,6 +265,7 @@ def _time_cuda(built: Built, iters: int, done: Callable[[TimedStep], None], torc
                            host[flushed]))
             flushed += 1
 
+    recorded = iters
     for i in range(iters):
         t0 = time.perf_counter()
         starts[i].record()
@@ -246,8 +275,14 @@ def _time_cuda(built: Built, iters: int, done: Callable[[TimedStep], None], torc
             scales[i + 1].copy_(built.scaler._scale.detach().float(), non_blocking=True)
         ends[i].record()
         host[i] = (time.perf_counter() - t0) * 1e3
+        if _check_due(built.cfg, i):
+            flush(i, block=True)  # steps 0..i-1; step i keeps the GPU busy meanwhile
+            if _stop_now(built, steps):
+                recorded = i + 1
+                break
         flush(i + 1, block=False)
-    flush(iters, block=True)
+    flush(recorded, block=True)
+    return recorded
 
 
 def profile(built: Built, torch: Any, trace_name: str = "stage") -> tuple[Any, set[str], set[str]] | None:

@@ -108,6 +108,16 @@ def test_defaults_suit_the_device():
     assert cpu.width <= 256 and validate(replace(cpu, device="cpu"), LIMITS, False, FREE)
 
 
+def test_a_gpu_runs_each_stage_in_three_processes_by_default_and_a_cpu_in_one():
+    assert defaults_for("cuda").repeats == 3   # the interval's unit of replication: 2 degrees of freedom
+    assert defaults_for("cpu").repeats == 1    # fast; its intervals say "within one process"
+
+
+@pytest.mark.parametrize("iters,floor", [(4, 4), (10, 10), (29, 10), (30, 10), (60, 20), (2000, 666)])
+def test_timed_steps_floor_is_a_third_of_the_ceiling_at_least_ten_never_above_it(iters, floor):
+    assert BenchConfig(iters=iters).min_iters == floor
+
+
 def test_field_lists_are_derived_from_the_dataclass():
     from dataclasses import fields
 

@@ -74,6 +74,37 @@ def test_csv_round_trip():
     assert after[1]["speedup"] == pytest.approx(10.75 / 5.15)
 
 
+def test_csv_and_json_carry_processes_and_what_each_interval_covers():
+    rows = csv_rows(to_csv(gpu_run()))                 # two rounds a stage: two processes
+    assert [r["processes"] for r in rows] == ["2", "2", "1", "2"]
+    assert [r["interval_scope"] for r in rows] == ["", "across processes", "", "across processes"]
+    one = gpu_run()
+    one = replace(one, stages=tuple(replace(s, rounds=(len(s.times_ms),) if s.rounds else ()) for s in one.stages))
+    doc = json.loads(to_json(one))
+    assert [r["processes"] for r in doc["summary"]] == [1, 1, 1, 1]
+    assert doc["summary"][1]["interval_scope"] == "within one process"
+
+
+def test_imported_csv_keeps_the_scope_and_an_older_file_says_it_was_not_recorded():
+    text = to_csv(gpu_run())
+    [back] = parse_csv(text.encode())
+    apex = summarize(back).stages[1]
+    assert apex.processes == 2 and apex.interval_text == "across 2 processes"
+    header, *lines = text.splitlines()
+    names = header.split(",")
+    keep = [i for i, n in enumerate(names) if n not in ("processes", "interval_scope")]
+    old = "\n".join(",".join(line.split(",")[i] for i in keep) for line in [header, *lines[:2]])
+    [older] = parse_csv(old.encode())
+    assert summarize(older).stages[1].interval_text == "scope not recorded"
+    assert summarize(older).stages[1].speedup_text == "×2.00 (2.00–2.00, scope not recorded)"
+
+
+def test_csv_with_an_unknown_interval_scope_is_rejected():
+    text = to_csv(gpu_run()).replace("across processes", "across the universe", 1)
+    with pytest.raises(ImportRejected, match="row 3, column interval_scope: 'across the universe' is not one of"):
+        parse_csv(text.encode())
+
+
 def test_csv_round_trip_keeps_a_noisy_stage_noisy():
     run = sample_run()
     assert summarize(run).stages[0].noisy  # p10-p90 spread 14.4% of the median

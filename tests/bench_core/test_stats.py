@@ -1,3 +1,4 @@
+import math
 import random
 import statistics
 import time
@@ -7,10 +8,16 @@ import pytest
 from bench_core.measure.stats import (
     NOISE_REPEATS,
     NOISE_SPREAD,
+    IntervalScope,
+    SpeedupInterval,
     TimingStats,
     bootstrap_speedup_ci,
+    enough_steps,
+    median_interval,
     noise_reason,
     quantile,
+    speedup_interval,
+    t_quantile,
     timing_stats,
 )
 
@@ -143,3 +150,146 @@ def test_bootstrap_fast_enough():
     t0 = time.perf_counter()
     bootstrap_speedup_ci(base, stage, resamples=2000)
     assert time.perf_counter() - t0 < 0.5
+
+
+# ---------------------------------------------------------------- intervals across processes
+@pytest.mark.parametrize("df,expected", [(1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (10, 2.228), (30, 2.042)])
+def test_t_quantile_matches_the_published_table(df, expected):
+    assert t_quantile(0.95, df) == pytest.approx(expected, abs=5e-4)
+
+
+def test_t_quantile_other_levels_and_bad_input():
+    assert t_quantile(0.90, 1) == pytest.approx(6.314, abs=5e-4)
+    assert t_quantile(0.99, 3) == pytest.approx(5.841, abs=5e-4)
+    with pytest.raises(ValueError):
+        t_quantile(0.95, 0)
+    with pytest.raises(ValueError):
+        t_quantile(1.0, 3)
+
+
+def _experiment(rng, n, ratio=2.0, between=0.03, shared=0.02, step=0.02, steps=30):
+    """n processes a side: round k of both sides shares a drift, each process has its own offset (sd `between`,
+    in log), each step its own noise. The true speedup is `ratio`."""
+    base, stage = [], []
+    for _ in range(n):
+        drift, ub, us = rng.gauss(0, shared), rng.gauss(0, between), rng.gauss(0, between)
+        base.append([100.0 * math.exp(drift + ub + rng.gauss(0, step)) for _ in range(steps)])
+        stage.append([100.0 / ratio * math.exp(drift + us + rng.gauss(0, step)) for _ in range(steps)])
+    return base, stage
+
+
+def _coverage(interval, n, experiments, seed=11):
+    rng = _rng(seed)
+    hits = 0
+    for _ in range(experiments):
+        low, high = interval(*_experiment(rng, n))
+        hits += low <= 2.0 <= high
+    return hits / experiments
+
+
+def _band(experiments, level=0.95):
+    """Where an interval of true coverage `level` lands in this many experiments: 3 binomial sd either side."""
+    sd = math.sqrt(level * (1 - level) / experiments)
+    return level - 3 * sd, level + 3 * sd
+
+
+@pytest.mark.parametrize("processes", [2, 3, 5])
+def test_interval_across_processes_covers_the_true_speedup_95_percent_of_the_time(processes):
+    def across(base, stage):
+        found = speedup_interval(base, stage)
+        assert found.scope == IntervalScope.ACROSS_PROCESSES and found.processes == processes
+        return found.low, found.high
+    low, high = _band(400)
+    assert low <= _coverage(across, processes, 400) <= high
+
+
+def test_the_old_bootstrap_over_three_processes_misses_the_same_band():
+    """What the process-level interval fixes: resampling 3 processes and their steps covers far less than 95%."""
+    low, _ = _band(100)
+    assert _coverage(lambda b, s: bootstrap_speedup_ci(b, s, resamples=100), 3, 100) < low
+
+
+def test_one_process_is_labelled_within_one_process():
+    rng = _rng(12)
+    base, stage = [[rng.gauss(20, 1) for _ in range(30)]], [[rng.gauss(10, 1) for _ in range(30)]]
+    found = speedup_interval(base, stage)
+    assert found.scope == IntervalScope.WITHIN_ONE_PROCESS and found.processes == 1
+    assert found.text == "within one process"
+    assert (found.low, found.high) == bootstrap_speedup_ci(base, stage)  # the step-level bootstrap, labelled
+    # one process on either side is within one process, whatever the other side has
+    assert speedup_interval(base * 3, stage).scope == IntervalScope.WITHIN_ONE_PROCESS
+
+
+def test_across_processes_is_labelled_with_their_count_and_is_paired_by_round():
+    # round k's shared drift (x1, x1.5, x0.8) cancels in the paired log-ratios: every ratio is exactly 2
+    base = [[100.0 * f] * 10 for f in (1.0, 1.5, 0.8)]
+    stage = [[50.0 * f] * 10 for f in (1.0, 1.5, 0.8)]
+    found = speedup_interval(base, stage)
+    assert found == SpeedupInterval(2.0, 2.0, 3, IntervalScope.ACROSS_PROCESSES)
+    assert found.text == "across 3 processes"
+
+
+def test_hand_computed_t_interval_over_three_processes():
+    base = [[100.0] * 5, [100.0] * 5, [100.0] * 5]
+    stage = [[50.0] * 5, [40.0] * 5, [62.5] * 5]   # ratios 2, 2.5, 1.6: log-ratios log2 + (0, +a, -a), a=log 1.25
+    found = speedup_interval(base, stage)
+    a = math.log(1.25)
+    half = 4.303 * a / math.sqrt(3)                # sd of (0, a, -a) is a; t(0.95, 2) = 4.303
+    assert found.low == pytest.approx(2.0 * math.exp(-half), rel=1e-4)
+    assert found.high == pytest.approx(2.0 * math.exp(half), rel=1e-4)
+
+
+def test_unequal_round_counts_use_welch_across_the_fewer_processes():
+    base = [[100.0] * 5, [104.0] * 5, [96.0] * 5]
+    stage = [[50.0] * 5, [51.0] * 5]
+    found = speedup_interval(base, stage)
+    assert found.scope == IntervalScope.ACROSS_PROCESSES and found.processes == 2
+    assert found.low < 100 / 50.5 < found.high
+
+
+def test_no_data_no_interval_and_scaling_keeps_the_scope():
+    assert speedup_interval([], [[1.0]]) is None
+    assert speedup_interval([[1.0]], [[]]) is None
+    found = SpeedupInterval(1.0, 2.0, 3, IntervalScope.ACROSS_PROCESSES).scaled(2)
+    assert found == SpeedupInterval(2.0, 4.0, 3, IntervalScope.ACROSS_PROCESSES)
+    assert SpeedupInterval(1.0, 2.0, 0, IntervalScope.NOT_RECORDED).text == "scope not recorded"
+
+
+# ---------------------------------------------------------------- adaptive timing
+def test_median_interval_ranks_hand_computed():
+    # n=10: reach 1.96*sqrt(10)/2 = 3.10, ranks floor(5-3.10)=1 and ceil(6+3.10)=10
+    assert median_interval([float(x) for x in range(1, 11)]) == (1.0, 10.0)
+    # n=20: reach 4.38, ranks floor(5.62)=5 and ceil(15.38)=16
+    assert median_interval([float(x) for x in range(20, 0, -1)]) == (5.0, 16.0)
+    with pytest.raises(ValueError):
+        median_interval([])
+
+
+def test_stopping_rule_never_stops_before_the_floor():
+    steady = [100.0] * 30
+    assert not enough_steps(steady[:9], floor=10, ceiling=30, threshold=0.01)
+    assert enough_steps(steady[:10], floor=10, ceiling=30, threshold=0.01)
+
+
+def test_stopping_rule_always_stops_at_the_ceiling():
+    rng = _rng(13)
+    wild = [rng.uniform(50, 150) for _ in range(30)]
+    assert not enough_steps(wild[:29], floor=10, ceiling=30, threshold=0.01)
+    assert enough_steps(wild, floor=10, ceiling=30, threshold=0.01)
+
+
+def test_stopping_rule_threshold_is_the_medians_half_width():
+    # n=10: the interval is the whole range, so the half-width is (max - min) / 2 / median
+    exactly = [99.0] + [100.0] * 8 + [101.0]             # half-width 1%: the limit itself stops
+    beyond = [98.9] + [100.0] * 8 + [101.0]              # 1.05%: does not
+    assert enough_steps(exactly, floor=10, ceiling=100, threshold=0.01)
+    assert not enough_steps(beyond, floor=10, ceiling=100, threshold=0.01)
+
+
+@pytest.mark.parametrize("spread,stops", [(0.01, True), (0.10, False)])
+def test_stopping_rule_on_series_of_known_spread(spread, stops):
+    """40 steps at the exact quantiles of a normal with sd `spread` of the median: the median's 95% interval is
+    about 1.96 * 1.25 * spread / sqrt(40) either side: 0.4% for a 1% spread, 3.9% for 10%."""
+    dist = statistics.NormalDist(100.0, 100.0 * spread)
+    series = [dist.inv_cdf((i + 0.5) / 40) for i in range(40)]
+    assert enough_steps(series, floor=10, ceiling=100, threshold=0.01) is stops

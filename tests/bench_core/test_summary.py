@@ -82,8 +82,28 @@ def test_figure_texts_are_written_once_and_fp8_mfu_names_its_peak():
     run = gpu_run()
     fp8 = replace(run.stages[3], stage=run.stages[3].stage.replace(precision="fp8-torchao"))
     base, apex, failed, stage = summarize(replace(run, stages=(*run.stages[:3], fp8))).stages
-    assert base.speedup_text == "×1.00" and apex.speedup_text == "×2.00 (2.00–2.00)"
+    # two processes: fewer than a GPU run's default, so the text says what its interval covers
+    assert base.speedup_text == "×1.00" and apex.speedup_text == "×2.00 (2.00–2.00, across 2 processes)"
     assert apex.spread_text == "50.00–50.00" and failed.mfu_text is None
     assert base.mfu_text is not None and not base.mfu_text.endswith("of fp32")  # fp32 counts against fp32
     # FP8 does the same model FLOPs as BF16 and counts them against the BF16 peak: the text must say so
     assert stage.mfu_peak == "bf16" and stage.mfu_text == f"{stage.rates.mfu:.1%} of bf16"
+
+
+def _rounds(run, n):
+    """The same series split into n processes (rounds) per stage."""
+    return replace(run, stages=tuple(replace(s, rounds=(len(s.times_ms) // n,) * n) if s.rounds else s
+                                     for s in run.stages))
+
+
+def test_every_interval_says_what_it_covers_and_the_speedup_text_says_so_where_it_matters():
+    from bench_core.results.headline import headline
+    one = summarize(_rounds(gpu_run(), 1)).stages[1]
+    assert one.processes == 1 and one.interval_text == "within one process"
+    assert one.speedup_text == "×2.00 (2.00–2.00, within one process)"
+    four = summarize(_rounds(gpu_run(), 4))
+    apex = four.stages[1]
+    assert apex.processes == 4 and apex.interval_text == "across 4 processes"
+    assert apex.speedup_text == "×2.00 (2.00–2.00)"   # the GPU default or more: the column says it, not the cell
+    assert "(95% CI ×5.00–5.00, across 4 processes)" in " ".join(headline(four).lines)
+    assert four.stages[0].interval is None and four.stages[0].processes == 4  # the baseline: no interval
