@@ -137,6 +137,13 @@ for mode in "$@"; do
       python3 benchmarks/interval_agreement.py "$OUT/seed_${model}_agree_1.json" "$OUT/seed_${model}_agree_2.json" \
         "$OUT/peers_${model}_agree_1.json" "$OUT/peers_${model}_agree_2.json" > "$OUT/interval_agreement_$model.txt" 2>&1
       tail -2 "$OUT/interval_agreement_$model.txt" | tee -a "$OUT/steps.log" ;;
+    swiglu:*)  # swiglu:MODEL (issue 18, item 7): native SwiGLU against Liger's fused SwiGLU, the peers stage and its
+      # twin, twice; then the lever's GPU proof tests (run `wheels` first)
+      model=${mode#swiglu:}
+      for i in 1 2; do run "swiglu_${model}_$i" --stages adam-fused+rmsnorm+bf16,adam-fused+rmsnorm+bf16+liger-swiglu \
+        --model "$model"; done
+      log "gpu tests: swiglu"; timeout 150 python3 -m pytest -q -m gpu tests/gpu/test_peers_gpu.py -k "swiglu" \
+        -p no:cacheprovider -rs > "$OUT/gpu_tests_swiglu.log" 2>&1; log "exit $?" ;;
     ttr3)  # issue 19: time to result of the seed ladder on gpt2-small, 3 processes a stage (default), probe cached
       python3 -m bench_core probe > /dev/null 2>&1   # target: <= 45 s
       for i in 1 2; do log "time to result, 3 processes a stage, $i"; python3 benchmarks/time_to_result.py -- --preset \

@@ -96,8 +96,8 @@ def test_each_sometimes_shown_column_is_shown_in_some_run_and_hidden_in_another(
     runs = [summarize(make()) for make in (gpu_run, cpu_run, wide_gpu_run)]
     for column in DISPLAY_COLUMNS:
         verdicts = {column in shown(summary) for summary in runs}
-        always = column.key in ("stage", "status", "median_ms", "spread", "speedup", "tokens_per_s", "noise",
-                                "verdict", "reason", "delta")
+        always = column.key in ("stage", "status", "median_ms", "spread", "speedup", "interval", "tokens_per_s",
+                                "noise", "verdict", "reason", "delta")
         assert verdicts == ({True} if always else {True, False}), column.key
 
 
