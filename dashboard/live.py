@@ -16,9 +16,14 @@ def verdict_card(summary: RunSummary, cpu_switch: bool = False, key: str = "verd
     """st.container(key="verdict"): the answer in a few plain sentences, with figures and intervals. Several on
     one page (History) each get their own key, starting with "verdict"."""
     with st.container(key=key, border=True):
-        lines = headline(summary).lines
-        st.markdown("#### Verdict" + (" (so far)" if summary.run.status.value == "running" else ""))
-        for line in lines or ("No stage has finished yet.",):
+        verdict = headline(summary)
+        st.markdown("#### What each lever adds" + (" (so far)" if summary.run.status.value == "running" else ""))
+        for line in verdict.contributions or ("No two stages that differ by one lever have a result yet.",):
+            st.markdown(f"- {line}")
+        rest = verdict.lines[len(verdict.contributions):]
+        if rest or not verdict.contributions:
+            st.markdown("#### Verdict")
+        for line in rest or (() if verdict.contributions else ("No stage has finished yet.",)):
             st.markdown(f"- {line}")
         if cpu_switch and summary.run.device == "cpu" and summary.run.preset == "seed":
             st.button("Switch to the native ladder (runs on this CPU)", key="to_native",

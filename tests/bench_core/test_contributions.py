@@ -1,4 +1,5 @@
 """The contribution verdict: each lever against the stage that differs from it by that lever alone."""
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -91,3 +92,33 @@ def test_seed_runs_its_native_twins_after_its_own_stages():
     assert Stage("apex-fusedadam", "layernorm", "fp32").replace(optimizer="adam-fused") in seed
     assert Stage("apex-fusedadam", "apex-fusedln", "bf16").replace(norm="layernorm") in seed
     assert Stage("adam-fused", "layernorm", "bf16").replace(precision="fp32") in seed
+
+
+def test_the_cli_and_the_report_open_with_the_same_contributions():
+    import io
+
+    from rich.console import Console
+
+    from bench_core.results.report import render_html
+    from bench_core.results.table import print_table
+    summary = _h200_seed()
+    words = [c.words for c in contributions(summary)]
+    console = Console(record=True, width=300, file=io.StringIO())
+    print_table(summary, console)
+    cli = console.export_text()
+    assert cli.startswith("What each lever adds:")
+    assert all(cli.index(w) < cli.index("┃ Stage") for w in words)
+    page = render_html(summary.run)
+    verdict = page[page.index("<section id='verdict'>"):page.index("</section>")]
+    assert page.index("<section id='verdict'>") < page.index("<table>")
+    import html
+    assert [html.unescape(li) for li in re.findall(r"<li>(.*?)</li>", verdict)][:3] == words
+
+
+def test_the_report_shows_no_cpu_rss_as_memory_and_scrolls_its_tables_inside_a_phone():
+    from test_views_agree import cpu_run
+
+    from bench_core.results.report import render_html
+    page = render_html(cpu_run())
+    assert "Peak RSS" not in page and "Peak memory" not in page
+    assert "<div class='scroll'><table>" in page and ".scroll{max-width:100%;overflow-x:auto}" in page
