@@ -86,6 +86,8 @@ def charts(summaries: RunSummary | Sequence[RunSummary], key: str, version: tupl
             draw(name)
     draw("roofline")
     draw("kernels")
+    if not figures.not_applicable("kernels", summaries):
+        st.caption(figures.KERNEL_GRID_CAPTION)
     draw("loss")
     draw("scaling")
 
@@ -115,7 +117,10 @@ def table_rows(summary: RunSummary) -> pd.DataFrame:
 def key_table(summary: RunSummary) -> pd.DataFrame:
     """The key columns as plain text, headed by their headers: a static table wraps its words, never clips them."""
     cols = key_columns(summary)
-    rows = [{c.header: neutralise(key_cell(summary, c, s)) for c in cols} for s in summary.stages]
+    # a stage name may break after each '+' (a zero-width space): on a phone the Stage column narrows, so the
+    # Bottleneck and proof columns keep their room
+    rows = [{c.header: neutralise(key_cell(summary, c, s)).replace("+", "+\u200b") if c.key == "stage" else
+             neutralise(key_cell(summary, c, s)) for c in cols} for s in summary.stages]
     return pd.DataFrame(rows, columns=[c.header for c in cols])
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bench_core.config.bench_config import describe_shape
 from bench_core.results.columns import KEY_COLUMNS, key_cell, shown
-from bench_core.results.figures import ALL_FIGURES, not_applicable
+from bench_core.results.figures import ALL_FIGURES, KERNEL_GRID_CAPTION, not_applicable
 from bench_core.results.headline import headline
 from bench_core.results.records import RunResult
 from bench_core.results.summary import RunSummary, summarize
@@ -60,6 +60,8 @@ def render_html(run: RunResult) -> str:
             parts.append(f"<p class='na'>{html.escape(why)}</p>")
             continue
         parts.append(f"<div id='fig-{name}' class='fig'></div>")
+        if name == "kernels":
+            parts.append(f"<p class='na'>{html.escape(KERNEL_GRID_CAPTION)}</p>")
         figures.append(f'{{"id": "fig-{name}", "fig": {build(summary).to_json()}}}')
     parts.append(_plotly_loader(figures))
     # fits a 390 px phone: stage names break after '+', wide tables scroll inside their own box, charts shrink
