@@ -17,12 +17,14 @@ def verdict_card(summary: RunSummary, cpu_switch: bool = False, key: str = "verd
     one page (History) each get their own key, starting with "verdict"."""
     with st.container(key=key, border=True):
         verdict = headline(summary)
-        st.markdown("#### What each lever adds" + (" (so far)" if summary.run.status.value == "running" else ""))
-        for line in verdict.contributions or ("No two stages that differ by one lever have a result yet.",):
-            st.markdown(f"- {line}")
+        so_far = " (so far)" if summary.run.status.value == "running" else ""
+        if verdict.contributions:   # first: what each lever adds, from the pairs that differ by it alone
+            st.markdown("#### What each lever adds" + so_far)
+            for line in verdict.contributions:
+                st.markdown(f"- {line}")
         rest = verdict.lines[len(verdict.contributions):]
         if rest or not verdict.contributions:
-            st.markdown("#### Verdict")
+            st.markdown("#### Verdict" + ("" if verdict.contributions else so_far))
         for line in rest or (() if verdict.contributions else ("No stage has finished yet.",)):
             st.markdown(f"- {line}")
         if cpu_switch and summary.run.device == "cpu" and summary.run.preset == "seed":
