@@ -56,6 +56,8 @@ def render_html(run: RunResult) -> str:
     figures = []
     for name, build in ALL_FIGURES.items():
         why = not_applicable(name, summary)
+        if name == "memory" and run.device == "cpu":
+            continue   # a CPU run's memory is the process's RSS: no model memory figure for a shared report
         if why:
             parts.append(f"<p class='na'>{html.escape(why)}</p>")
             continue
