@@ -12,7 +12,7 @@ import streamlit as st
 
 from bench_core.config.bench_config import describe_shape
 from bench_core.results import figures
-from bench_core.results.columns import Layout, proof_consequence, shown
+from bench_core.results.columns import Layout, key_cell, key_columns, proof_consequence, shown
 from bench_core.results.formats import neutralise, to_csv, to_json
 from bench_core.results.records import RunResult, Status
 from bench_core.results.summary import RunSummary, summarize
@@ -86,6 +86,8 @@ def charts(summaries: RunSummary | Sequence[RunSummary], key: str, version: tupl
             draw(name)
     draw("roofline")
     draw("kernels")
+    if not figures.not_applicable("kernels", summaries):
+        st.caption(figures.KERNEL_GRID_CAPTION)
     draw("loss")
     draw("scaling")
 
@@ -112,9 +114,22 @@ def table_rows(summary: RunSummary) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[c.key for c in cols])
 
 
+def key_table(summary: RunSummary) -> pd.DataFrame:
+    """The key columns as plain text, headed by their headers: a static table wraps its words, never clips them."""
+    cols = key_columns(summary)
+    # a stage name may break after each '+' (a zero-width space): on a phone the Stage column narrows, so the
+    # Bottleneck and proof columns keep their room
+    rows = [{c.header: neutralise(key_cell(summary, c, s)).replace("+", "+\u200b") if c.key == "stage" else
+             neutralise(key_cell(summary, c, s)) for c in cols} for s in summary.stages]
+    return pd.DataFrame(rows, columns=[c.header for c in cols])
+
+
 def results_table(summary: RunSummary, key: str) -> None:
-    st.dataframe(table_rows(summary), column_config=column_config(summary), hide_index=True, width="stretch",
-                 key=f"{key}_table")
+    with st.container(key=f"keytable_{key}"):
+        st.table(key_table(summary), hide_index=True)
+    with st.expander("All columns (noise, memory, notes…)"):
+        st.dataframe(table_rows(summary), column_config=column_config(summary), hide_index=True, width="stretch",
+                     key=f"{key}_table")
     if summary.baseline_note:
         st.warning(summary.baseline_note)
 

@@ -16,9 +16,16 @@ def verdict_card(summary: RunSummary, cpu_switch: bool = False, key: str = "verd
     """st.container(key="verdict"): the answer in a few plain sentences, with figures and intervals. Several on
     one page (History) each get their own key, starting with "verdict"."""
     with st.container(key=key, border=True):
-        lines = headline(summary).lines
-        st.markdown("#### Verdict" + (" (so far)" if summary.run.status.value == "running" else ""))
-        for line in lines or ("No stage has finished yet.",):
+        verdict = headline(summary)
+        so_far = " (so far)" if summary.run.status.value == "running" else ""
+        if verdict.contributions:   # first: what each lever adds, from the pairs that differ by it alone
+            st.markdown("#### What each lever adds" + so_far)
+            for line in verdict.contributions:
+                st.markdown(f"- {line}")
+        rest = verdict.lines[len(verdict.contributions):]
+        if rest or not verdict.contributions:
+            st.markdown("#### Verdict" + ("" if verdict.contributions else so_far))
+        for line in rest or (() if verdict.contributions else ("No stage has finished yet.",)):
             st.markdown(f"- {line}")
         if cpu_switch and summary.run.device == "cpu" and summary.run.preset == "seed":
             st.button("Switch to the native ladder (runs on this CPU)", key="to_native",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pandas as pd
@@ -41,6 +42,29 @@ def model_size(config_json: str) -> str:
             return name
     return f"d{cfg.get('width')}×L{cfg.get('depth')}"
 
+
+def show_run(summary) -> None:
+    """One run: its verdict first, then its key table, downloads."""
+    run = summary.run
+    verdict_card(summary, key=f"verdict_{run.run_id}")
+    job_view.results_table(summary, key=f"history_{run.run_id}")
+    job_view.downloads(run, key=f"history_{run.run_id}")
+
+
+linked = st.query_params.get("run")
+if linked:  # a link to one run (?run=ID, as an import's message gives): that run's verdict is the page's first block
+    try:
+        linked_run = history().load_run(linked)
+    except sqlite3.Error:
+        linked_run = None
+    if linked_run is None:
+        st.warning(f"No run {neutralise(linked)} in this history.")
+    else:
+        linked_summary = summarize(linked_run)
+        st.subheader(f"{linked_run.preset} · {linked_run.gpu or linked_run.device} · run {linked_run.run_id}")
+        show_run(linked_summary)
+        job_view.charts(linked_summary, key="linked", version=(linked_run.run_id, linked_run.status.value))
+        st.divider()
 
 try:
     runs = history().list_runs()
@@ -94,9 +118,7 @@ else:
         run = summary.run
         with st.expander(f"{run.preset} · {run.gpu or run.device} · run {run.run_id} — "
                          f"{headline(summary).one_liner}", expanded=len(summaries) == 1):
-            verdict_card(summary, key=f"verdict_{run.run_id}")
-            job_view.results_table(summary, key=f"history_{run.run_id}")
-            job_view.downloads(run, key=f"history_{run.run_id}")
+            show_run(summary)
     if summaries:
         job_view.charts(summaries if len(summaries) > 1 else summaries[0], key="history",
                         version=tuple((r.run_id, r.status.value) for r in loaded))
@@ -122,4 +144,6 @@ else:
             f"pasted.{st.session_state['paste_kind']}", st.session_state["paste_text"].encode()))
 message = st.session_state.pop("import_message", None)
 if message:
-    (st.success if message[0] == "success" else st.error)(message[1])
+    # each run the message names links to its own view (a duplicate's message names both runs)
+    text = re.sub(r"\brun ([0-9a-f]{12}(?:-imp-[0-9a-f]{6})?)\b", r"[run \1](/history?run=\1)", message[1])
+    (st.success if message[0] == "success" else st.error)(text)

@@ -40,6 +40,16 @@ PRESETS["all"] = tuple(dict.fromkeys(PRESETS["seed"] + PRESETS["native"] + (
     Stage("adam-fused", "layernorm", "tf32"),
     Stage("adam-fused", "layernorm", "fp16"),
 )))
+# Native twin stages a preset runs after its own, so each lever it changes is measured against PyTorch's own lever
+# alone (results/contributions.py): torch fused Adam in FP32 for Apex FusedAdam; FusedLayerNorm under BF16 without
+# it; native BF16 for the whole Apex stage. Shown as twins, after the ladder's own stages, which keep their order.
+TWINS: dict[str, tuple[Stage, ...]] = {
+    "seed": (
+        Stage("adam-fused", "layernorm", "fp32"),
+        Stage("apex-fusedadam", "layernorm", "bf16"),
+        Stage("adam-fused", "layernorm", "bf16"),
+    ),
+}
 # A preset written with a family's parts; any other family runs it with each part's twin (LayerNorm <-> RMSNorm),
 # and leaves out a stage whose part has no twin there.
 PRESET_FAMILY: dict[str, str] = {"llama-seed": "llama"}
@@ -51,10 +61,19 @@ def _for_family(stages: tuple[Stage, ...], family: str) -> tuple[Stage, ...]:
 
 
 PRESETS["llama-seed"] = _for_family(PRESETS["seed"], "llama")
+TWINS["llama-seed"] = _for_family(TWINS["seed"], "llama")
+
+
+def is_twin(name: str, stage: Stage) -> bool:
+    """A stage the preset `name` runs only as a native twin of its own stages."""
+    own = {s.for_family(f) for s in PRESETS.get(name, ()) for f in ("gpt", "llama")}
+    return stage.replace(gpus="1") not in own and any(stage.replace(gpus="1") == t.for_family(f)
+                                                       for t in TWINS.get(name, ()) for f in ("gpt", "llama"))
 
 
 def preset(name: str, family: str = "gpt") -> tuple[Stage, ...]:
-    """The preset's stages for a model family; a family-bound preset (llama-seed) refuses the other family."""
+    """The preset's stages for a model family, its native twins after its own; a family-bound preset (llama-seed)
+    refuses the other family."""
     from bench_core.config.bench_config import ConfigError
     if name not in PRESETS:
         raise ConfigError("preset", name, f"unknown preset; choose one of {', '.join(PRESETS)}")
@@ -62,7 +81,7 @@ def preset(name: str, family: str = "gpt") -> tuple[Stage, ...]:
     if bound and bound != family:
         raise ConfigError("preset", name, f"is the seed ladder for the {bound} family; this model is {family} "
                           f"(use --model llama-small or llama-1b, or the seed preset)")
-    return _for_family(PRESETS[name], family)
+    return _for_family(PRESETS[name] + TWINS.get(name, ()), family)
 
 
 def family_variant(name: str, family: str) -> str:

@@ -283,7 +283,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
     NormLever("layernorm", "LayerNorm", "norm = torch.nn.LayerNorm(width)\n", factory=builders.layernorm,
               expects=(Proof(kk.ATEN_LAYER_NORM, hidden_when=_native_norm_gone),),
               expected_class="torch.nn.modules.normalization.LayerNorm", part_type=NormType.LAYERNORM),
-    NormLever("apex-fusedln", "Apex FusedLN",
+    NormLever("apex-fusedln", "Apex FusedLayerNorm",
               "from apex.normalization import FusedLayerNorm\n"
               "norm = FusedLayerNorm(width)  # instead of torch.nn.LayerNorm\n",
               requires=impl.requires_apex_norm("FusedLayerNorm", "F.layer_norm", Probe.apex_ln_reason),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from bench_core.levers.presets import is_twin
 from bench_core.measure.breakdown import Bound, share_text
 from bench_core.results.summary import RunSummary, StageSummary
 
@@ -176,6 +177,20 @@ DISPLAY_COLUMNS: tuple[DisplayColumn, ...] = (
                   "what this stage's lever changed, by kernel category (the JSON's delta_vs_previous)",
                   layout=Layout.NOTE),
 )
+
+
+KEY_COLUMNS = ("stage", "median_ms", "speedup", "bottleneck", "verdict")  # never clipped: the rest in a toggle
+
+
+def key_columns(summary: RunSummary) -> tuple[DisplayColumn, ...]:
+    """The shown columns every view keeps whole at any width; the others go behind a details toggle."""
+    return tuple(c for c in shown(summary) if c.key in KEY_COLUMNS)
+
+
+def key_cell(summary: RunSummary, column: DisplayColumn, stage: StageSummary) -> str:
+    """A key column's cell: a stage the preset runs only as a native twin says so, after the ladder's own."""
+    twin = column.key == "stage" and is_twin(summary.run.preset, stage.result.stage)
+    return column.cell(stage) + (" (native twin)" if twin else "")
 
 
 def shown(summary: RunSummary) -> tuple[DisplayColumn, ...]:

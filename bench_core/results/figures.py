@@ -238,6 +238,13 @@ def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     return fig if rows else _empty(fig, "busy share needs a CUDA profile")
 
 
+# What each column of the kernel grid proves, once: the dashboard and the HTML report print it under the grid.
+KERNEL_GRID_CAPTION = ("Each column is a key kernel a lever must launch; a row is a stage. ✓: the profiler saw it "
+                       "in that stage's trace, so the lever really ran; ✗ fallback: a library's lever ran PyTorch's "
+                       "kernel instead; ?: expected but not seen; n/a: the stage did not run. Hover a cell for the "
+                       "kernel's name.")
+
+
 def kernel_grid(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     summaries = _summaries(runs)
     several = len(summaries) > 1
@@ -261,11 +268,15 @@ def kernel_grid(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=state,
                                  marker=dict(size=12, color=CELL_COLORS[state], symbol="square",
                                              line=dict(color="#9e9e9e", width=1))))
-    layout = {**LAYOUT, "height": 170 + 30 * max(len(rows), 1)}
+    # the column headers sit on top, so the colour legend goes under the grid, clear of them
+    layout = {**LAYOUT, "height": 220 + 30 * max(len(rows), 1),
+              "legend": dict(orientation="h", yanchor="top", y=-0.02, xanchor="left", x=0, font=dict(size=11)),
+              "margin": dict(l=10, r=30, t=110, b=60)}
     fig.update_layout(title=_title("Kernel proof<br><sup>torch.profiler, untimed steps after the timed ones</sup>"),
                       **layout)
     fig.update_yaxes(showgrid=False)
-    fig.update_xaxes(side="top", showgrid=False, tickangle=0, automargin=True)
+    # upright headers, one per column: at any width none runs into the next (level ones did on a phone)
+    fig.update_xaxes(side="top", showgrid=False, tickangle=-90, automargin=True)
     return fig
 
 

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench_core.results.contributions import contribution_lines
 from bench_core.results.records import Status
 from bench_core.results.summary import RunSummary, StageSummary
 
 
 @dataclass(frozen=True)
 class Headline:
-    lines: tuple[str, ...]
+    contributions: tuple[str, ...]   # what each lever adds against the stage without it: the first block
+    lines: tuple[str, ...]           # the contributions, then the rest of the verdict
     one_liner: str
+
+
+def _includes_one(s: StageSummary) -> bool:
+    return s.speedup_ci is not None and s.speedup_ci[0] <= 1.0 <= s.speedup_ci[1]
 
 
 def _x(s: StageSummary) -> str:
@@ -28,7 +34,8 @@ def _twin_key(s: StageSummary) -> str | None:
 
 def headline(summary: RunSummary) -> Headline:
     run = summary.run
-    lines: list[str] = []
+    contributions = contribution_lines(summary)
+    lines: list[str] = list(contributions)
     fastest = summary.fastest
     if fastest is not None and fastest.key == summary.baseline_key and sum(s.ranked for s in summary.stages) == 1:
         lines.append(f"Only the baseline **{fastest.key}** gave a result here ({fastest.timing.median_ms:.2f} ms a "
@@ -36,6 +43,10 @@ def headline(summary: RunSummary) -> Headline:
     elif fastest is not None and fastest.key == summary.baseline_key:
         lines.append(f"Fastest: the baseline **{fastest.key}** itself, at {fastest.timing.median_ms:.2f} ms a step: "
                      "no stage beat it here.")
+    elif fastest is not None and summary.baseline_key and _includes_one(fastest) and fastest.speedup_ci:
+        half = max(fastest.speedup_ci[1] - 1.0, 1.0 - fastest.speedup_ci[0])
+        lines.append(f"No stage is measurably faster than {summary.baseline_key}: the best, **{fastest.key}**, "
+                     f"has no measurable effect (±{half:.0%}; ×{fastest.speedup:.2f}).")
     elif fastest is not None and summary.baseline_key:
         lines.append(f"Fastest: **{fastest.key}** at {fastest.timing.median_ms:.2f} ms a step, "
                      f"{_x(fastest)} against {summary.baseline_key}.")
@@ -71,7 +82,9 @@ def headline(summary: RunSummary) -> Headline:
     failed = [s for s in summary.stages if s.status in (Status.FAILED, Status.OOM, Status.TIMEOUT)]
     if failed:
         lines.append("Failed: " + "; ".join(f"{s.key} ({s.status.value}: {s.reason[:120]})" for s in failed) + ".")
-    one = (f"{fastest.key} {_x(fastest)}" if fastest else (summary.baseline_note or "no result")) + (
+    best = (f"no stage measurably faster than {summary.baseline_key}" if fastest and _includes_one(fastest)
+            else f"{fastest.key} {_x(fastest)}" if fastest else None)
+    one = (best if best else (summary.baseline_note or "no result")) + (
         f" · {len(bound)} launch-bound" if bound else "") + (f" · {len(noisy)} noisy" if noisy else "") + (
         f" · {len(failed)} failed" if failed else "")
-    return Headline(tuple(lines), one)
+    return Headline(contributions, tuple(lines), one)

@@ -6,41 +6,71 @@ import html
 from pathlib import Path
 
 from bench_core.config.bench_config import describe_shape
-from bench_core.results.columns import shown
-from bench_core.results.figures import ALL_FIGURES, not_applicable
+from bench_core.results.columns import KEY_COLUMNS, key_cell, shown
+from bench_core.results.figures import ALL_FIGURES, KERNEL_GRID_CAPTION, not_applicable
+from bench_core.results.headline import headline
 from bench_core.results.records import RunResult
 from bench_core.results.summary import RunSummary, summarize
 
+# host memory is no model memory: a CPU run's RSS stays out of the shared report
+HIDDEN = ("peak_rss_mib",)
 
-def _table(summary: RunSummary) -> str:
-    """The run's table: the shown columns of `columns.DISPLAY_COLUMNS`, each header with its help as a tooltip."""
-    cols = shown(summary)
+
+def _table(summary: RunSummary, key: bool) -> str:
+    """The run's table: the key columns, or the other shown columns of `columns.DISPLAY_COLUMNS` (after the stage),
+    each header with its help as a tooltip."""
+    cols = [c for c in shown(summary) if c.key not in HIDDEN and (c.key in KEY_COLUMNS) == key or c.key == "stage"]
     head = "".join(f"<th title='{html.escape(c.help, quote=True)}'>{html.escape(c.header)}</th>" for c in cols)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(c.cell(s))}</td>" for c in cols) + "</tr>"
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(key_cell(summary, c, s))}</td>" for c in cols) + "</tr>"
                    for s in summary.stages)
-    return f"<table><tr>{head}</tr>{rows}</table>"
+    return f"<div class='scroll'><table><tr>{head}</tr>{rows}</table></div>"
+
+
+def _verdict(summary: RunSummary) -> str:
+    """The same verdict every view opens with: what each lever adds, then the rest."""
+    def items(lines: tuple[str, ...]) -> str:
+        return "<ul>" + "".join(f"<li>{_bold(line)}</li>" for line in lines) + "</ul>"
+    verdict = headline(summary)
+    rest = verdict.lines[len(verdict.contributions):]
+    return ("<section id='verdict'><h2>What each lever adds</h2>"
+            + (items(verdict.contributions) if verdict.contributions else
+               "<p>No two stages that differ by one lever have a result.</p>")
+            + (f"<h2>Verdict</h2>{items(rest)}" if rest else "") + "</section>")
+
+
+def _bold(line: str) -> str:
+    """The verdict's **markdown** bold, as HTML; everything else escaped."""
+    parts = html.escape(line).split("**")
+    return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
 
 
 def render_html(run: RunResult) -> str:
     summary = summarize(run)
-    parts = [f"<h1>{html.escape(run.preset)} on {html.escape(run.gpu or run.device)}</h1>",
+    parts = [f"<h1>{html.escape(run.preset)} on {html.escape(run.gpu or run.device)}</h1>", _verdict(summary),
              f"<p>run {run.run_id} · {run.created_at} · torch {html.escape(str(run.machine.torch))} · "
              f"{html.escape(describe_shape(run.config))}</p>"]
     if summary.baseline_note:
         parts.append(f"<p><b>{html.escape(summary.baseline_note)}</b></p>")
-    parts.append(_table(summary))
+    parts.append(_table(summary, key=True))
+    parts.append(f"<details><summary>All columns</summary>{_table(summary, key=False)}</details>")
     figures = []
     for name, build in ALL_FIGURES.items():
         why = not_applicable(name, summary)
+        if name == "memory" and run.device == "cpu":
+            continue   # a CPU run's memory is the process's RSS: no model memory figure for a shared report
         if why:
             parts.append(f"<p class='na'>{html.escape(why)}</p>")
             continue
         parts.append(f"<div id='fig-{name}' class='fig'></div>")
+        if name == "kernels":
+            parts.append(f"<p class='na'>{html.escape(KERNEL_GRID_CAPTION)}</p>")
         figures.append(f'{{"id": "fig-{name}", "fig": {build(summary).to_json()}}}')
     parts.append(_plotly_loader(figures))
+    # fits a 390 px phone: stage names break after '+', wide tables scroll inside their own box, charts shrink
     style = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto;padding:0 12px}"
              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:4px;"
-             "vertical-align:top}td:first-child{white-space:nowrap}.na{color:#757575}")
+             "vertical-align:top;overflow-wrap:anywhere}.scroll{max-width:100%;overflow-x:auto}"
+             ".fig{max-width:100%}.na{color:#757575}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' "
             f"content='width=device-width,initial-scale=1'><title>bench report {run.run_id}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")

@@ -9,6 +9,7 @@ from typing import Any
 
 from bench_core.machine.probe import Probe
 from bench_core.results.columns import DisplayColumn, Layout, shown
+from bench_core.results.headline import headline
 from bench_core.results.summary import RunSummary
 
 
@@ -21,6 +22,11 @@ def print_table(summary: RunSummary, console: Any = None) -> None:
     # a terminal: fit its width (other cells wrap, none is cut); a pipe or file: room for every column
     console = console or Console(width=None if sys.stdout.isatty() else 200)
     run = summary.run
+    verdict = headline(summary)
+    # the answer first: what each lever adds, then the rest of the verdict (plain text: no markdown stars)
+    console.print(Text("What each lever adds:" if verdict.contributions else "Verdict:", style="bold"))
+    for line in verdict.lines:
+        console.print(Text("  - " + line.replace("**", "")), soft_wrap=True)
     cols = shown(summary)
     in_table = [c for c in cols if c.layout != Layout.NOTE]
     table = Table(title=f"{run.preset} on {run.gpu} · run {run.run_id}", expand=False)

@@ -166,7 +166,7 @@ class JobManager:
         notes = []
         for run in runs:
             new_id, renamed = self.store.import_run(run)
-            notes.append(f"run {run.run_id} already exists here, so it was imported as a new run {new_id}"
+            notes.append(f"a duplicate: run {run.run_id} already exists here, so it was imported again as run {new_id}"
                          if renamed else f"run {new_id}")
         return f"Imported {len(runs)} run(s) from {name}: " + "; ".join(notes) + "."
 

@@ -176,7 +176,8 @@ def test_import_never_overwrites_and_says_so(store):
     data = to_json(run).encode()
     assert manager.import_file("a.json", data) == f"Imported 1 run(s) from a.json: run {run.run_id}."
     again = manager.import_file("a.json", data)
-    assert f"run {run.run_id} already exists here, so it was imported as a new run {run.run_id}-imp-" in again
+    assert (f"a duplicate: run {run.run_id} already exists here, so it was imported again as run "
+            f"{run.run_id}-imp-") in again
     assert len(store.list_runs()) == 2
     with pytest.raises(ImportRejected, match="missing columns"):
         manager.import_file("b.csv", b"a,b\n1,2\n")

@@ -188,7 +188,7 @@ def test_fallback_is_never_counted_as_apex():
     fallback = classify(["void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>, float>",
                          "aten::native_layer_norm", *fp32])
     state, warnings = verdict(stage, "cuda", fallback)
-    assert state == "fallback" and "Apex FusedLN fell back to PyTorch" in warnings[0]
+    assert state == "fallback" and "Apex FusedLayerNorm fell back to PyTorch" in warnings[0]
     assert "aten::native_layer_norm" in warnings[0]
     # the right kernels but the wrong class built: still a fallback
     state, warnings = verdict(stage, "cuda", honest, Facts(optimizer_class="torch.optim.adam.Adam"))

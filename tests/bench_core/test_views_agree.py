@@ -12,9 +12,9 @@ from sample_runs import gpu_run
 
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe
-from bench_core.results.columns import DISPLAY_COLUMNS, NA, Layout, shown
+from bench_core.results.columns import DISPLAY_COLUMNS, NA, Layout, key_columns, shown
 from bench_core.results.formats import CSV_COLUMNS, neutralise, to_csv
-from bench_core.results.report import render_html
+from bench_core.results.report import HIDDEN, render_html
 from bench_core.results.summary import summarize
 from bench_core.results.table import print_table
 
@@ -47,12 +47,22 @@ def cli_text(summary):
     return console.export_text()
 
 
+def html_tables(text):
+    """The report's tables (the key columns, then the rest behind a toggle): each one's headers and row cells."""
+    out = []
+    for table in re.findall(r"<table>(.*?)</table>", text):
+        rows = re.findall(r"<tr>(.*?)</tr>", table)
+        header = [html.unescape(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", rows[0])]
+        out.append((header, [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)] for row in rows[1:]]))
+    return out
+
+
 def html_cells(text):
-    """The report's table: headers, then each row's cell texts (unescaped)."""
-    table = text[text.index("<table>"):text.index("</table>")]
-    rows = re.findall(r"<tr>(.*?)</tr>", table)
-    header = [html.unescape(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", rows[0])]
-    return header, [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)] for row in rows[1:]]
+    """The report's columns, the key table's first (the stage once): headers, then each row's cells by header."""
+    (key_heads, key_rows), (rest_heads, rest_rows) = html_tables(text)
+    assert key_heads[0] == rest_heads[0] == "Stage"
+    heads = key_heads + rest_heads[1:]
+    return heads, [dict(zip(heads, k + r[1:], strict=True)) for k, r in zip(key_rows, rest_rows, strict=True)]
 
 
 @pytest.mark.parametrize("make", [gpu_run, cpu_run, wide_gpu_run])
@@ -71,17 +81,21 @@ def test_every_column_shows_the_same_text_in_every_view_where_it_applies(make):
     applying = shown(summary)
     table_cols = [c for c in applying if c.layout != Layout.NOTE]
     assert cli_heads == [c.header for c in table_cols]
-    assert report_heads == [c.header for c in applying]
+    assert report_heads[:len(key_columns(summary))] == [c.header for c in key_columns(summary)]
+    assert sorted(report_heads) == sorted(c.header for c in applying if c.key not in HIDDEN)
     assert list(page.columns) == [c.key for c in applying] == list(config)
     for column in DISPLAY_COLUMNS:
         if column not in applying:
             assert column.key not in page.columns and column.header not in report_heads + cli_heads, column.key
             continue
+        if column.key in HIDDEN:   # CPU RSS is no memory figure of the shared report
+            assert column.header not in report_heads
         assert config[column.key]["label"] == column.header and config[column.key]["help"] == column.help
         for i, stage in enumerate(summary.stages):
             text = column.cell(stage)
             assert page.loc[i, column.key] == neutralise(text), (column.key, i)
-            assert report_rows[i][applying.index(column)] == text, (column.key, i)
+            if column.key not in HIDDEN:
+                assert report_rows[i][column.header] == text, (column.key, i)
             if column.layout == Layout.NOTE:  # under the terminal's table, one line per stage with a text
                 assert (f"  {stage.key}: {text}" in cli) == (text != NA), (column.key, i)
             else:

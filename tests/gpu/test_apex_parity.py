@@ -163,7 +163,7 @@ def test_apex_layernorm_under_compile_is_flagged_as_fallback(apex_or_skip):
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     kernels = next(e for e in events if e["event"] == "kernels")
     assert kernels["verdict"] == "fallback" and not kernels["seen"]["apex_layernorm"]
-    assert any("Apex FusedLN fell back to PyTorch" in w for w in kernels["warnings"])
+    assert any("Apex FusedLayerNorm fell back to PyTorch" in w for w in kernels["warnings"])
 
 
 def test_real_cuda_oom_is_reported_and_memory_freed(probe):

@@ -1,0 +1,160 @@
+"""What each lever the ladder changes adds, measured as the ratio of two stages that differ by that lever alone:
+the contribution verdict every view shows first (the CLI summary, the HTML report, the Benchmark and History pages).
+
+A lever is set against its native twin (the PyTorch lever it replaces) where the run holds that pair; else against
+the other lever of its kind in the best pair found (the kind's baseline first). Its interval is read from the two
+stages' own intervals against the baseline (StageSummary.speedup_ci), never computed again here: the pair's is
+their quotient at its extremes, so it is at least as wide as either. The words follow that interval: one that
+includes ×1.00 reads "no measurable effect", and a launch-bound pair says the host CPU sets its figure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench_core.levers.registry import BASELINE_LEVERS, KINDS, LEVERS, Lever
+from bench_core.measure.breakdown import Bound
+from bench_core.results.summary import RunSummary, StageSummary
+
+SKIPPED_KINDS = ("gpus",)   # a GPU count is scaling efficiency, not a lever's contribution
+
+
+@dataclass(frozen=True)
+class Contribution:
+    lever: str                               # the lever's title ("Apex FusedAdam")
+    kind: str
+    against: str                             # the title of the lever it is set against ("Adam fused")
+    native_twin: bool                        # `against` is the lever's own PyTorch twin
+    stage_key: str                           # the stage with the lever
+    against_key: str                         # the stage that differs from it by that lever alone
+    context: str                             # the pair's precision, in words ("in FP32", "under BF16")
+    ratio: float                             # the against stage's step time ÷ the lever's (above 1: faster)
+    interval: tuple[float, float] | None     # 95%, from the two stages' intervals against the baseline
+    bottleneck: Bound
+    against_bottleneck: Bound
+    gpu_time_ratio: float | None             # the same ratio of kernel time per step (StageProfile)
+    kernels_delta: float | None              # kernels a step the lever adds
+    twin_title: str | None                   # the lever's native twin, when the run holds no pair with it
+    words: str
+
+    @property
+    def measurable(self) -> bool:
+        return self.interval is not None and not self.interval[0] <= 1.0 <= self.interval[1]
+
+    @property
+    def launch_bound(self) -> bool:
+        return Bound.LAUNCH in (self.bottleneck, self.against_bottleneck)
+
+
+def _differing(a: StageSummary, b: StageSummary) -> list[str]:
+    sa, sb = a.result.stage, b.result.stage
+    return [k for k in KINDS if getattr(sa, k) != getattr(sb, k)]
+
+
+def _speedup_of(s: StageSummary, baseline_key: str | None) -> tuple[float, tuple[float, float] | None] | None:
+    if s.speedup is None:
+        return None
+    if s.key == baseline_key:
+        return 1.0, (1.0, 1.0)     # the reference itself: exact
+    return s.speedup, s.speedup_ci
+
+
+def _roles(a: StageSummary, b: StageSummary, kind: str) -> tuple[StageSummary, StageSummary]:
+    """(the stage with the lever, the one it is set against): a vendor lever against its native twin; else the
+    kind's baseline is the reference; else the earlier stage of the ladder."""
+    la, lb = a.result.stage.lever(kind), b.result.stage.lever(kind)
+    if lb.native == la.name or (lb.name != BASELINE_LEVERS[kind] and la.name == BASELINE_LEVERS[kind]):
+        return b, a
+    if la.native == lb.name or lb.name == BASELINE_LEVERS[kind]:
+        return a, b
+    return (b, a) if b.index > a.index else (a, b)
+
+
+def _others_native(s: StageSummary, kind: str) -> int:
+    """How many of the pair's shared levers are a vendor's (fewer: the lever is seen alone, among PyTorch's)."""
+    return sum(1 for lever in s.result.stage.levers if lever.kind != kind and lever.vendor is not None)
+
+
+def _percent(interval: tuple[float, float], ratio: float) -> str:
+    half = max(interval[1] - ratio, ratio - interval[0], abs(interval[1] - 1.0), abs(1.0 - interval[0]))
+    return f"±{half:.0%}" if half >= 0.01 else "±<1%"
+
+
+def _words(c: Contribution) -> str:
+    against = f"its native twin {c.against}" if c.native_twin else c.against + (
+        f" (this run has no {c.twin_title} twin)" if c.twin_title else "")
+    head = f"{c.lever} {c.context} against {against}"
+    pair = f"{c.stage_key} vs {c.against_key}"
+    if c.interval is None:
+        text = f"{head}: ×{c.ratio:.2f}, no interval (one round): not a measured effect ({pair})"
+    elif not c.measurable:
+        text = f"{head}: no measurable effect ({_percent(c.interval, c.ratio)}; ×{c.ratio:.2f}, {pair})"
+    else:
+        way = "faster" if c.ratio > 1 else "slower"
+        text = (f"{head}: ×{c.ratio:.2f} ({way}; 95% CI ×{c.interval[0]:.2f}–{c.interval[1]:.2f}; "
+                f"{pair})")
+    if c.launch_bound:
+        bound = c.stage_key if c.bottleneck == Bound.LAUNCH else c.against_key
+        extra = (f", {c.kernels_delta:+.0f} kernels a step" if c.kernels_delta is not None
+                 and round(c.kernels_delta) != 0 else "")
+        gpu = f"; GPU-time ratio ×{c.gpu_time_ratio:.2f}" if c.gpu_time_ratio else ""
+        text += f" — launch-bound ({bound}{extra}): this figure depends on the host CPU{gpu}"
+    return text + "."
+
+
+def _pair(lever_side: StageSummary, other: StageSummary, kind: str,
+          baseline_key: str | None) -> Contribution | None:
+    mine, theirs = _speedup_of(lever_side, baseline_key), _speedup_of(other, baseline_key)
+    if mine is None or theirs is None or not theirs[0]:
+        return None
+    lever: Lever = lever_side.result.stage.lever(kind)
+    against: Lever = other.result.stage.lever(kind)
+    ratio = mine[0] / theirs[0]
+    interval = ((mine[1][0] / theirs[1][1], mine[1][1] / theirs[1][0])
+                if mine[1] is not None and theirs[1] is not None else None)
+    pm, po = lever_side.profile, other.profile
+    gpu_ratio = (po.gpu_kernel_ms / pm.gpu_kernel_ms if pm and po and pm.source == po.source == "cuda"
+                 and pm.gpu_kernel_ms and po.gpu_kernel_ms else None)
+    kernels = (pm.kernels_per_step - po.kernels_per_step if pm and po and pm.kernels_per_step is not None
+               and po.kernels_per_step is not None else None)
+    precision = lever_side.result.stage.precision_lever
+    context = "" if kind == "precision" else (f"in {precision.title}" if precision.name in ("fp32", "tf32")
+                                              else f"under {precision.title}")
+    c = Contribution(lever=lever.title, kind=kind, against=against.title, native_twin=lever.native == against.name,
+                     stage_key=lever_side.key, against_key=other.key, context=context, ratio=ratio,
+                     interval=interval, bottleneck=lever_side.bottleneck.verdict,
+                     against_bottleneck=other.bottleneck.verdict, gpu_time_ratio=gpu_ratio, kernels_delta=kernels,
+                     twin_title=LEVERS[lever.native].title if lever.native and lever.native != against.name
+                     else None, words="")
+    return Contribution(**{**c.__dict__, "words": _words(c).replace("  ", " ")})
+
+
+def contributions(summary: RunSummary) -> tuple[Contribution, ...]:
+    """One contribution per lever the ladder changes (and, for a lever that is no precision, per precision it was
+    measured in), from the best pair of ranked stages that differ by it alone; in ladder order."""
+    stages = [s for s in summary.stages if s.ranked]
+    best: dict[tuple[str, str, str], tuple[tuple[int, int, int, int], Contribution]] = {}
+    for i, a in enumerate(stages):
+        for b in stages[i + 1:]:
+            if a.gpus != b.gpus:
+                continue
+            kinds = _differing(a, b)
+            if len(kinds) != 1 or kinds[0] in SKIPPED_KINDS:
+                continue
+            kind = kinds[0]
+            mine, other = _roles(a, b, kind)
+            c = _pair(mine, other, kind, summary.baseline_key)
+            if c is None:
+                continue
+            group = (kind, mine.result.stage.lever(kind).name,
+                     "" if kind == "precision" else mine.result.stage.precision)
+            # the native twin first, then the pair among PyTorch's own levers, then the earliest in the ladder
+            rank = (0 if c.native_twin else 1, _others_native(mine, kind), mine.index, other.index)
+            if group not in best or rank < best[group][0]:
+                best[group] = (rank, c)
+    order = {s.key: s.index for s in summary.stages}
+    return tuple(c for _, c in sorted(best.values(), key=lambda rc: (order[rc[1].stage_key], rc[0])))
+
+
+def contribution_lines(summary: RunSummary) -> tuple[str, ...]:
+    """Each contribution's words: the first block of every view."""
+    return tuple(c.words for c in contributions(summary))

@@ -1,0 +1,124 @@
+"""The contribution verdict: each lever against the stage that differs from it by that lever alone."""
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from sample_runs import gpu_run
+
+from bench_core.levers.presets import TWINS, is_twin, preset
+from bench_core.levers.stage import Stage
+from bench_core.results import formats
+from bench_core.results.contributions import contributions
+from bench_core.results.headline import headline
+from bench_core.results.records import Status, initial_stage
+from bench_core.results.summary import summarize
+
+H200_SEED = Path(__file__).parents[2] / "docs/data/h200_2026-12-03_call3_seed_gpt2-medium_run1.json"
+
+
+def _h200_seed():
+    return summarize(formats.parse_json(H200_SEED.read_bytes())[0])
+
+
+def test_old_seed_ladder_names_each_lever_from_its_one_lever_pair():
+    """The imported H200 seed run has no twins: FusedAdam is read against plain Adam, and says so."""
+    summary = _h200_seed()
+    by = {c.lever: c for c in contributions(summary)}
+    assert set(by) == {"Apex FusedAdam", "Apex FusedLayerNorm", "BF16"}
+    adam, ln, bf16 = by["Apex FusedAdam"], by["Apex FusedLayerNorm"], by["BF16"]
+    assert (adam.stage_key, adam.against_key) == ("apex-fusedadam+layernorm+fp32", "adam+layernorm+fp32")
+    assert not adam.native_twin and "this run has no Adam fused twin" in adam.words
+    medians = {s.key: s.timing.median_ms for s in summary.stages}
+    assert abs(adam.ratio - medians[adam.against_key] / medians[adam.stage_key]) < 1e-9
+    assert (ln.stage_key, ln.against_key) == ("apex-fusedadam+apex-fusedln+fp32", "apex-fusedadam+layernorm+fp32")
+    assert ln.native_twin and not ln.measurable and "no measurable effect" in ln.words
+    assert "faster" not in ln.words
+    assert (bf16.stage_key, bf16.against_key) == ("apex-fusedadam+apex-fusedln+bf16",
+                                                  "apex-fusedadam+apex-fusedln+fp32")
+    assert bf16.measurable and bf16.launch_bound and "depends on the host CPU" in bf16.words
+    kernel = {s.key: s.profile.gpu_kernel_ms for s in summary.stages}
+    assert bf16.gpu_time_ratio == kernel[bf16.against_key] / kernel[bf16.stage_key]
+    assert f"GPU-time ratio ×{bf16.gpu_time_ratio:.2f}" in bf16.words
+    lines = headline(summary).lines
+    assert lines[:3] == tuple(c.words for c in contributions(summary))   # the verdict comes first
+
+
+def _run(cases):
+    run = gpu_run()
+    stages = tuple(replace(initial_stage(i, stage, 4), status=Status.OK, verdict="verified", rounds=(4, 4),
+                           times_ms=times) for i, (stage, times) in enumerate(cases))
+    return replace(run, stages=stages)
+
+
+def test_the_native_twin_is_preferred_over_the_baseline_lever():
+    flat = (100.0,) * 8
+    run = _run(((Stage("adam", "layernorm", "fp32"), flat),
+                (Stage("apex-fusedadam", "layernorm", "fp32"), (80.0,) * 8),
+                (Stage("adam-fused", "layernorm", "fp32"), (40.0,) * 8)))
+    by = {c.lever: c for c in contributions(summarize(run))}
+    apex = by["Apex FusedAdam"]
+    assert apex.native_twin and apex.against_key == "adam-fused+layernorm+fp32"
+    assert abs(apex.ratio - 0.5) < 1e-9 and "slower" in apex.words and "its native twin Adam fused" in apex.words
+    assert by["Adam fused"].against_key == "adam+layernorm+fp32"
+
+
+def test_an_interval_that_includes_one_is_no_measurable_effect():
+    base = (100.0, 101.0, 99.0, 100.0, 104.0, 96.0, 100.0, 100.0)
+    run = _run(((Stage("adam", "layernorm", "fp32"), base),
+                (Stage("adam-fused", "layernorm", "fp32"), (99.0, 100.0, 98.0, 99.0, 100.0, 103.0, 95.0, 99.0))))
+    summary = summarize(run)
+    (c,) = contributions(summary)
+    assert c.interval is not None and c.interval[0] <= 1.0 <= c.interval[1]
+    assert "no measurable effect (±" in c.words and "faster" not in c.words
+    text = "\n".join(headline(summary).lines)
+    assert "Fastest" not in text and "No stage is measurably faster" in text
+
+
+def test_stages_that_differ_by_two_levers_are_no_pair():
+    run = _run(((Stage("adam", "layernorm", "fp32"), (100.0,) * 8),
+                (Stage("adam-fused", "layernorm", "bf16"), (20.0,) * 8)))
+    assert contributions(summarize(run)) == ()
+
+
+def test_seed_runs_its_native_twins_after_its_own_stages():
+    keys = [s.key for s in preset("seed")]
+    assert keys[:4] == ["adam+layernorm+fp32", "apex-fusedadam+layernorm+fp32", "apex-fusedadam+apex-fusedln+fp32",
+                        "apex-fusedadam+apex-fusedln+bf16"]
+    assert keys[4:] == [s.key for s in TWINS["seed"]]
+    assert [is_twin("seed", s) for s in preset("seed")] == [False] * 4 + [True] * 3
+    assert not is_twin("native", Stage("adam-fused", "layernorm", "fp32"))
+    # each Apex lever of the seed ladder has a pair that differs from it by its own PyTorch twin alone
+    seed = set(preset("seed"))
+    assert Stage("apex-fusedadam", "layernorm", "fp32").replace(optimizer="adam-fused") in seed
+    assert Stage("apex-fusedadam", "apex-fusedln", "bf16").replace(norm="layernorm") in seed
+    assert Stage("adam-fused", "layernorm", "bf16").replace(precision="fp32") in seed
+
+
+def test_the_cli_and_the_report_open_with_the_same_contributions():
+    import io
+
+    from rich.console import Console
+
+    from bench_core.results.report import render_html
+    from bench_core.results.table import print_table
+    summary = _h200_seed()
+    words = [c.words for c in contributions(summary)]
+    console = Console(record=True, width=300, file=io.StringIO())
+    print_table(summary, console)
+    cli = console.export_text()
+    assert cli.startswith("What each lever adds:")
+    assert all(cli.index(w) < cli.index("┃ Stage") for w in words)
+    page = render_html(summary.run)
+    verdict = page[page.index("<section id='verdict'>"):page.index("</section>")]
+    assert page.index("<section id='verdict'>") < page.index("<table>")
+    import html
+    assert [html.unescape(li) for li in re.findall(r"<li>(.*?)</li>", verdict)][:3] == words
+
+
+def test_the_report_shows_no_cpu_rss_as_memory_and_scrolls_its_tables_inside_a_phone():
+    from test_views_agree import cpu_run
+
+    from bench_core.results.report import render_html
+    page = render_html(cpu_run())
+    assert "Peak RSS" not in page and "Peak memory" not in page
+    assert "<div class='scroll'><table>" in page and ".scroll{max-width:100%;overflow-x:auto}" in page
