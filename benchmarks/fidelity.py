@@ -13,6 +13,7 @@ import statistics
 import sys
 
 from bench_core.config.bench_config import WORKLOADS, BenchConfig
+from bench_core.levers.registry import KERNEL_PACKAGES
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import run_probe
 from bench_core.measure.stats import timing_stats
@@ -70,7 +71,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2, help="alternate engine and bare this many times")
     args = ap.parse_args()
     cfg = BenchConfig(**WORKLOADS[args.model], warmup=args.warmup, iters=args.iters, device="cuda")
-    probe = run_probe()
+    probe = run_probe(packages=KERNEL_PACKAGES)
     apex_ok = Stage("apex-fusedadam", "layernorm", "fp32").unavailable_reason(probe, "cuda") is None
     cases = [Stage("apex-fusedadam" if apex_ok else "adam", "layernorm", "fp32"),
              Stage("apex-fusedadam" if apex_ok else "adam-fused",

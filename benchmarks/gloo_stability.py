@@ -105,6 +105,7 @@ def main() -> int:
     # Keep every stage's launcher: its exit code and full stderr are read when the runner closes it (at once for a
     # failed stage; in the background for a finished one, whose torchrun may still be tearing down).
     from bench_core.config.bench_config import BenchConfig
+    from bench_core.levers.registry import KERNEL_PACKAGES
     from bench_core.levers.stage import Stage
     from bench_core.machine.probe import run_probe
     from bench_core.run import processes, runner
@@ -135,7 +136,7 @@ def main() -> int:
     print(f"# torch {torch.__version__}; stage {stage.optimizer} gpus=2 on cpu (gloo); {args.load} busy-loop "
           f"load processes; load command: {args.load_cmd or 'none'}; BENCH_WARMUP_MIN_S={args.warmup_min_s}",
           flush=True)
-    probe = run_probe()
+    probe = run_probe(packages=KERNEL_PACKAGES)
     deadline = time.monotonic() + args.max_minutes * 60
     load = start_load(args.load, args.max_minutes * 60 + 60)
     load_cmd = LoadCommand(args.load_cmd, args.load_log, deadline) if args.load_cmd else None

@@ -139,6 +139,13 @@ for mode in "$@"; do
       python3 benchmarks/interval_agreement.py "$OUT/seed_${model}_agree_1.json" "$OUT/seed_${model}_agree_2.json" \
         "$OUT/peers_${model}_agree_1.json" "$OUT/peers_${model}_agree_2.json" > "$OUT/interval_agreement_$model.txt" 2>&1
       tail -2 "$OUT/interval_agreement_$model.txt" | tee -a "$OUT/steps.log" ;;
+    probe_cold)  # issue 18 item 9: where a cold probe's time goes (its `timings`), as the CLI runs it
+      rm -rf "$(python3 -c 'from bench_core.machine.cache import cache_dir; print(cache_dir())')"
+      log "cold probe"; python3 -m bench_core probe --json > "$OUT/probe_cold.json" 2>"$OUT/probe_cold.err"
+      python3 -c "import json; print(json.load(open('$OUT/probe_cold.json')).get('timings'))" | tee -a "$OUT/steps.log" ;;
+    gpu_new)  # every GPU test, after this round's changes (SwiGLU, seed twins, components on the engine)
+      log "gpu tests: all"; timeout 330 python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider -rs \
+        > "$OUT/gpu_tests_new.log" 2>&1; log "exit $?"; tail -3 "$OUT/gpu_tests_new.log" | tee -a "$OUT/steps.log" ;;
     swiglu:*)  # swiglu:MODEL (issue 18, item 7): native SwiGLU against Liger's fused SwiGLU, the peers stage and its
       # twin, twice; then the lever's GPU proof tests (run `wheels` first)
       model=${mode#swiglu:}

@@ -37,8 +37,9 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def cpu_probe():
+    from bench_core.levers.registry import KERNEL_PACKAGES
     from bench_core.machine.probe import run_probe
-    return run_probe()
+    return run_probe(packages=KERNEL_PACKAGES)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from typing import Any
 
 APEX_EXTENSIONS = {"amp_C": ("multi_tensor_adam",), "fused_layer_norm_cuda": ("forward_affine", "backward_affine")}
@@ -219,35 +220,47 @@ def probe_packages() -> dict:
 
 
 def collect() -> dict:
-    import torch
-    cuda = _guard(_cuda, torch)
+    """Every fact, each section timed (`timings`, seconds): what a cold probe spends its time on."""
+    timings: dict[str, float] = {}
+
+    def timed(name: str, fn: Any, *args: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            timings[name] = round(time.perf_counter() - start, 3)
+
+    torch = timed("import torch", importlib.import_module, "torch")
+    cuda = timed("cuda", _guard, _cuda, torch)
     cuda_ok = bool(cuda.get("available"))
     devices = ["cpu"] + (["cuda"] if cuda_ok else [])
-    return {
+    facts = {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "torch": torch.__version__,
         "cuda_runtime": torch.version.cuda,
-        "driver": driver_version(),
-        "nvcc": _guard(nvcc_version),
+        "driver": timed("driver", driver_version),
+        "nvcc": timed("nvcc", _guard, nvcc_version),
         "cuda": cuda,
         "cpu": {"cores": os.cpu_count(), "available_bytes": _mem_available_bytes(),
-                "processor": platform.processor(), "matmul_gflops": _guard(_cpu_matmul_gflops, torch)},
-        "bf16": {d: (torch.cuda.is_bf16_supported() if d == "cuda" else _autocast_works(torch, d, torch.bfloat16))
-                 for d in devices},
-        "fp16": {d: _autocast_works(torch, d, torch.float16) for d in devices},
+                "processor": platform.processor(), "matmul_gflops": timed("cpu matmul", _guard, _cpu_matmul_gflops,
+                                                                         torch)},
+        "bf16": timed("bf16", lambda: {d: (torch.cuda.is_bf16_supported() if d == "cuda" else
+                                           _autocast_works(torch, d, torch.bfloat16)) for d in devices}),
+        "fp16": timed("fp16", lambda: {d: _autocast_works(torch, d, torch.float16) for d in devices}),
         "tf32": {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn": torch.backends.cudnn.allow_tf32},
-        "sdpa": _guard(_sdpa, torch),
+        "sdpa": timed("sdpa", _guard, _sdpa, torch),
         "triton": _guard(lambda: {"available": importlib.util.find_spec("triton") is not None,
                                   "version": _dist_version("triton")}),
         "compile": {d: _compile_usable(torch, d, cuda) for d in ("cpu", "cuda")},
-        "adam_fused": {d: _fused_adam_works(torch, d) for d in devices},
-        "apex": _guard(probe_apex, torch, cuda_ok),
-        "packages": _guard(probe_packages),
-        "ceilings": _guard(_ceilings, torch) if cuda_ok else None,
+        "adam_fused": timed("adam fused", lambda: {d: _fused_adam_works(torch, d) for d in devices}),
+        "apex": timed("apex", _guard, probe_apex, torch, cuda_ok),
+        "packages": timed("packages", _guard, probe_packages),
+        "ceilings": timed("ceilings", _guard, _ceilings, torch) if cuda_ok else None,
         "nccl": _guard(lambda: ".".join(map(str, torch.cuda.nccl.version())) if cuda_ok else None),
-        "topology": _guard(gpu_topology) if cuda_ok else None,
+        "topology": timed("topology", _guard, gpu_topology) if cuda_ok else None,
     }
+    return {**facts, "timings": timings}
 
 
 def _dist_version(name: str) -> str | None:

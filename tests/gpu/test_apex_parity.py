@@ -8,6 +8,7 @@ import pytest
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.presets import PRESETS
+from bench_core.levers.registry import KERNEL_PACKAGES
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import run_probe
 from bench_core.run.processes import StageJob
@@ -23,7 +24,7 @@ def rel_err(a, b) -> float:
 
 @pytest.fixture(scope="module")
 def probe():
-    return run_probe()
+    return run_probe(packages=KERNEL_PACKAGES)
 
 
 @pytest.fixture(scope="module")

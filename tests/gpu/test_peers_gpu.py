@@ -7,6 +7,7 @@ import pytest
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.presets import preset
+from bench_core.levers.registry import KERNEL_PACKAGES
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import run_probe
 from bench_core.run.processes import StageJob
@@ -24,7 +25,7 @@ LLAMA = replace(GPT, family="llama")
 
 @pytest.fixture(scope="module")
 def probe():
-    return run_probe()
+    return run_probe(packages=KERNEL_PACKAGES)
 
 
 def runnable(stage: Stage, probe) -> Stage:
