@@ -5,7 +5,6 @@ Lighter than the full probe (no ceilings, no dtype checks), so the doctor answer
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -13,6 +12,7 @@ import sys
 
 from bench_core.config.environment import child_env
 from bench_core.machine.probe import FAILED_PROBE, Probe
+from bench_core.machine.probe_collect import print_collected
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -44,10 +44,7 @@ def probe_in_fresh_process(python: str = sys.executable, extra_path: str | None 
 
 
 def main() -> int:
-    with contextlib.redirect_stdout(sys.stderr):  # stray prints of imported libraries must not corrupt the JSON
-        data = collect()
-    print(json.dumps(data, default=str))
-    return 0
+    return print_collected(collect)
 
 
 if __name__ == "__main__":

@@ -293,14 +293,19 @@ def _ceilings(torch: Any) -> dict | None:
     return found.to_dict() if found else None
 
 
-def main() -> int:
-    """`python -m bench_core.machine.probe_collect`: print the probe as JSON (run by the parent in a fresh process)."""
+def print_collected(collect_facts: Any) -> int:
+    """Print what `collect_facts()` returns as one JSON line, the only thing on stdout (for the parent to read)."""
     import contextlib
     import json
     with contextlib.redirect_stdout(sys.stderr):  # stray prints of imported libraries must not corrupt the JSON
-        data = collect()
+        data = collect_facts()
     print(json.dumps(data, default=str))
     return 0
+
+
+def main() -> int:
+    """`python -m bench_core.machine.probe_collect`: print the probe as JSON (run by the parent in a fresh process)."""
+    return print_collected(collect)
 
 
 if __name__ == "__main__":
