@@ -58,6 +58,21 @@ def _speedup_of(s: StageSummary, baseline_key: str | None) -> tuple[float, tuple
     return s.speedup, s.speedup_ci
 
 
+def _quotient(mine: tuple[float, tuple[float, float] | None],
+              theirs: tuple[float, tuple[float, float] | None]) -> tuple[float, tuple[float, float] | None]:
+    """The ratio of two speedups and its interval: the quotient at the intervals' extremes."""
+    interval = ((mine[1][0] / theirs[1][1], mine[1][1] / theirs[1][0])
+                if mine[1] is not None and theirs[1] is not None else None)
+    return mine[0] / theirs[0], interval
+
+
+def _gpu_time_ratio(mine: StageSummary, other: StageSummary) -> float | None:
+    """The other stage's kernel time per step ÷ this one's (StageProfile), where both were traced on a GPU."""
+    pm, po = mine.profile, other.profile
+    return (po.gpu_kernel_ms / pm.gpu_kernel_ms if pm and po and pm.source == po.source == "cuda"
+            and pm.gpu_kernel_ms and po.gpu_kernel_ms else None)
+
+
 def _roles(a: StageSummary, b: StageSummary, kind: str) -> tuple[StageSummary, StageSummary]:
     """(the stage with the lever, the one it is set against): a vendor lever against its native twin; else the
     kind's baseline is the reference; else the earlier stage of the ladder."""
@@ -108,12 +123,9 @@ def _pair(lever_side: StageSummary, other: StageSummary, kind: str,
         return None
     lever: Lever = lever_side.result.stage.lever(kind)
     against: Lever = other.result.stage.lever(kind)
-    ratio = mine[0] / theirs[0]
-    interval = ((mine[1][0] / theirs[1][1], mine[1][1] / theirs[1][0])
-                if mine[1] is not None and theirs[1] is not None else None)
+    ratio, interval = _quotient(mine, theirs)
     pm, po = lever_side.profile, other.profile
-    gpu_ratio = (po.gpu_kernel_ms / pm.gpu_kernel_ms if pm and po and pm.source == po.source == "cuda"
-                 and pm.gpu_kernel_ms and po.gpu_kernel_ms else None)
+    gpu_ratio = _gpu_time_ratio(lever_side, other)
     kernels = (pm.kernels_per_step - po.kernels_per_step if pm and po and pm.kernels_per_step is not None
                and po.kernels_per_step is not None else None)
     precision = lever_side.result.stage.precision_lever
@@ -155,6 +167,64 @@ def contributions(summary: RunSummary) -> tuple[Contribution, ...]:
     return tuple(c for _, c in sorted(best.values(), key=lambda rc: (order[rc[1].stage_key], rc[0])))
 
 
+@dataclass(frozen=True)
+class VendorEffect:
+    """A vendor's levers together: its stage with the most of them against that stage's native twin."""
+    vendor: str                              # "Apex"
+    stage_key: str
+    twin_key: str                            # the same stage with each of the vendor's levers swapped for PyTorch's
+    ratio: float                             # the twin's step time ÷ the vendor stage's (above 1: the vendor helps)
+    interval: tuple[float, float] | None     # 95%, from the two stages' intervals against the baseline
+    words: str
+
+    @property
+    def measurable(self) -> bool:
+        return self.interval is not None and not self.interval[0] <= 1.0 <= self.interval[1]
+
+
+def _vendor_words(vendor: str, ratio: float, interval: tuple[float, float] | None, pair: str) -> str:
+    if interval is None:
+        return f"{vendor} against its native twin: ×{ratio:.2f}, no interval (one round): not a measured effect " \
+               f"({pair})."
+    if interval[0] <= 1.0 <= interval[1]:
+        return f"{vendor} adds no measurable effect here ({_percent(interval, ratio)}; ×{ratio:.2f}, {pair})."
+    way = "adds about" if ratio > 1 else "costs about"
+    return (f"{vendor} {way} {abs(ratio - 1):.0%} here (×{ratio:.2f}; 95% CI ×{interval[0]:.2f}–{interval[1]:.2f}; "
+            f"{pair}).")
+
+
+def vendor_effects(summary: RunSummary) -> tuple[VendorEffect, ...]:
+    """Per vendor, its ranked stage with the most of its levers (and no other vendor's) whose native twin ran and
+    is ranked: the combined effect of that vendor's levers, in ladder order."""
+    ranked = {s.key: s for s in summary.stages if s.ranked}
+    best: dict[str, tuple[tuple[int, float], StageSummary, StageSummary]] = {}
+    for s in ranked.values():
+        vendors = {lever.vendor.title for lever in s.result.stage.levers if lever.vendor}
+        twin = s.result.stage.native_twin()
+        other = ranked.get(twin.key) if twin is not None else None
+        if len(vendors) != 1 or other is None:
+            continue
+        vendor = vendors.pop()
+        # the most of its levers; among those, its fastest stage: the configuration one would run
+        rank = (sum(1 for lever in s.result.stage.levers if lever.vendor), s.speedup or 0.0)
+        if vendor not in best or rank > best[vendor][0]:
+            best[vendor] = (rank, s, other)
+    out = []
+    for vendor, (_, s, twin_s) in sorted(best.items(), key=lambda kv: kv[1][1].index):
+        mine, theirs = _speedup_of(s, summary.baseline_key), _speedup_of(twin_s, summary.baseline_key)
+        if mine is None or theirs is None or not theirs[0]:
+            continue
+        ratio, interval = _quotient(mine, theirs)
+        words = _vendor_words(vendor, ratio, interval, f"{s.key} vs {twin_s.key}")
+        bound = next((x.key for x in (s, twin_s) if x.bottleneck.verdict == Bound.LAUNCH), None)
+        if bound:
+            gpu = _gpu_time_ratio(s, twin_s)
+            words = words[:-1] + (f" — launch-bound ({bound}): this figure depends on the host CPU"
+                                  + (f"; GPU-time ratio ×{gpu:.2f}" if gpu else "") + ".")
+        out.append(VendorEffect(vendor, s.key, twin_s.key, ratio, interval, words))
+    return tuple(out)
+
+
 def contribution_lines(summary: RunSummary) -> tuple[str, ...]:
-    """Each contribution's words: the first block of every view."""
-    return tuple(c.words for c in contributions(summary))
+    """Each contribution's words, then each vendor's levers together: the first block of every view."""
+    return tuple(c.words for c in contributions(summary)) + tuple(v.words for v in vendor_effects(summary))

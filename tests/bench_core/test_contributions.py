@@ -8,7 +8,7 @@ from sample_runs import gpu_run
 from bench_core.levers.presets import TWINS, is_twin, preset
 from bench_core.levers.stage import Stage
 from bench_core.results import formats
-from bench_core.results.contributions import contributions
+from bench_core.results.contributions import contributions, vendor_effects
 from bench_core.results.headline import headline
 from bench_core.results.records import Status, initial_stage
 from bench_core.results.summary import summarize
@@ -122,3 +122,49 @@ def test_the_report_shows_no_cpu_rss_as_memory_and_scrolls_its_tables_inside_a_p
     page = render_html(cpu_run())
     assert "Peak RSS" not in page and "Peak memory" not in page
     assert "<div class='scroll'><table>" in page and ".scroll{max-width:100%;overflow-x:auto}" in page
+
+
+H200_SEED_TWINS = Path(__file__).parents[2] / "docs/data/h200_2026-12-03_call12_seed_small_after_apex.json"
+
+
+def test_the_apex_sentence_sets_the_apex_bf16_stage_against_native_bf16():
+    """The seed ladder with its twins on the H200: Apex's levers together, from the two stages' own intervals."""
+    summary = summarize(formats.parse_json(H200_SEED_TWINS.read_bytes())[0])
+    [apex] = vendor_effects(summary)
+    assert (apex.vendor, apex.stage_key, apex.twin_key) == ("Apex", "apex-fusedadam+apex-fusedln+bf16",
+                                                            "adam-fused+layernorm+bf16")
+    by = {s.key: s for s in summary.stages}
+    mine, twin = by[apex.stage_key], by[apex.twin_key]
+    assert abs(apex.ratio - mine.speedup / twin.speedup) < 1e-12
+    assert apex.interval == (mine.speedup_ci[0] / twin.speedup_ci[1], mine.speedup_ci[1] / twin.speedup_ci[0])
+    assert apex.measurable
+    way = "adds about" if apex.ratio > 1 else "costs about"
+    assert apex.words.startswith(f"Apex {way} {abs(apex.ratio - 1):.0%} here (×{apex.ratio:.2f}; 95% CI")
+    assert "launch-bound" in apex.words   # this Apex BF16 stage is launch-bound on the H200
+    lines = headline(summary)
+    assert lines.contributions[-1] == apex.words == lines.lines[len(lines.contributions) - 1]
+
+
+def test_the_apex_sentence_says_no_measurable_effect_when_its_interval_includes_one():
+    base = (100.0, 101.0, 99.0, 100.0, 104.0, 96.0, 100.0, 100.0)
+    run = _run(((Stage("adam", "layernorm", "fp32"), base),
+                (Stage("adam-fused", "layernorm", "bf16"), tuple(t / 2 for t in base)),
+                (Stage("apex-fusedadam", "apex-fusedln", "bf16"), (49.5, 50.0, 49.0, 49.5, 50.0, 51.5, 47.5, 49.5))))
+    [apex] = vendor_effects(summarize(run))
+    assert not apex.measurable and apex.interval is not None and apex.interval[0] < 1 < apex.interval[1]
+    assert apex.words.startswith("Apex adds no measurable effect here (±")
+    assert "adds about" not in apex.words and "costs about" not in apex.words
+
+
+def test_a_cpu_seed_run_has_no_apex_sentence():
+    """On a CPU the Apex stages cannot run (their twins do): no Apex pair, so no sentence credits or blames Apex."""
+    run = _run([(stage, (100.0 - 5 * i,) * 8) for i, stage in enumerate(preset("seed"))])
+    stages = tuple(replace(s, status=Status.UNAVAILABLE, times_ms=(), rounds=(), reason="needs CUDA")
+                   if s.stage.vendors else s for s in run.stages)
+    summary = summarize(replace(run, device="cpu", stages=stages))
+    assert [s.key for s in summary.stages if s.ranked] == ["adam+layernorm+fp32", "adam-fused+layernorm+fp32",
+                                                           "adam-fused+layernorm+bf16"]
+    assert vendor_effects(summary) == ()
+    assert not any(line.startswith("Apex ") for line in headline(summary).contributions)
+    # with the Apex stages run, the same ladder gains the sentence: the test is not empty by construction
+    assert [v.vendor for v in vendor_effects(summarize(run))] == ["Apex"]
