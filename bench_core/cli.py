@@ -21,7 +21,7 @@ from bench_core.config.bench_config import (
     workload,
 )
 from bench_core.config.settings import load_limits
-from bench_core.levers.presets import PRESETS, across_gpus, family_errors, preset
+from bench_core.levers.presets import DEFAULT_PRESET, PRESETS, across_gpus, default_preset, family_errors, preset
 from bench_core.levers.registry import KERNEL_PACKAGES
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe, cached_probe
@@ -36,7 +36,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench_core", description="Staged transformer training benchmark")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a preset of stages")
-    run.add_argument("--preset", default=None, help=f"one of {', '.join(PRESETS)} (default: seed)")
+    run.add_argument("--preset", default=None, help=f"one of {', '.join(PRESETS)} (default: "
+                     + ", ".join(f"{p} on {d}" for d, p in DEFAULT_PRESET.items()) + ")")
     run.add_argument("--stages", default=None, help="a custom ladder instead of a preset: stage keys, comma "
                      "separated, as the dashboard and the CSV write them (e.g. adam+layernorm+fp32,"
                      "adam-fused+layernorm+bf16+compile); a kind left out takes its baseline lever")
@@ -44,7 +45,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="auto", help="auto, cuda or cpu")
     run.add_argument("--family", default=None, help=f"{', '.join(FAMILIES)} (default: the model size's, else gpt)")
     for name in INT_FIELDS:
-        run.add_argument("--" + name.replace("_", "-"), dest=name, type=str, default=None, help=FIELD_HELP[name])
+        run.add_argument("--" + name.replace("_", "-"), dest=name, type=str, default=None,
+                         help=FIELD_HELP[name].replace("%", "%%"))   # argparse formats help with %
     run.add_argument("--gpus", default=None, help="GPU counts, comma separated (e.g. 1,2,4): each stage runs at "
                      "each count, through torchrun + DDP when > 1 (gloo processes on CPU); default 1")
     run.add_argument("--out", help="write the results CSV here")
@@ -90,11 +92,13 @@ def build_config(args: argparse.Namespace, probe: Probe) -> BenchConfig:
     return BenchConfig.from_dict({**cfg.to_dict(), **sizes})
 
 
-def chosen_stages(args: argparse.Namespace, family: str) -> tuple[str, list[Stage]]:
-    """(preset name, stages): a preset at each --gpus count, or --stages' keys as given ("custom")."""
+def chosen_stages(args: argparse.Namespace, family: str, device: str) -> tuple[str, list[Stage]]:
+    """(preset name, stages): a preset at each --gpus count (none named: the device's default), or --stages'
+    keys as given ("custom")."""
     if args.stages is None:
         counts = [g.strip() for g in (args.gpus or "1").split(",") if g.strip()]
-        return args.preset or "seed", across_gpus(preset(args.preset or "seed", family), counts)
+        name = args.preset or default_preset(device)
+        return name, across_gpus(preset(name, family), counts)
     if args.preset is not None:
         raise ConfigError("stages", args.stages, "give either --stages or --preset, not both")
     if args.gpus is not None:
@@ -130,7 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_outputs(args)
     probe, cached = cached_probe(refresh=args.reprobe, packages=KERNEL_PACKAGES)
     cfg = build_config(args, probe)
-    name, stages = chosen_stages(args, cfg.family)
+    name, stages = chosen_stages(args, cfg.family, resolve_device(cfg.device, probe.cuda_available))
     limits = load_limits()
     validate(cfg, limits, probe.cuda_available, probe.free_bytes)
     for error in family_errors(stages, cfg.family):

@@ -64,6 +64,16 @@ PRESETS["llama-seed"] = _for_family(PRESETS["seed"], "llama")
 TWINS["llama-seed"] = _for_family(TWINS["seed"], "llama")
 
 
+# The ladder a run takes when none is named (the CLI's `run`, the dashboard's first choice): one whose stages run on
+# the device. Apex's seed ladder needs CUDA (1 of its stages runs on a CPU), PyTorch's native ladder runs anywhere.
+DEFAULT_PRESET: dict[str, str] = {"cuda": "seed", "cpu": "native"}
+
+
+def default_preset(device: str) -> str:
+    """The preset to run on `device` ("cuda" or "cpu", as resolved) when none is chosen."""
+    return DEFAULT_PRESET.get(device, DEFAULT_PRESET["cpu"])
+
+
 def is_twin(name: str, stage: Stage) -> bool:
     """A stage the preset `name` runs only as a native twin of its own stages."""
     own = {s.for_family(f) for s in PRESETS.get(name, ()) for f in ("gpt", "llama")}

@@ -293,3 +293,41 @@ def test_every_preset_stage_round_trips_through_its_key():
     assert Stage.from_key("gpus2+bf16+adam-fused+compile") == Stage("adam-fused", "layernorm", "bf16", "compile",
                                                                      "2")
     assert Stage.from_key("liger-flce+rmsnorm").key == "adam+rmsnorm+fp32+liger-flce"
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("cuda,expected", [(False, "native"), (True, "seed")])
+def test_run_without_a_preset_takes_the_devices_default_ladder(monkeypatch, cuda, expected):
+    """No --preset, no --stages: a machine without CUDA runs the native ladder (every stage can run there), a GPU
+    the seed ladder; what is launched is that preset's stages."""
+    from bench_core import cli
+    from bench_core.levers.presets import default_preset, preset
+    from bench_core.machine.probe import Probe
+    probe = Probe.from_dict({"cuda": {"available": cuda, "device_count": int(cuda)}})
+    assert probe.cuda_available is cuda
+    monkeypatch.setattr(cli, "cached_probe", lambda **_: (probe, True))
+    monkeypatch.setattr(cli, "validate", lambda *a, **k: None)
+    launched = {}
+
+    def new_run(cfg, stages, probe, name):
+        launched.update(name=name, stages=list(stages))
+        raise _Stop
+
+    monkeypatch.setattr(cli, "new_run", new_run)
+    with pytest.raises(_Stop):
+        cli.cmd_run(cli.parser().parse_args(["run", "--no-db", "--quiet"]))
+    assert default_preset("cuda" if cuda else "cpu") == expected
+    assert launched == {"name": expected, "stages": list(preset(expected))}
+
+
+
+def test_run_help_names_the_default_ladder_per_device(capsys):
+    """`run --help` prints (a field's help with "95%" once broke argparse's %-formatting) and names the defaults."""
+    from bench_core import cli
+    with pytest.raises(SystemExit) as done:
+        cli.parser().parse_args(["run", "--help"])
+    assert done.value.code == 0
+    assert "seed on cuda, native on cpu" in " ".join(capsys.readouterr().out.split())
