@@ -34,6 +34,12 @@ def apply_size() -> None:
         st.session_state[f"cfg_{name}"] = str(value)
 
 
+def labelled(error: ConfigError) -> str:
+    """The error as the form shows it: the field's label, as it reads above the box, not its code name."""
+    label = FIELD_LABELS.get(error.field, error.field)
+    return f"{label}: {error.limit}" if error.value == "" else f"{label} = {error.value}: {error.limit}"
+
+
 def parse() -> tuple[BenchConfig | None, dict[str, str]]:
     """The config the fields say, and every error by field. Recomputed on each rerun: no stale message."""
     values, errors = {}, {}
@@ -42,7 +48,7 @@ def parse() -> tuple[BenchConfig | None, dict[str, str]]:
         try:
             values[name] = int(raw)
         except ValueError:
-            errors[name] = str(ConfigError(name, raw, "must be an integer" if raw else "is empty: enter a number"))
+            errors[name] = labelled(ConfigError(name, raw, "must be an integer" if raw else "is empty: enter a number"))
     if errors:
         return None, errors
     return BenchConfig(**values, seed=1234, device=st.session_state["cfg_device"],
@@ -57,7 +63,7 @@ def validate(limits: Limits, probe: Probe | None) -> tuple[BenchConfig | None, d
     found = collect_errors(cfg, limits, probe.cuda_available, probe.free_bytes)
     by_field: dict[str, str] = {}
     for e in found:
-        by_field.setdefault(e.field, str(e))
+        by_field.setdefault(e.field, labelled(e))
     return (cfg if not by_field else None), by_field
 
 

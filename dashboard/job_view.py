@@ -70,10 +70,14 @@ def figure(name: str, summaries: RunSummary | Sequence[RunSummary], version: tup
 
 def charts(summaries: RunSummary | Sequence[RunSummary], key: str, version: tuple) -> None:
     """`version` identifies the data (job id and snapshot version, or the run ids shown)."""
+    said: set[str] = set()   # MFU and the roofline share one note: said once
+
     def draw(name: str) -> None:
         why = figures.not_applicable(name, summaries)
         if why:
-            st.caption(why)
+            if why not in said:
+                st.caption(why)
+            said.add(why)
         else:
             st.plotly_chart(figure(name, summaries, version), width="stretch", key=f"{key}_{name}")
 

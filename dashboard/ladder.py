@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from bench_core.levers.presets import across_gpus, family_variant, preset
+from bench_core.levers.presets import across_gpus, default_preset, family_variant, preset
 from bench_core.levers.registry import KINDS, names_of
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe
@@ -22,8 +22,13 @@ def preset_name(choice: str) -> str:
     return family_variant(choice, family())
 
 
+def init(device: str) -> None:
+    """The first ladder offered is the engine's default for this device (native on a CPU: it runs there)."""
+    st.session_state.setdefault("stage_choice", default_preset(device))
+
+
 def chosen(probe: Probe | None, device: str) -> tuple[str, list[Stage]]:
-    choice = st.session_state.get("stage_choice", "seed")
+    choice = st.session_state.get("stage_choice", default_preset(device))
     if choice == "custom":
         return "custom", [Stage.from_key(key) for key in st.session_state.get("custom_ladder", [])]
     name = preset_name(choice)
@@ -42,7 +47,7 @@ def draw(probe: Probe | None, device: str, max_stages: int) -> None:
     choice = st.session_state["stage_choice"]
     if choice != "custom":
         counts = [n for n in names_of("gpus") if probe and not Stage(gpus=n).unavailable_reason(probe, device)]
-        if len(counts) > 1:
+        if len(counts) > 1 and device == "cuda":   # CPU runs >1 only as gloo processes: no GPU count to pick
             st.multiselect("GPU counts (each stage runs at each; > 1 through torchrun + DDP)", counts,
                            default=["1"], key="gpu_counts")
         for i, (stage, reason) in enumerate(runnable(list(preset(preset_name(choice), family())), probe, device)):

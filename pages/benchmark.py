@@ -4,7 +4,9 @@ from __future__ import annotations
 import streamlit as st
 
 from bench_core.config.bench_config import resolve_device
+from bench_core.levers import presets
 from bench_core.machine.telemetry import has_nvidia_gpu
+from bench_core.machine.timer import TIMER_NAMES
 from bench_core.measure.estimate import WARN_ABOVE_S, rate_source, run_seconds
 from bench_core.results.summary import summarize
 from bench_core.service.jobs import LimitExceeded, NotAllowed
@@ -20,8 +22,8 @@ device_kind = ("cuda" if probe.cuda_available else "cpu") if probe else ("cuda" 
 
 st.title("Fused kernels and mixed precision: what does this machine gain?" if device_kind == "cpu" else
          "Fused kernels and mixed precision: what does this GPU gain?")
-st.caption("Each stage runs in its own fresh process, timed with CUDA events after warm-up, and the profiler "
-           "proves which kernels ran and where the time goes. Nothing is smoothed or assumed.")
+st.caption(f"Each stage runs in its own fresh process, timed with {TIMER_NAMES[device_kind]} after warm-up, and "
+           "the profiler proves which kernels ran and where the time goes. Nothing is smoothed or assumed.")
 persistence_banner(manager)
 
 if probe is None:
@@ -36,8 +38,11 @@ if probe is None:
 else:
     st.caption(f"Machine: **{probe.cuda.name or 'CPU only'}** · torch {probe.torch} · Apex: **{probe.apex.label}**")
     if not probe.cuda_available:
-        st.info("No CUDA GPU here: Apex's stages need one (and a CUDA build of torch), so the seed ladder runs 1 "
-                "of its 4 stages on this machine. The **native** ladder runs on the CPU.")
+        seed = presets.preset("seed")
+        runs_here = [s for s in seed if not s.unavailable_reason(probe, "cpu")]
+        st.info(f"No CUDA GPU here: Apex's stages need one (and a CUDA build of torch), so the seed ladder runs "
+                f"{len(runs_here)} of its {len(seed)} stages on this machine (the PyTorch ones). The "
+                f"**{presets.default_preset('cpu')}** ladder, chosen below, runs on the CPU.")
 
 form.init(device_kind)
 cfg, errors = form.validate(manager.limits, probe)
@@ -63,6 +68,7 @@ settings, picker = st.columns([3, 2], gap="large")
 with settings:
     st.subheader("Model and run")
     form.draw(device_kind, errors)
+ladder.init(device)
 with picker:
     st.subheader("Stages")
     ladder.draw(probe, device, manager.limits.max_stages_per_job)

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import time
 
+# What times a step or a call, by device, for the captions that name it.
+TIMER_NAMES: dict[str, str] = {"cuda": "CUDA events", "cpu": "time.perf_counter (no GPU: wall-clock on the CPU)"}
+
 
 def time_calls(torch, fn, cuda: bool, warmup: int, repeats: int) -> list[float]:
     for _ in range(warmup):

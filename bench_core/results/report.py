@@ -54,12 +54,15 @@ def render_html(run: RunResult) -> str:
     parts.append(_table(summary, key=True))
     parts.append(f"<details><summary>All columns</summary>{_table(summary, key=False)}</details>")
     figures = []
+    said: set[str] = set()
     for name, build in ALL_FIGURES.items():
         why = not_applicable(name, summary)
         if name == "memory" and run.device == "cpu":
             continue   # a CPU run's memory is the process's RSS: no model memory figure for a shared report
         if why:
-            parts.append(f"<p class='na'>{html.escape(why)}</p>")
+            if why not in said:   # MFU and the roofline share one note: said once
+                parts.append(f"<p class='na'>{html.escape(why)}</p>")
+            said.add(why)
             continue
         parts.append(f"<div id='fig-{name}' class='fig'></div>")
         if name == "kernels":
