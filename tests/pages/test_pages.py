@@ -105,8 +105,8 @@ def test_validation_error_shows_under_its_field_and_clears_once_fixed(app, manag
         getattr(c, "key", None) == "cfg_width" for c in n.children.values()))
     children = list(column.children.values())
     after = children[[getattr(c, "key", None) for c in children].index("cfg_width") + 1]
-    assert type(after).__name__ == "Error" and after.value == "width=66: must be divisible by heads (4)"
-    assert texts(at, "error") == ["width=66: must be divisible by heads (4)"]
+    assert type(after).__name__ == "Error" and after.value == "Width = 66: must be divisible by heads (4)"
+    assert texts(at, "error") == ["Width = 66: must be divisible by heads (4)"]
     assert run_button(at).disabled and manager.jobs() == []
     at.text_input(key="cfg_width").set_value("64").run()
     assert texts(at, "error") == [] and not run_button(at).disabled
@@ -114,10 +114,10 @@ def test_validation_error_shows_under_its_field_and_clears_once_fixed(app, manag
 
 
 @pytest.mark.parametrize("field,value,message", [
-    ("iters", "1000000", "iters=1000000: exceeds the limit of 2000"),
-    ("depth", "two", "depth='two': must be an integer"),
-    ("batch_size", "", "batch_size='': is empty: enter a number"),
-    ("depth", "0", "depth=0: must be a positive integer"),
+    ("iters", "1000000", "Timed iterations = 1000000: exceeds the limit of 2000"),
+    ("depth", "two", "Depth (layers) = two: must be an integer"),
+    ("batch_size", "", "Batch size: is empty: enter a number"),
+    ("depth", "0", "Depth (layers) = 0: must be a positive integer"),
 ])
 def test_a_bad_field_names_the_limit_and_nothing_runs(app, manager, field, value, message):
     at = app()
@@ -129,8 +129,21 @@ def test_a_bad_field_names_the_limit_and_nothing_runs(app, manager, field, value
     assert manager.jobs() == [] and manager.store.list_runs() == []
 
 
+def test_a_cpu_machine_starts_on_a_ladder_that_runs_there(app):
+    """No CUDA: the native ladder is offered first, no GPU-count picker, the caption names the CPU timer."""
+    at = app()
+    assert at.radio(key="stage_choice").value == "native"
+    assert not [m for m in at.multiselect if m.key == "gpu_counts"]
+    captions = " ".join(texts(at, "caption"))
+    assert "timed with time.perf_counter" in captions and "CUDA events" not in captions
+    assert "seed ladder runs 3 of its 7 stages" in " ".join(texts(at, "info"))
+    lines = [ln for ln in texts(at, "markdown") if ln[:1].isdigit()]
+    assert [ln.split("`")[1] for ln in lines] == [s.key for s in PRESETS["native"]]
+
+
 def test_unavailable_levers_show_their_reason(app):
     at = app()
+    at.radio(key="stage_choice").set_value("seed").run()
     seed_lines = " ".join(texts(at, "markdown"))
     assert "unavailable: Apex FusedAdam runs CUDA kernels only" in seed_lines
     at.radio(key="stage_choice").set_value("custom").run()
@@ -148,6 +161,7 @@ def test_unavailable_levers_show_their_reason(app):
 
 def test_the_llama_family_takes_the_rms_ladder_and_refuses_layernorm(app):
     at = app()
+    at.radio(key="stage_choice").set_value("seed").run()
     at.selectbox(key="cfg_family").set_value("llama").run()
     seed_lines = " ".join(texts(at, "markdown"))
     assert "`adam+rmsnorm+fp32` — runs here" in seed_lines and "apex-fusedrms" in seed_lines
@@ -328,6 +342,7 @@ def test_a_failing_database_is_never_silent(app, app_env, manager):
         for name, value in {"depth": "1", "width": "32", "heads": "2", "seq_len": "16", "batch_size": "2",
                             "vocab_size": "64", "warmup": "1", "iters": "3"}.items():
             at.text_input(key=f"cfg_{name}").set_value(value)
+        at.radio(key="stage_choice").set_value("seed")   # the CPU default is native: this test reads seed's stages
         at.run()
         run_button(at).click().run()
         [job] = manager.jobs()
