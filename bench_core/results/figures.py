@@ -91,7 +91,7 @@ def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                 colors.append(RUN_COLORS[n % len(RUN_COLORS)] if several else FASTER if (s.speedup or 0) >= 1
                               else SLOWER)
                 ci = s.speedup_ci
-                text.append(s.speedup_text or "")
+                text.append("")  # drawn beyond the error bar, below
                 # the point is the ratio of pooled medians, the interval centred on the processes' mean log-ratio
                 lo.append(max(0.0, (s.speedup or 0) - ci[0]) if ci else 0)
                 hi.append(max(0.0, ci[1] - (s.speedup or 0)) if ci else 0)
@@ -106,7 +106,14 @@ def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
         fig.add_trace(go.Bar(y=y, x=x, orientation="h", marker_color=colors, text=text, textposition="outside",
                              cliponaxis=False, hovertext=hover, name=run_name(summary) if several else "speedup",
                              error_x=dict(type="data", array=hi, arrayminus=lo, visible=True, color="#424242"),
-                             showlegend=several))
+                             showlegend=several, offsetgroup=str(n)))
+        # ranked stages' numbers sit beyond their error bar's upper end, never under it
+        ranked = [(k, (v or 0) + h, st.speedup_text or "") for k, v, h, st in zip(y, x, hi, summary.stages, strict=True)
+                  if st.ranked]
+        fig.add_trace(go.Scatter(y=[k for k, _, _ in ranked], x=[e for _, e, _ in ranked],
+                                 text=[f" {t}" for _, _, t in ranked], mode="text", textposition="middle right",
+                                 cliponaxis=False, showlegend=False, hoverinfo="skip", offsetgroup=str(n)))
+    fig.update_layout(scattermode="group")
     fig.add_vline(x=1.0, line_dash="dot", line_color="#616161")
     base = summaries[0].baseline_key if summaries else None
     title = f"Speedup vs {base}<br><sup>median step time, 95% bootstrap interval</sup>" if base else "Speedup"

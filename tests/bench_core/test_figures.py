@@ -22,7 +22,8 @@ def test_failed_stage_is_left_out_of_throughput():
 def test_comparison_lines_runs_up_by_stage_key():
     a, b = gpu_run(), gpu_run()
     fig = figures.speedup_bars([summarize(a), summarize(b)])
-    assert len(fig.data) == 2 and list(fig.data[0].y) == list(fig.data[1].y)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert len(bars) == 2 and list(bars[0].y) == list(bars[1].y)
     assert list(fig.layout.yaxis.categoryarray) == [s.key for s in a.stages]
 
 
@@ -91,3 +92,12 @@ def test_parity_needs_recorded_warmup_steps_and_says_so():
     assert "warm-up steps not recorded" in parity[0].text
     fig = figures.loss_curves(summarize(gpu_run()))
     assert "warm-up steps not recorded" in fig.layout.annotations[0].text
+
+
+def test_speedup_numbers_sit_beyond_the_error_bars_upper_end():
+    fig = figures.speedup_bars(summarize(gpu_run()))
+    bar, labels = fig.data[0], fig.data[1]
+    for key, x, text in zip(labels.y, labels.x, labels.text, strict=True):
+        i = list(bar.y).index(key)
+        assert x == bar.x[i] + bar.error_x.array[i] and bar.text[i] == "" and text.strip().startswith("×")
+    assert labels.textposition == "middle right" and len(labels.x) == 3
