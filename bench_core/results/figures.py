@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from bench_core.measure.breakdown import CATEGORIES
 from bench_core.measure.proof import CELL_STATES, KEY_KERNELS
+from bench_core.results.parity import first_round_losses, loss_parity
 from bench_core.results.summary import RunSummary, StageSummary
 
 FASTER, SLOWER, FAILED, UNAVAILABLE, NEUTRAL = "#2e7d32", "#e65100", "#c62828", "#bdbdbd", "#1565c0"
@@ -90,7 +91,7 @@ def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                 colors.append(RUN_COLORS[n % len(RUN_COLORS)] if several else FASTER if (s.speedup or 0) >= 1
                               else SLOWER)
                 ci = s.speedup_ci
-                text.append(s.speedup_text or "")
+                text.append("")  # drawn beyond the error bar, below
                 # the point is the ratio of pooled medians, the interval centred on the processes' mean log-ratio
                 lo.append(max(0.0, (s.speedup or 0) - ci[0]) if ci else 0)
                 hi.append(max(0.0, ci[1] - (s.speedup or 0)) if ci else 0)
@@ -105,7 +106,14 @@ def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
         fig.add_trace(go.Bar(y=y, x=x, orientation="h", marker_color=colors, text=text, textposition="outside",
                              cliponaxis=False, hovertext=hover, name=run_name(summary) if several else "speedup",
                              error_x=dict(type="data", array=hi, arrayminus=lo, visible=True, color="#424242"),
-                             showlegend=several))
+                             showlegend=several, offsetgroup=str(n)))
+        # ranked stages' numbers sit beyond their error bar's upper end, never under it
+        ranked = [(k, (v or 0) + h, st.speedup_text or "") for k, v, h, st in zip(y, x, hi, summary.stages, strict=True)
+                  if st.ranked]
+        fig.add_trace(go.Scatter(y=[k for k, _, _ in ranked], x=[e for _, e, _ in ranked],
+                                 text=[f" {t}" for _, _, t in ranked], mode="text", textposition="middle right",
+                                 cliponaxis=False, showlegend=False, hoverinfo="skip", offsetgroup=str(n)))
+    fig.update_layout(scattermode="group")
     fig.add_vline(x=1.0, line_dash="dot", line_color="#616161")
     base = summaries[0].baseline_key if summaries else None
     title = f"Speedup vs {base}<br><sup>median step time, 95% bootstrap interval</sup>" if base else "Speedup"
@@ -173,25 +181,33 @@ def mfu(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
 
 
 def loss_curves(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
+    """Each stage's first-process losses against its timed step 1..N, with the parity verdict in words under it."""
     summaries = _summaries(runs)
     fig = go.Figure()
     i = 0
     for summary in summaries:
         for s in summary.stages:
-            losses = s.result.losses[:s.result.rounds[0]] if s.result.rounds else s.result.losses
+            losses = first_round_losses(s)
             if losses:
                 name = s.key if len(summaries) == 1 else f"{s.key} · {summary.run.run_id[:6]}"
-                # warm-up is time-based, so stages start their timed steps after different step counts:
-                # plotting by training step (warm-up included) lines the curves up
-                first = (s.result.warmup_steps or 0) + 1
-                fig.add_trace(go.Scatter(y=list(losses), x=list(range(first, first + len(losses))), name=name,
-                                         mode="lines",
-                                         line=dict(color=RUN_COLORS[i % len(RUN_COLORS)], width=2)))
+                fig.add_trace(go.Scatter(y=list(losses), x=list(range(1, len(losses) + 1)), name=name,
+                                         mode="lines", line=dict(color=RUN_COLORS[i % len(RUN_COLORS)], width=2)))
                 i += 1
-    layout = {**LAYOUT, "yaxis": dict(gridcolor="#ebf0f8")}
-    fig.update_layout(title=_title("Loss per training step (first round)<br><sup>same data and init; after each "
-                                   "stage's warm-up steps: curves should overlay</sup>"),
-                      xaxis_title="training step", yaxis_title="loss", height=420, **layout)
+    # each verdict on two lines (stage, then words): annotations do not wrap on a phone
+    lines = [(f"{p.key} · {summary.run.run_id[:6]}" if len(summaries) > 1 else p.key) + "<br>  "
+             + p.text.split(": ", 1)[1] for summary in summaries for p in loss_parity(summary)]
+    warmups = sorted({s.result.warmup_steps for r in summaries for s in r.stages if s.result.warmup_steps})
+    offset = (f"; warm-up took {', '.join(map(str, warmups))} steps, so the curves sit apart by that offset"
+              if len(warmups) > 1 else "")
+    layout = {**LAYOUT, "yaxis": dict(gridcolor="#ebf0f8"),
+              "margin": dict(l=10, r=30, t=110, b=60 + 34 * len(lines))}  # plot area: 420 - 110 - 60 = 250 px
+    fig.update_layout(title=_title("Loss per timed step (first process)<br><sup>same seed, init and batch"
+                                   + offset + "</sup><br><sup>parity compares the same training step, "
+                                   "against a rounding bound</sup>"),
+                      xaxis_title="timed step", yaxis_title="loss", height=420 + 34 * len(lines), **layout)
+    if lines:
+        fig.add_annotation(text="<br>".join(lines), showarrow=False, align="left", x=0, xanchor="left",
+                           xref="paper", y=-55 / 250, yref="paper", yanchor="top", font=dict(size=11))
     return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
 
 

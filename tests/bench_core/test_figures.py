@@ -22,7 +22,8 @@ def test_failed_stage_is_left_out_of_throughput():
 def test_comparison_lines_runs_up_by_stage_key():
     a, b = gpu_run(), gpu_run()
     fig = figures.speedup_bars([summarize(a), summarize(b)])
-    assert len(fig.data) == 2 and list(fig.data[0].y) == list(fig.data[1].y)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert len(bars) == 2 and list(bars[0].y) == list(bars[1].y)
     assert list(fig.layout.yaxis.categoryarray) == [s.key for s in a.stages]
 
 
@@ -44,3 +45,59 @@ def test_kernel_grid_separates_pending_from_not_used():
     assert figures.CELL_COLORS["pending"] != figures.CELL_COLORS["not used"]
     fig = figures.kernel_grid(summarize(gpu_run()))
     assert all(label.split(". ", 1)[1] in [s.key for s in gpu_run().stages] for label in fig.data[0].y)
+
+
+def _with_warmups(run, warmups, losses=None):
+    from dataclasses import replace
+    stages = tuple(replace(s, warmup_steps=w, **({"losses": series, "rounds": (len(series),)} if losses else {}))
+                   for s, w, series in zip(run.stages, warmups, losses or [None] * len(warmups), strict=True))
+    return replace(run, stages=stages)
+
+
+def test_loss_chart_plots_every_stage_against_its_timed_steps():
+    fig = figures.loss_curves(summarize(_with_warmups(gpu_run(), (3, 5, 5, 40))))
+    assert [list(t.x) for t in fig.data] == [[1, 2, 3, 4], [1, 2, 3, 4], [1, 2], [1, 2, 3, 4]]
+    assert "should overlay" not in fig.layout.title.text and "3, 5, 40 steps" in fig.layout.title.text
+
+
+def test_parity_compares_the_same_training_step_against_a_bound_from_the_precision():
+    import math
+
+    from bench_core.results.parity import Parity, loss_parity
+    run = gpu_run()
+    # baseline warmed up 2 steps, the fp32 twin 3, the bf16 stage 2: the common last training step is 6
+    losses = [(6.0, 5.0, 4.0, 3.0), (5.0, 4.0, 3.0, 3.0), (5.0,), (6.0, 5.0, 4.0, 3.03)]
+    parity = loss_parity(summarize(_with_warmups(run, (2, 3, 2, 2), losses)))
+    twin, bf16 = parity
+    g, lnv = math.sqrt(2 * run.config.depth + 2), math.log(run.config.vocab_size)
+    # twin: training step 6 is the baseline's index 3 (3.0) and the twin's index 2 (3.0): equal, within fp32
+    assert twin.step == 6 and twin.difference == 0 and twin.parity == Parity.WITHIN
+    # warm-up's descent from ln V (none when ln V is below the first loss), the timed descent, the loss itself
+    base_path, twin_path = max(0.0, lnv - 6.0) + 3.0 + 3.0, max(0.0, lnv - 5.0) + 2.0 + 3.0
+    assert math.isclose(twin.bound, g * 2 ** -24 * max(base_path, twin_path) / 3.0)
+    # bf16 against fp32: 1% apart at step 6, bound from bf16's u, which is above 1% for this tiny model
+    assert bf16.precision == "bf16" and math.isclose(bf16.difference, 0.01)
+    assert math.isclose(bf16.bound, g * 2 ** -8 * (max(0.0, lnv - 6.0) + 2.97 + 3.03) / 3.0)
+    assert bf16.parity == Parity.WITHIN and "within 1% of adam+layernorm+fp32 (bound" in bf16.text
+    # the same 1% is beyond the fp32 bound: other numerics
+    losses[1] = (5.0, 4.0, 3.03, 3.0)
+    twin = loss_parity(summarize(_with_warmups(run, (2, 3, 2, 2), losses)))[0]
+    assert twin.parity == Parity.OUTSIDE and "beyond the bound" in twin.text and "for fp32" in twin.text
+
+
+def test_parity_needs_recorded_warmup_steps_and_says_so():
+    from bench_core.results.parity import Parity, loss_parity
+    parity = loss_parity(summarize(gpu_run()))
+    assert {p.parity for p in parity} == {Parity.NOT_COMPARABLE}
+    assert "warm-up steps not recorded" in parity[0].text
+    fig = figures.loss_curves(summarize(gpu_run()))
+    assert "warm-up steps not recorded" in fig.layout.annotations[0].text
+
+
+def test_speedup_numbers_sit_beyond_the_error_bars_upper_end():
+    fig = figures.speedup_bars(summarize(gpu_run()))
+    bar, labels = fig.data[0], fig.data[1]
+    for key, x, text in zip(labels.y, labels.x, labels.text, strict=True):
+        i = list(bar.y).index(key)
+        assert x == bar.x[i] + bar.error_x.array[i] and bar.text[i] == "" and text.strip().startswith("×")
+    assert labels.textposition == "middle right" and len(labels.x) == 3
