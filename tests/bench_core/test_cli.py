@@ -67,17 +67,18 @@ def test_run_writes_csv_json_html_and_lands_in_the_history(cli, tmp_path):
                "--out", str(out), "--json", str(js), "--html", str(html), "--db", str(db), "--quiet")
     assert proc.returncode == 0, proc.stderr
     rows = read_csv(out)
-    assert [r["status"] for r in rows] == ["ok", "unavailable", "unavailable", "unavailable"]
+    apex = ["apex" in r["stage"] for r in rows]  # the seed's four stages, then its native twins, which run here
+    assert len(rows) == 7 and [r["status"] for r in rows] == ["unavailable" if a else "ok" for a in apex]
     assert "adam+layernorm+fp32" in proc.stdout and "\u200b" not in proc.stdout  # copies as it reads
     # each stage says why it did not run: on a CPU it is the device, before any question of installing Apex
-    assert rows[0]["reason"] == "" and [r["reason"] for r in rows[1:]] == [APEX_ON_CPU] * 3
+    assert [r["reason"] for r in rows] == [APEX_ON_CPU if a else "" for a in apex] and sum(apex) == 4
     page = html.read_text()
-    assert all(f"<td>{r['stage']}</td>" in page for r in rows) and "Plotly.newPlot" in page
+    assert all(f"<td>{r['stage']}" in page for r in rows) and "Plotly.newPlot" in page  # twins: marked so
     assert json.loads(js.read_text())["run_id"] == rows[0]["run_id"]
     # the history has the run, as it finished
     run_id = rows[0]["run_id"]
     [listed] = Store(str(db)).list_runs()
-    assert listed["run_id"] == run_id and listed["status"] == "done" and listed["stages"] == 4 and listed["ok"] == 1
+    assert listed["run_id"] == run_id and listed["status"] == "done" and listed["stages"] == 7 and listed["ok"] == 3
     assert listed["imported"] == 0
     saved = Store(str(db)).load_run(run_id)
     assert len(saved.stages[0].times_ms) == 3 and saved.stages[0].profile is not None
@@ -97,7 +98,10 @@ def test_repeats_fill_the_new_columns_without_making_up_gpu_figures(cli, home, t
     """Two rounds on CPU, the baseline at 1 and 2 gloo processes: a non-baseline ok stage with an interval.
     No --db: the run goes to the default history ($BENCH_DB)."""
     out, js = tmp_path / "r.csv", tmp_path / "r.json"
-    proc = cli("run", "--preset", "seed", "--gpus", "1,2", "--device", "cpu", "--iters", "3", "--warmup", "1",
+    seed4 = ["adam+layernorm+fp32", "apex-fusedadam+layernorm+fp32", "apex-fusedadam+apex-fusedln+fp32",
+             "apex-fusedadam+apex-fusedln+bf16"]  # the seed's own four, at 1 and 2 processes each
+    stages = ",".join(f"{key}{gpus}" for key in seed4 for gpus in ("", "+gpus2"))
+    proc = cli("run", "--stages", stages, "--device", "cpu", "--iters", "3", "--warmup", "1",
                "--repeats", "2", "--out", str(out), "--json", str(js), "--quiet")
     assert proc.returncode == 0, proc.stderr
     rows = read_csv(out)
@@ -212,10 +216,12 @@ def test_llama_seed_runs_the_rms_ladder_on_cpu(cli, tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert data["config"]["family"] == "llama"
-    base, *apex = data["stages"]
+    base, *rest = data["stages"]
     assert base["key"] == "adam+rmsnorm+fp32" and base["status"] == "ok" and base["verdict"] == "verified"
     assert base["norm_class"] == "torch.nn.modules.normalization.RMSNorm" and len(base["times_ms"]) == 3
-    assert [s["status"] for s in apex] == ["unavailable"] * 3
+    apex = [s for s in rest if "apex" in s["key"]]
+    assert len(apex) == 4 and {s["status"] for s in apex} == {"unavailable"}
+    assert {s["status"] for s in rest if s not in apex} == {"ok"}  # the native twins run on a CPU
     assert apex[1]["norm"] == "apex-fusedrms"
 
 
