@@ -72,12 +72,6 @@ def _empty(fig: go.Figure, text: str) -> go.Figure:
     return fig
 
 
-def _status_text(s: StageSummary) -> str:
-    if s.partial:
-        return f"{s.status.value}: partial timings, not a result"
-    return s.status.value + (f": {s.reason[:80]}" if s.reason else "")
-
-
 def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     summaries = _summaries(runs)
     several = len(summaries) > 1
