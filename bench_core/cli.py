@@ -24,12 +24,17 @@ from bench_core.config.settings import load_limits
 from bench_core.levers.presets import DEFAULT_PRESET, PRESETS, across_gpus, default_preset, family_errors, preset
 from bench_core.levers.registry import KERNEL_PACKAGES
 from bench_core.levers.stage import Stage
+from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe, cached_probe
+from bench_core.machine.telemetry import has_nvidia_gpu
 from bench_core.models.families import FAMILIES, validate
 from bench_core.results.records import RunResult
 from bench_core.results.summary import summarize
 from bench_core.results.table import print_probe, print_table
+from bench_core.run.processes import SpareWorkers
 from bench_core.run.runner import RunHooks, new_run, run_all
+
+SPARE_WORKERS_GPU = 4   # started with the probe on a GPU host; the pool starts the rest after it (runner)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -113,6 +118,32 @@ def chosen_stages(args: argparse.Namespace, family: str, device: str) -> tuple[s
     return "custom", [Stage.from_key(k) for k in keys]
 
 
+def ladder_packages(args: argparse.Namespace) -> tuple[KernelPackage, ...]:
+    """The kernel packages the chosen ladder can use, on either device and in any family: a run's probe imports
+    only these, since importing every kernel package is the slowest part of a cold probe. A bad key or preset
+    raises here, before anything starts; a family-bound preset's refusal is left to the run's own check."""
+    if args.stages is not None:
+        return tuple(dict.fromkeys(p for stage in chosen_stages(args, "gpt", "cpu")[1] for p in stage.packages))
+    found: dict[KernelPackage, None] = {}
+    for device in ("cuda", "cpu"):
+        for family in FAMILIES:
+            try:
+                stages = chosen_stages(args, family, device)[1]
+            except ConfigError as exc:
+                if exc.field != "preset" or (args.preset or default_preset(device)) not in PRESETS:
+                    raise
+                continue
+            found.update((p, None) for stage in stages for p in stage.packages)
+    return tuple(found)
+
+
+def start_spares(args: argparse.Namespace) -> SpareWorkers:
+    """Worker processes started before the probe, so their torch import and CUDA context overlap it: a first run
+    on a new machine then waits for the probe only where it is slower than a worker's start."""
+    gpu = args.device != "cpu" and has_nvidia_gpu()
+    return SpareWorkers(SPARE_WORKERS_GPU if gpu else 1, env=None, warm_cuda=gpu)
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     for flag, path in (("out", args.out), ("json", args.json_path), ("html", args.html), ("db", args.db)):
         folder = os.path.dirname(os.path.abspath(path)) if path else None
@@ -127,12 +158,21 @@ def open_store(path: str | None) -> Any:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     console = Console(stderr=True)
     if args.device not in ("auto", "cuda", "cpu"):
         raise ConfigError("device", args.device, "must be one of auto, cuda, cpu")
     _check_outputs(args)
-    probe, cached = cached_probe(refresh=args.reprobe, packages=KERNEL_PACKAGES)
+    packages = ladder_packages(args)
+    spares = start_spares(args)
+    try:
+        return _run(args, console, spares, packages)
+    finally:
+        spares.close()
+
+
+def _run(args: argparse.Namespace, console: Any, spares: SpareWorkers, packages: tuple[KernelPackage, ...]) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    probe, cached = cached_probe(refresh=args.reprobe, packages=packages)
     cfg = build_config(args, probe)
     name, stages = chosen_stages(args, cfg.family, resolve_device(cfg.device, probe.cuda_available))
     limits = load_limits()
@@ -155,7 +195,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             for s in current.stages:
                 progress.update(tasks[s.index], completed=len(s.times_ms), status=s.status.value)
 
-        hooks = RunHooks(on_update=on_update, timeout_s=limits.stage_timeout_s,
+        hooks = RunHooks(on_update=on_update, timeout_s=limits.stage_timeout_s, spares=spares,
                          on_stage_done=(lambda r, s: store.save_stage(r, s)) if store is not None else None)
         run = run_all(run, probe, hooks)
     if store is not None:

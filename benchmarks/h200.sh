@@ -158,6 +158,11 @@ for mode in "$@"; do
       for i in 1 2; do log "time to result, 3 processes a stage, $i"; python3 benchmarks/time_to_result.py -- --preset \
         seed --model gpt2-small --no-db --json "$OUT/ttr3_$i.json" > "$OUT/ttr3_$i.log" 2>&1
         tail -1 "$OUT/ttr3_$i.log" | tee -a "$OUT/steps.log"; done ;;
+    gpu_file:*)  # gpu_file:FILE:TIMEOUT: one file of tests/gpu, each test's outcome named (-rA)
+      IFS=: read -r _ file limit <<< "$mode"; log "gpu tests: $file"
+      timeout "${limit:-200}" python3 -m pytest -q -m gpu "tests/gpu/$file" -p no:cacheprovider -rA \
+        > "$OUT/gpu_tests_${file%.py}.log" 2>&1; log "exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests_${file%.py}.log" \
+        | cut -c1-300 | tee -a "$OUT/steps.log" ;;
     run:*)  # run:NAME:PRESET:MODEL[:EXTRA,ARGS]: one CLI run, e.g. run:peers_llama-1b_1:peers:llama-1b:--iters,15
       IFS=: read -r _ name preset model extra <<< "$mode"
       # shellcheck disable=SC2086  # EXTRA is split on purpose

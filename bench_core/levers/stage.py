@@ -20,6 +20,7 @@ from bench_core.levers.registry import (
     names_of,
     twin,
 )
+from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe
 from bench_core.models.families import FAMILIES, PART_NOUNS
 from bench_core.models.families import family as family_spec
@@ -197,6 +198,11 @@ class Stage:
 
     def as_dict(self) -> dict[str, str]:
         return dict(self._names)
+
+    @property
+    def packages(self) -> tuple[KernelPackage, ...]:
+        """The kernel packages this stage's levers import: what a probe for it must check."""
+        return tuple(dict.fromkeys(lv.vendor.package for lv in self.levers if lv.vendor and lv.vendor.package))
 
     def unavailable_reason(self, probe: Probe, device: str) -> str | None:
         for lever in self.levers:

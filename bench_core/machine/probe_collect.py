@@ -91,11 +91,15 @@ def _autocast_works(torch, device: str, dtype) -> bool:
 
 
 def _fused_adam_works(torch, device: str) -> bool:
+    """One step of the kernel `Adam(fused=True)` runs (`torch._fused_adam_`) on `device`, checked against Adam's
+    arithmetic. Called directly: building a torch.optim optimizer imports torch._dynamo, seconds of a cold probe."""
     try:
-        p = torch.nn.Parameter(torch.randn(4, device=device))
-        p.grad = torch.randn(4, device=device)
-        torch.optim.Adam([p], fused=True).step()
-        return True
+        p, g = torch.full((4,), 1.0, device=device), torch.tensor([1.0, -2.0, 3.0, -4.0], device=device)
+        m, v, step = torch.zeros_like(p), torch.zeros_like(p), torch.ones((), device=device)  # step already counted
+        torch._fused_adam_([p], [g], [m], [v], [], [step], lr=0.1, beta1=0.9, beta2=0.999, weight_decay=0.0,
+                           eps=1e-8, amsgrad=False, maximize=False)
+        # first step: the bias-corrected moments are g and g², so each parameter moves by lr against sign(g)
+        return bool(torch.allclose(p.cpu(), 1.0 - 0.1 * torch.sign(g.cpu()), atol=1e-5))
     except Exception:
         return False
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
+from typing import Any
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.config.environment import DISTRIBUTED_ENV, child_env
@@ -72,29 +73,86 @@ class StageJob:
                    build_ahead=data["build_ahead"], threads=data["threads"])
 
 
-class WorkerHandle:
-    """One stage's process, started with its job. It imports torch, builds its model, then waits for `go`."""
+@dataclass
+class _Started:
+    """A single-process worker already running: it imports torch (and warms CUDA) before it reads a job."""
+    proc: subprocess.Popen
+    stderr: Any
+    env: dict | None
+    warm_cuda: bool
 
-    def __init__(self, job: StageJob, env: dict | None, world: int = 1, warm_cuda: bool = False):
+
+def _start_single(env: dict | None, warm_cuda: bool) -> _Started:
+    stderr = tempfile.TemporaryFile(mode="w+")
+    cmd = ["-m", "bench_core.run.worker"] + (["--warm-cuda"] if warm_cuda else [])
+    proc = subprocess.Popen([sys.executable, *cmd], env=child_env(env),  # noqa: S603 (our own argv)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                            start_new_session=True)
+    return _Started(proc, stderr, env, warm_cuda)
+
+
+class SpareWorkers:
+    """Workers started before their jobs are known, while a cold probe runs: each pays its torch import and CUDA
+    context then, and a run's pool adopts it (`WorkerPool(spares=...)`) instead of starting a process after the
+    probe. Those not adopted are killed on `close`."""
+
+    def __init__(self, count: int, env: dict | None, warm_cuda: bool):
+        self._spare = [_start_single(env, warm_cuda) for _ in range(count)]
+
+    def take(self, env: dict | None, warm_cuda: bool) -> _Started | None:
+        while self._spare:
+            started = self._spare.pop(0)
+            if started.proc.poll() is None and started.env == env and started.warm_cuda == warm_cuda:
+                return started
+            _kill_group(started.proc)
+            started.stderr.close()
+        return None
+
+    def __len__(self) -> int:
+        return len(self._spare)
+
+    def close(self) -> None:
+        while self._spare:
+            started = self._spare.pop()
+            _kill_group(started.proc)
+            for stream in (started.proc.stdin, started.proc.stdout, started.stderr):
+                if stream and not stream.closed:
+                    stream.close()
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+class WorkerHandle:
+    """One stage's process, started with its job (or adopted from `SpareWorkers`). It imports torch, builds its
+    model, then waits for `go`."""
+
+    def __init__(self, job: StageJob, env: dict | None, world: int = 1, warm_cuda: bool = False,
+                 started: _Started | None = None):
         self.job = job
-        self.stderr = tempfile.TemporaryFile(mode="w+")
         self.job_file: str | None = None
-        if world > 1:  # torchrun (through a launcher that dies with us), one worker per rank
-            fd, self.job_file = tempfile.mkstemp(suffix=".json")
-            with os.fdopen(fd, "w") as fh:
-                fh.write(job.to_json())
-            env = child_env(env, **DISTRIBUTED_ENV, BENCH_JOB_FILE=self.job_file,
-                            **({"OMP_NUM_THREADS": "1"} if job.device == "cpu" else {}))
-            cmd = ["-m", "bench_core.run.launch", "--standalone", f"--nproc-per-node={world}",
-                   "-m", "bench_core.run.worker"]
-        else:
-            env = child_env(env)
-            cmd = ["-m", "bench_core.run.worker"] + (["--warm-cuda"] if warm_cuda else [])
+        if world == 1:
+            started = started or _start_single(env, warm_cuda)
+            self.proc, self.stderr = started.proc, started.stderr
+            self._send(job.to_json())
+            return
+        # torchrun (through a launcher that dies with us), one worker per rank; the job travels in a file
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        fd, self.job_file = tempfile.mkstemp(suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(job.to_json())
+        env = child_env(env, **DISTRIBUTED_ENV, BENCH_JOB_FILE=self.job_file,
+                        **({"OMP_NUM_THREADS": "1"} if job.device == "cpu" else {}))
+        cmd = ["-m", "bench_core.run.launch", "--standalone", f"--nproc-per-node={world}",
+               "-m", "bench_core.run.worker"]
         self.proc = subprocess.Popen([sys.executable, *cmd], env=env,  # noqa: S603 (our own argv)
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
                                      start_new_session=True)
-        if self.job_file is None:
-            self._send(job.to_json())
 
     def _send(self, line: str) -> None:
         if self.proc.stdin is None:
@@ -121,11 +179,7 @@ class WorkerHandle:
 
     def kill(self) -> None:
         """Kill the worker's whole process group; the driver frees its GPU memory when it dies."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
+        _kill_group(self.proc)
 
     def stderr_text(self) -> str:
         self.stderr.seek(0)
@@ -150,8 +204,10 @@ class WorkerPool:
     (`top_up`), so no process start competes with a stage's timed steps for the host CPU.
     """
 
-    def __init__(self, jobs: list[StageJob], env: dict | None, ahead: int, warm_cuda: bool):
+    def __init__(self, jobs: list[StageJob], env: dict | None, ahead: int, warm_cuda: bool,
+                 spares: SpareWorkers | None = None):
         self.jobs, self.env, self.ahead, self.warm_cuda = jobs, env, max(ahead, 1), warm_cuda
+        self.spares = spares
         self._started: dict[int, WorkerHandle] = {}
         self._next = 0
 
@@ -160,7 +216,9 @@ class WorkerPool:
             self._spawn()
 
     def _spawn(self) -> None:
-        self._started[self._next] = WorkerHandle(self.jobs[self._next], self.env, warm_cuda=self.warm_cuda)
+        started = self.spares.take(self.env, self.warm_cuda) if self.spares else None
+        self._started[self._next] = WorkerHandle(self.jobs[self._next], self.env, warm_cuda=self.warm_cuda,
+                                                 started=started)
         self._next += 1
 
     def top_up(self) -> None:
@@ -182,3 +240,5 @@ class WorkerPool:
             handle.kill()
             handle.close()
         self._started.clear()
+        if self.spares is not None:
+            self.spares.close()

@@ -17,7 +17,14 @@ from bench_core.machine.probe import Probe
 from bench_core.models.families import estimate_memory, param_count
 from bench_core.results.records import STAGE_FINISHED, RunResult, StageResult, Status, initial_stage
 from bench_core.run import events as ev
-from bench_core.run.processes import StageJob, WorkerHandle, WorkerPool, describe_exit, meaningful_stderr
+from bench_core.run.processes import (
+    SpareWorkers,
+    StageJob,
+    WorkerHandle,
+    WorkerPool,
+    describe_exit,
+    meaningful_stderr,
+)
 
 WORKERS_AHEAD_CUDA = 8   # processes started (and models built) before the first stage's measured work
 BUILD_AHEAD_SHARE = 0.25  # of free GPU memory that idle, pre-built workers' weights may hold
@@ -42,6 +49,7 @@ class RunHooks:
     worker_threads: int | None = None                               # torch CPU threads per worker; None: torch's
     timeout_s: float = 900.0
     ceilings: CeilingsMeasurer | None = None   # None: a CeilingsProcess on CUDA when the probe has no ceilings
+    spares: SpareWorkers | None = None         # workers started while the probe ran; the pool adopts them
 
 
 def new_run(cfg: BenchConfig, stages: Iterable[Stage], probe: Probe, preset: str) -> RunResult:
@@ -146,7 +154,7 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
     jobs = plan_jobs(run, probe, hooks.worker_threads)
     singles = [job for _, job in jobs if job.stage.world_size == 1]
     ahead = WORKERS_AHEAD_CUDA if run.device == "cuda" else 1
-    pool = WorkerPool(singles, hooks.worker_env, ahead, warm_cuda=run.device == "cuda")
+    pool = WorkerPool(singles, hooks.worker_env, ahead, warm_cuda=run.device == "cuda", spares=hooks.spares)
     pool.start()
     measurer = hooks.ceilings or (CeilingsProcess(env=hooks.worker_env)
                                   if run.device == "cuda" and probe.ceilings is None else None)

@@ -125,3 +125,13 @@ def test_a_cached_probe_gets_the_ceilings_measured_after_it(tmp_path, monkeypatc
     probe, was_cached = cached_probe()
     assert was_cached and probe.ceilings is not None and probe.ceilings.from_cache
     assert probe.ceilings.bf16_tflops == 700.0
+
+
+def test_the_fused_adam_check_runs_the_kernel_without_importing_dynamo():
+    """The check calls the fused Adam kernel itself (building an optimizer imports torch._dynamo: 6.5 s of a cold
+    probe on the H200), and it judges the kernel's arithmetic: a kernel that does nothing fails it."""
+    code = ("import sys, torch; from bench_core.machine.probe_collect import _fused_adam_works as ok; "
+            "works = ok(torch, 'cpu'); torch._fused_adam_ = lambda *a, **k: None; "
+            "print(works, ok(torch, 'cpu'), 'torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["True", "False", "False"]
