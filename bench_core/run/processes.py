@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from bench_core.config.bench_config import BenchConfig
 from bench_core.config.environment import DISTRIBUTED_ENV, child_env
 from bench_core.levers.stage import Stage
+from bench_core.machine.conditions import RUN_PID_ENV
 
 STDERR_LINES = 12  # what a failed stage keeps of its worker's stderr
 
@@ -83,12 +84,12 @@ class WorkerHandle:
             fd, self.job_file = tempfile.mkstemp(suffix=".json")
             with os.fdopen(fd, "w") as fh:
                 fh.write(job.to_json())
-            env = child_env(env, **DISTRIBUTED_ENV, BENCH_JOB_FILE=self.job_file,
+            env = child_env(env, **DISTRIBUTED_ENV, BENCH_JOB_FILE=self.job_file, **{RUN_PID_ENV: str(os.getpid())},
                             **({"OMP_NUM_THREADS": "1"} if job.device == "cpu" else {}))
             cmd = ["-m", "bench_core.run.launch", "--standalone", f"--nproc-per-node={world}",
                    "-m", "bench_core.run.worker"]
         else:
-            env = child_env(env)
+            env = child_env(env, **{RUN_PID_ENV: str(os.getpid())})
             cmd = ["-m", "bench_core.run.worker"] + (["--warm-cuda"] if warm_cuda else [])
         self.proc = subprocess.Popen([sys.executable, *cmd], env=env,  # noqa: S603 (our own argv)
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
