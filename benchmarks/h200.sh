@@ -163,6 +163,18 @@ for mode in "$@"; do
       timeout "${limit:-200}" python3 -m pytest -q -m gpu "tests/gpu/$file" -p no:cacheprovider -rA \
         > "$OUT/gpu_tests_${file%.py}.log" 2>&1; log "exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests_${file%.py}.log" \
         | cut -c1-300 | tee -a "$OUT/steps.log" ;;
+    noise)  # issue 19 item 4: the GPU and host during each stage's timed steps (SM clock, clock events, power,
+      # temperature, other processes, host load, worker CPU, locked clocks): the launch-bound Apex BF16 stage on
+      # gpt2-small with its native twin, 3 processes a stage, twice; NVML's own view alongside; then the GPU test
+      nvidia-smi -q -d PERFORMANCE,CLOCK > "$OUT/noise_nvidia_smi.txt" 2>&1
+      for i in 1 2; do run "noise_small_$i" --stages adam+layernorm+fp32,apex-fusedadam+apex-fusedln+bf16,\
+adam-fused+layernorm+bf16 --model gpt2-small; done
+      for i in 1 2; do python3 -c "import json,sys; [print(s['stage'], {k: s.get(k) for k in ('sm_clock_mhz_min',
+        'sm_clock_mhz_median', 'throttle_reasons', 'power_w_median', 'temp_c_max', 'gpu_other_processes',
+        'host_load_avg', 'host_cores', 'worker_cpu_share', 'clocks_locked', 'noise_reason')})
+        for s in json.load(open(sys.argv[1]))['summary']]" "$OUT/noise_small_$i.json" 2>&1 | tee -a "$OUT/steps.log"; done
+      log "gpu test: conditions"; timeout 120 python3 -m pytest -q -m gpu tests/gpu/test_conditions_gpu.py \
+        -p no:cacheprovider -rs > "$OUT/gpu_tests_conditions.log" 2>&1; log "exit $?" ;;
     run:*)  # run:NAME:PRESET:MODEL[:EXTRA,ARGS]: one CLI run, e.g. run:peers_llama-1b_1:peers:llama-1b:--iters,15
       IFS=: read -r _ name preset model extra <<< "$mode"
       # shellcheck disable=SC2086  # EXTRA is split on purpose

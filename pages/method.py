@@ -31,6 +31,10 @@ timed iterations are over, while it is being profiled.
   steps inside one suggest.
 * The **median** is the headline, with p10 and p90. A stage is **noisy** when its p10–p90 spread exceeds 10%
   of its median, or when its rounds' medians differ by more than 3%; the tool says which rule, with the figures.
+  It is also noisy, with the cause, when NVML or the host saw one during its timed steps (sampled every 0.1 s on
+  a GPU): **throttled** (a clock-event reason other than idle or a clock setting), **shared** (another process's
+  compute context on the GPU; the run's own idle workers are not counted), or **host busy** (a load average above
+  one runnable thread per core, or the worker on a CPU less than 90% of the time its launch loop needs).
 * **Speedups** are ratios of medians against the run's **first stage**, named as `baseline_stage` in the files.
   If that stage did not finish ok, there are no speedups, and every view says so: nothing is silently rebased.
   Multi-GPU stages compare throughput, not step time. Each speedup carries a **95% interval across its

@@ -14,6 +14,8 @@ from typing import Any
 
 from bench_core.levers.presets import is_twin
 from bench_core.measure.breakdown import Bound, share_text
+from bench_core.measure.noise import StageConditions
+from bench_core.measure.stats import NOISE_SPREAD
 from bench_core.results.summary import RunSummary, StageSummary
 
 NA = "—"   # a figure that does not apply to this stage, or was not measured: never "None" or a made-up 0
@@ -71,6 +73,29 @@ def _unit(value: float | None, fmt: str, unit: str = "") -> str | None:
 def _bottleneck(s: StageSummary) -> str | None:
     b = s.bottleneck
     return None if b.verdict == Bound.UNKNOWN else str(b.verdict) + (f" ({b.busy_text} busy)" if b.busy_text else "")
+
+
+def _cond(name: str, kind: str, fn: Callable[[StageConditions], Any]) -> Field:
+    return Field(name, kind, lambda summary, stage: fn(stage.conditions) if stage.conditions else None)
+
+
+def _conditions(s: StageSummary) -> str | None:
+    """Every figure of the GPU and host over the timed steps, each said only where it was read."""
+    c = s.conditions
+    if c is None:
+        return None
+    parts = []
+    if c.sm_clock_mhz_min is not None:
+        parts.append(f"SM clock {c.sm_clock_mhz_min:,} MHz min" + (
+            f", {c.sm_clock_mhz_median:,.0f} median" if c.sm_clock_mhz_median is not None else ""))
+        parts.append("clock events: " + (", ".join(c.throttle_reasons) or "none"))
+    parts += [f"{c.power_w_median:,.0f} W" if c.power_w_median is not None else "",
+              f"{c.temp_c_max:.0f} °C max" if c.temp_c_max is not None else "",
+              f"other GPU processes: {c.gpu_other_processes}" if c.gpu_other_processes is not None else "",
+              f"host load {c.host_load_avg:.1f} on {c.host_cores} cores" if c.host_load_avg is not None else "",
+              f"worker CPU {c.worker_cpu_share:.0%}" if c.worker_cpu_share is not None else "",
+              f"clocks locked: {c.clocks_locked}" if c.clocks_locked else ""]
+    return "; ".join(p for p in parts if p) or None
 
 
 def _noise(s: StageSummary) -> str | None:
@@ -163,7 +188,29 @@ DISPLAY_COLUMNS: tuple[DisplayColumn, ...] = (
                   "share of a timed step the GPU sat idle waiting for the host to launch its next kernel (HTA's "
                   "idle-time rule on the profiled steps, less what the profiler's own host overhead added)",
                   (_stage("host_wait_share", "float", lambda s: s.bottleneck.host_wait_share),), applies=_on("cuda")),
-    DisplayColumn("noise", "Noise", _noise, "noisy: the step time broke a steadiness rule (the reason is in Notes)",
+    DisplayColumn("conditions", "GPU and host", _conditions,
+                  "over the timed steps of every process: the SM clock's lowest and median sample (NVML, every 0.1 "
+                  "s); clock-event (throttle) reasons but idle and a clock setting, any of which flags the stage "
+                  "throttled; median board power; highest temperature; compute processes on the GPU not of this run "
+                  "(any flags it shared; unknown where NVML's process ids cannot be matched); the host's 1-minute "
+                  "load on its cores (above one runnable thread per core flags the host busy); the worker's CPU "
+                  f"time ÷ wall time (its launch loop needs a whole core: under {1 - NOISE_SPREAD:.0%} flags the "
+                  "host busy); whether the clocks were locked (application clocks off their default, or a clock "
+                  "setting holding them)",
+                  (_cond("sm_clock_mhz_min", "int?", lambda c: c.sm_clock_mhz_min),
+                   _cond("sm_clock_mhz_median", "float", lambda c: c.sm_clock_mhz_median),
+                   _stage("throttle_reasons", "str", lambda s: s.conditions.reasons_text if s.conditions else ""),
+                   _cond("power_w_median", "float", lambda c: c.power_w_median),
+                   _cond("temp_c_max", "float", lambda c: c.temp_c_max),
+                   _cond("gpu_other_processes", "int?", lambda c: c.gpu_other_processes),
+                   _cond("host_load_avg", "float", lambda c: c.host_load_avg),
+                   _cond("host_cores", "int?", lambda c: c.host_cores),
+                   _cond("worker_cpu_share", "float", lambda c: c.worker_cpu_share),
+                   _stage("clocks_locked", "str", lambda s: s.conditions.clocks_locked if s.conditions else "")),
+                  Layout.NOTE, applies=_any(lambda s: s.conditions is not None)),
+    DisplayColumn("noise", "Noise", _noise,
+                  "noisy: the step time broke a steadiness rule, or it was measured throttled, shared or with the "
+                  "host busy (the reason is in Notes)",
                   (_stage("noisy", "bool", lambda s: s.noisy),
                    _stage("noise_reason", "str", lambda s: s.noise_reason or "")), Layout.TEXT),
     DisplayColumn("verdict", "Kernel proof", lambda s: s.verdict,

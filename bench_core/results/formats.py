@@ -18,6 +18,8 @@ from bench_core.config.bench_config import INT_FIELDS, BenchConfig
 from bench_core.config.settings import Limits
 from bench_core.levers.registry import KIND_SPECS, KINDS, LEVERS
 from bench_core.levers.stage import Stage, saved_names
+from bench_core.machine.conditions import ClocksLocked
+from bench_core.measure.noise import FILE_FIELDS
 from bench_core.measure.proof import KEY_KERNELS
 from bench_core.measure.stats import IntervalScope
 from bench_core.models.families import collect_errors
@@ -87,8 +89,10 @@ CSV_COLUMNS = [c.name for c in COLUMNS]
 REQUIRED_COLUMNS = ["stage", *(k.name for k in KIND_SPECS if k.in_every_file), "status", "reason", "median_ms",
                     "p10_ms", "p90_ms", "device", "gpu",
                     "torch", "apex", *[n for n in INT_FIELDS if n not in ("seed", "repeats")]]
-STAGE_METRICS = [c.name for c in COLUMNS if c.kind == "float"] + ["noise_reason", "processes", "interval_scope"]
+STAGE_METRICS = [c.name for c in COLUMNS if c.kind == "float"] + ["noise_reason", "processes", "interval_scope",
+                                                                  *FILE_FIELDS]
 INTERVAL_SCOPES = {"", *(scope.value for scope in IntervalScope)}
+CLOCKS_LOCKED = {"", *(value.value for value in ClocksLocked)}
 
 
 class ImportRejected(ValueError):
@@ -213,6 +217,9 @@ def parse_csv(data: bytes, max_bytes: int = 5 * 2**20) -> list[RunResult]:
         if row.get("interval_scope", "") not in INTERVAL_SCOPES:
             raise ImportRejected(f"row {n}, column interval_scope: {row['interval_scope']!r} is not one of "
                                  f"{', '.join(repr(v) for v in sorted(INTERVAL_SCOPES) if v)} or empty")
+        if row.get("clocks_locked", "") not in CLOCKS_LOCKED:
+            raise ImportRejected(f"row {n}, column clocks_locked: {row['clocks_locked']!r} is not one of "
+                                 f"{', '.join(repr(v) for v in sorted(CLOCKS_LOCKED) if v)} or empty")
         runs.setdefault(row.get("run_id") or "imported", []).append(row)
     if not runs:
         raise ImportRejected("file has a header but no rows")

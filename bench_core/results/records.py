@@ -12,6 +12,7 @@ from typing import Any
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.stage import Stage, saved_names
+from bench_core.machine.conditions import Conditions
 from bench_core.machine.probe import Probe
 from bench_core.measure.breakdown import StageProfile
 
@@ -63,6 +64,7 @@ class StageResult:
     rank_peak_mib: tuple[float, ...] = ()   # per rank, for multi-process (DDP) stages
     energy_j: float | None = None        # GPU energy over the timed steps of every round
     skipped_steps: int | None = None     # GradScaler: steps skipped for inf/nan gradients
+    conditions: Conditions | None = None  # GPU and host during the timed steps of every round (CUDA only)
     kernels: dict[str, list[str]] = field(default_factory=dict)
     sdpa_backend: str | None = None
     autocast_dtype: str | None = None
@@ -109,6 +111,7 @@ class StageResult:
                 **{f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("index", "stage")}}
         data["status"] = self.status.value
         data["profile"] = self.profile.to_dict() if self.profile else None
+        data["conditions"] = self.conditions.to_dict() if self.conditions else None
         for name in _TUPLES:
             data[name] = list(getattr(self, name))
         return data
@@ -122,6 +125,7 @@ class StageResult:
         clean["status"] = Status(clean.get("status", "pending"))
         clean["stage"] = Stage(**saved_names(data))
         clean["profile"] = StageProfile.from_dict(clean["profile"]) if clean.get("profile") else None
+        clean["conditions"] = Conditions.from_dict(clean["conditions"]) if clean.get("conditions") else None
         if "rounds" not in data and clean["times_ms"] and clean["status"] == Status.OK:
             clean["rounds"] = (len(clean["times_ms"]),)  # a schema-1 run: one round
         return cls(**clean)

@@ -13,6 +13,7 @@ from bench_core.machine.ceilings import Ceilings
 from bench_core.measure import breakdown, stats
 from bench_core.measure.breakdown import StageProfile
 from bench_core.measure.metrics import Rates, rates
+from bench_core.measure.noise import StageConditions
 from bench_core.measure.proof import KernelCell, kernel_cells
 from bench_core.results.records import RunResult, StageResult, Status
 
@@ -49,6 +50,7 @@ class StageSummary:
     delta: breakdown.StageDelta | None
     energy_j_per_token: float | None
     skipped_steps: int | None
+    conditions: StageConditions | None  # GPU and host over the timed steps (CUDA); their causes are in noise_reason
     result: StageResult = field(repr=False)
 
     @property
@@ -190,6 +192,8 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
     peak = ({"bf16": ceilings.bf16_tflops, "fp16": ceilings.bf16_tflops,
              "fp32": ceilings.fp32_tflops}.get(mfu_peak) if ceilings else None)
     tokens_timed = len(stage.times_ms) * run.config.tokens_per_step * world
+    conditions = StageConditions.of(stage.conditions) if stage.conditions else (
+        StageConditions.imported(metrics) if imported_csv else None)
     verdict = stage.verdict
     if imported_gpu and verdict and not verdict.startswith("imported:"):
         verdict = f"imported: {verdict} on {imported_gpu}"
@@ -197,7 +201,7 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
         index=stage.index, key=stage.key, label=stage.label, status=stage.status, reason=stage.reason,
         gpus=world, precision=stage.stage.precision, mfu_peak=mfu_peak, timing=timing,
         partial=not ok and bool(stage.times_ms), round_medians=round_medians,
-        noise_reason=stats.noise_reason(stage.times_ms, list(round_medians)) if stage.times_ms else
+        noise_reason=_noise_reason(stage, round_medians, conditions) if stage.times_ms else
         metrics.get("noise_reason"),
         rates=stage_rates if not imported_csv else Rates(metrics.get("tokens_per_s"), metrics.get("tflops"),
                                                          metrics.get("mfu"), None),
@@ -217,7 +221,15 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
         profile=stage.profile, bottleneck=bottleneck, delta=delta,
         energy_j_per_token=(stage.energy_j / tokens_timed if stage.energy_j and tokens_timed and ok else
                             metrics.get("energy_j_per_token")),
-        skipped_steps=stage.skipped_steps, result=stage)
+        skipped_steps=stage.skipped_steps, conditions=conditions, result=stage)
+
+
+def _noise_reason(stage: StageResult, round_medians: tuple[float, ...],
+                  conditions: StageConditions | None) -> str | None:
+    """The steadiness rules the step time broke, then what the GPU and host were doing that could explain it."""
+    reasons = [stats.noise_reason(stage.times_ms, list(round_medians)) or ""]
+    reasons += [c.text for c in conditions.causes] if conditions else []
+    return "; ".join(r for r in reasons if r) or None
 
 
 def _imported_interval(metrics: dict) -> stats.SpeedupInterval | None:

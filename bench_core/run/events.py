@@ -78,6 +78,7 @@ class Memory(Event):
     rank_peak_mib: list[float] = field(default_factory=list)
     energy_j: float | None = None          # NVML total-energy counter, read around the timed steps
     skipped_steps: int | None = None       # GradScaler steps skipped for inf/nan gradients
+    conditions: dict[str, Any] | None = None  # machine.conditions.Conditions.to_dict(), CUDA only
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 from bench_core.config.bench_config import BenchConfig
 from bench_core.config.environment import DISTRIBUTED_ENV, child_env
 from bench_core.levers.stage import Stage
+from bench_core.machine.conditions import RUN_PID_ENV
 
 STDERR_LINES = 12  # what a failed stage keeps of its worker's stderr
 
@@ -85,7 +86,7 @@ class _Started:
 def _start_single(env: dict | None, warm_cuda: bool) -> _Started:
     stderr = tempfile.TemporaryFile(mode="w+")
     cmd = ["-m", "bench_core.run.worker"] + (["--warm-cuda"] if warm_cuda else [])
-    proc = subprocess.Popen([sys.executable, *cmd], env=child_env(env),  # noqa: S603 (our own argv)
+    proc = subprocess.Popen([sys.executable, *cmd], env=child_env(env, **{RUN_PID_ENV: str(os.getpid())}),  # noqa: S603
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
                             start_new_session=True)
     return _Started(proc, stderr, env, warm_cuda)
@@ -146,7 +147,7 @@ class WorkerHandle:
         fd, self.job_file = tempfile.mkstemp(suffix=".json")
         with os.fdopen(fd, "w") as fh:
             fh.write(job.to_json())
-        env = child_env(env, **DISTRIBUTED_ENV, BENCH_JOB_FILE=self.job_file,
+        env = child_env(env, **DISTRIBUTED_ENV, BENCH_JOB_FILE=self.job_file, **{RUN_PID_ENV: str(os.getpid())},
                         **({"OMP_NUM_THREADS": "1"} if job.device == "cpu" else {}))
         cmd = ["-m", "bench_core.run.launch", "--standalone", f"--nproc-per-node={world}",
                "-m", "bench_core.run.worker"]

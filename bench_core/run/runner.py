@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from bench_core.config.bench_config import BenchConfig, resolve_device
 from bench_core.levers.stage import Stage
 from bench_core.machine.ceilings import Ceilings, CeilingsProcess
+from bench_core.machine.conditions import Conditions
 from bench_core.machine.probe import Probe
 from bench_core.models.families import estimate_memory, param_count
 from bench_core.results.records import STAGE_FINISHED, RunResult, StageResult, Status, initial_stage
@@ -95,6 +96,7 @@ class StageFold:
                                 rank_peak_mib=tuple(event.rank_peak_mib or ()),
                                 energy_j=_sum(r.energy_j, event.energy_j),
                                 skipped_steps=_sum(r.skipped_steps, event.skipped_steps),
+                                conditions=_merge(r.conditions, event.conditions),
                                 rounds=r.rounds + (len(r.times_ms) - self.round_start,)))
         elif isinstance(event, ev.Kernels):
             from bench_core.measure.breakdown import StageProfile
@@ -111,6 +113,13 @@ class StageFold:
 
 def _max(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else max(a, b)
+
+
+def _merge(kept: Conditions | None, new: dict[str, Any] | None) -> Conditions | None:
+    """Another process's conditions join the stage's (machine.conditions.Conditions.merged)."""
+    if new is None:
+        return kept
+    return Conditions.from_dict(new) if kept is None else kept.merged(Conditions.from_dict(new))
 
 
 def _sum(a: Any, b: Any) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 
 from bench_core.config.bench_config import STOP_CHECK_EVERY, STOP_HALF_WIDTH, WARMUP_MIN_S, BenchConfig
 from bench_core.levers.stage import Stage
+from bench_core.machine.conditions import Conditions
 from bench_core.measure.stats import enough_steps
 from bench_core.models.families import ModelParts, build_model
 from bench_core.run.faults import broken_build
@@ -180,6 +181,7 @@ class TimedSteps:
     peak_allocated_mib: float | None = None    # CUDA
     peak_reserved_mib: float | None = None     # CUDA
     energy_j: float | None = None              # NVML's counter around the timed steps, where it has one
+    conditions: Conditions | None = None       # CUDA: GPU and host during the timed steps
 
 
 def measure(built: Built, on_step: Callable[[TimedStep], None], torch: Any) -> TimedSteps:
@@ -208,14 +210,18 @@ def measure(built: Built, on_step: Callable[[TimedStep], None], torch: Any) -> T
                 break
         peaks = built.ddp.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         return TimedSteps(tuple(steps), skipped, tuple(peaks), peak_rss_mib=max(peaks))
+    from bench_core.machine.conditions import ConditionsSampler
     from bench_core.machine.telemetry import EnergyMeter
     torch.cuda.reset_peak_memory_stats()
     scales = torch.empty(iters + 1, dtype=torch.float32, pin_memory=True) if built.scaler else None
     if scales is not None:
         scales[0].copy_(built.scaler._scale.detach().float(), non_blocking=True)
     meter = EnergyMeter(torch.cuda.current_device())
+    sampler = ConditionsSampler(torch.cuda.current_device())
     meter.start()
+    sampler.start()
     timed = _time_cuda(built, iters, done, steps, torch, scales)
+    conditions = sampler.stop()
     energy = meter.stop()
     peaks = built.ddp.gather((torch.cuda.max_memory_allocated() / 2**20, torch.cuda.max_memory_reserved() / 2**20))
     skipped_cuda = None
@@ -224,7 +230,7 @@ def measure(built: Built, on_step: Callable[[TimedStep], None], torch: Any) -> T
         skipped_cuda = sum(1 for a, b in zip(values, values[1:], strict=False) if b < a)
     return TimedSteps(tuple(steps), skipped_cuda, tuple(p[0] for p in peaks),
                       peak_allocated_mib=max(p[0] for p in peaks), peak_reserved_mib=max(p[1] for p in peaks),
-                      energy_j=energy)
+                      energy_j=energy, conditions=conditions)
 
 
 def _check_due(cfg: BenchConfig, n: int) -> bool:

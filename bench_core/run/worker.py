@@ -76,7 +76,8 @@ def run(job: StageJob, emit: Emitter, torch: Any) -> None:
     timed = measure(built, lambda s: emit(ev.Iter(i=s.i, ms=s.ms, loss=s.loss, host_ms=s.host_ms)), torch)
     emit(ev.Memory(peak_allocated_mib=timed.peak_allocated_mib, peak_reserved_mib=timed.peak_reserved_mib,
                    peak_rss_mib=timed.peak_rss_mib, rank_peak_mib=list(timed.rank_peak_mib),
-                   energy_j=timed.energy_j, skipped_steps=timed.skipped_steps))
+                   energy_j=timed.energy_j, skipped_steps=timed.skipped_steps,
+                   conditions=timed.conditions.to_dict() if timed.conditions else None))
     if not job.profile:
         built.ddp.close()
         return

@@ -11,6 +11,7 @@ from rich.console import Console
 from sample_runs import gpu_run
 
 from bench_core.levers.stage import Stage
+from bench_core.machine.conditions import ClocksLocked, Conditions
 from bench_core.machine.probe import Probe
 from bench_core.results.columns import DISPLAY_COLUMNS, NA, Layout, key_columns, shown
 from bench_core.results.formats import CSV_COLUMNS, neutralise, to_csv
@@ -31,13 +32,16 @@ def cpu_run():
 
 def wide_gpu_run():
     """A CUDA run where the figures shown only sometimes are measured: energy (NVML), an FP16 stage's skipped
-    steps, and the baseline again on two GPUs (scaling)."""
+    steps, the baseline again on two GPUs (scaling), and the GPU and host during the baseline's timed steps."""
     run = gpu_run()
     base, apex = run.stages[0], run.stages[1]
     fp16 = replace(apex, index=4, stage=Stage("adam-fused", "layernorm", "fp16"), skipped_steps=1, energy_j=8.0,
                    warnings=("TF32 matmul was on, the stage asked for off",), verdict="unconfirmed")
     two = replace(base, index=5, stage=base.stage.replace(gpus="2"), times_ms=(60.0,) * 8)
-    stages = (replace(base, energy_j=64.0), *run.stages[1:], fp16, two)
+    conditions = Conditions(sm_clock_mhz=(1980, 1755, 1980), power_w=(600.0, 640.0), temp_c_max=71.0,
+                            throttle_reasons=("sw_power_cap",), other_processes=0, clocks_locked=ClocksLocked.NO,
+                            load_avg=2.5, host_cores=16, cpu_share=0.99)
+    stages = (replace(base, energy_j=64.0, conditions=conditions), *run.stages[1:], fp16, two)
     return replace(run, stages=stages)
 
 
