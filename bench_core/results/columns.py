@@ -163,6 +163,13 @@ DISPLAY_COLUMNS: tuple[DisplayColumn, ...] = (
                   "share of a timed step the GPU sat idle waiting for the host to launch its next kernel (HTA's "
                   "idle-time rule on the profiled steps, less what the profiler's own host overhead added)",
                   (_stage("host_wait_share", "float", lambda s: s.bottleneck.host_wait_share),), applies=_on("cuda")),
+    DisplayColumn("gemm_fp8", "FP8 GEMM share",
+                  lambda s: None if s.gemm_fp8_share is None else share_text(s.gemm_fp8_share),
+                  "FP8 GEMM kernels' GPU time ÷ all GEMM kernels' (profiled steps); the GEMMs not in FP8 are named in "
+                  "the JSON, and any the lever does not expect (only the LM head and attention's may stay BF16) "
+                  "fail its proof",
+                  (_stage("gemm_fp8_share", "float", lambda s: s.gemm_fp8_share),),
+                  applies=_any(lambda s: s.gemm_fp8_share is not None)),
     DisplayColumn("noise", "Noise", _noise, "noisy: the step time broke a steadiness rule (the reason is in Notes)",
                   (_stage("noisy", "bool", lambda s: s.noisy),
                    _stage("noise_reason", "str", lambda s: s.noise_reason or "")), Layout.TEXT),

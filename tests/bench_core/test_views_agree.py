@@ -31,13 +31,17 @@ def cpu_run():
 
 def wide_gpu_run():
     """A CUDA run where the figures shown only sometimes are measured: energy (NVML), an FP16 stage's skipped
-    steps, and the baseline again on two GPUs (scaling)."""
+    steps, the baseline again on two GPUs (scaling), and an FP8 stage's share of GEMM time."""
+    from bench_core.measure.gemms import GemmShare, OtherGemm
     run = gpu_run()
     base, apex = run.stages[0], run.stages[1]
     fp16 = replace(apex, index=4, stage=Stage("adam-fused", "layernorm", "fp16"), skipped_steps=1, energy_j=8.0,
                    warnings=("TF32 matmul was on, the stage asked for off",), verdict="unconfirmed")
     two = replace(base, index=5, stage=base.stage.replace(gpus="2"), times_ms=(60.0,) * 8)
-    stages = (replace(base, energy_j=64.0), *run.stages[1:], fp16, two)
+    head = OtherGemm("nvjet_sm90_tst_192x192_64x4_2x1_v_bz_coopB_TNN", "aten::mm [64, 64] x [64, 256]", 2.0, "lm_head")
+    fp8 = replace(apex, index=6, stage=Stage("adam-fused", "layernorm", "fp8-torchao"),
+                  gemm_share=GemmShare("FP8", 8.0, 10.0, (head,)))
+    stages = (replace(base, energy_j=64.0), *run.stages[1:], fp16, two, fp8)
     return replace(run, stages=stages)
 
 
