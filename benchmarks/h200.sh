@@ -153,6 +153,11 @@ for mode in "$@"; do
         --model "$model"; done
       log "gpu tests: swiglu"; timeout 150 python3 -m pytest -q -m gpu tests/gpu/test_peers_gpu.py -k "swiglu" \
         -p no:cacheprovider -rs > "$OUT/gpu_tests_swiglu.log" 2>&1; log "exit $?" ;;
+    proofs)  # issue 19 item 5: each proof gap's GPU test, the lever verified and its fallback not (run `wheels` and
+      # make apex first); then a peers run on llama-small, whose FP8 stages carry gemm_fp8_share
+      log "gpu tests: proofs"; timeout 240 python3 -m pytest -q -m gpu tests/gpu/test_proofs_gpu.py -p no:cacheprovider \
+        -rs > "$OUT/gpu_tests_proofs.log" 2>&1; log "exit $?"; tail -3 "$OUT/gpu_tests_proofs.log" | tee -a "$OUT/steps.log"
+      run proofs_peers_llama-small --preset peers --model llama-small --repeats 1 ;;
     ttr3)  # issue 19: time to result of the seed ladder on gpt2-small, 3 processes a stage (default), probe cached
       python3 -m bench_core probe > /dev/null 2>&1   # target: <= 45 s
       for i in 1 2; do log "time to result, 3 processes a stage, $i"; python3 benchmarks/time_to_result.py -- --preset \

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from bench_core.levers import builders
 from bench_core.levers import kernels as kk
 from bench_core.levers import requirements as impl
-from bench_core.levers.kernels import KeyKernel
+from bench_core.levers.kernels import GemmShareRule, KeyKernel
 from bench_core.levers.requirements import Requirement, Stage
 from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe
@@ -95,6 +95,7 @@ class Lever:
     native: str | None = None                   # a vendor lever's PyTorch twin: the lever it replaces
     plain: bool = False                         # changes nothing a stage's key or label must name (eager, 1 GPU)
     graph_blocker: str | None = None            # why a stage with this lever cannot be captured in a CUDA graph
+    share_of: GemmShareRule | None = None       # the share of GEMM time that must run in the lever's own GEMMs
 
     @property
     def is_apex(self) -> bool:
@@ -234,12 +235,6 @@ _NEEDS_LIGER = impl.all_of(impl.needs_cuda("Liger-Kernel (Triton)"), impl.needs_
 _FP8_HOST = "FP8 modules rescale from amax on the host between steps: not captured in this tool's graphs stage"
 
 
-# torch's SiLU of the native SwiGLU (forward and backward ops); Liger's SwiGLU runs one Triton kernel each way
-ATEN_SILU = KeyKernel("aten_silu", "aten::silu", lambda n: n.startswith("aten::silu"))
-LIGER_SWIGLU = KeyKernel("liger_swiglu", "Liger SwiGLU (Triton)", lambda n: n.startswith(
-    ("_swiglu_forward_kernel", "_swiglu_backward_kernel")))
-
-
 def _eager_ops(stage: Stage) -> bool:
     # compiled, torch's SiLU becomes Triton; a graph replay records no CPU ops
     return stage.compile_lever.traces_model or stage.compile_lever.captures_graph
@@ -335,7 +330,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                    + _AUTOCAST.format(dtype="bfloat16"),
                    requires=impl.all_of(impl.needs_fp8("torchao float8"),
                                         impl.needs_package(_TORCHAO_PACKAGE, _TORCHAO), impl.requires_dtype("bf16")),
-                   expects=_both(kk.FP8_GEMM), vendor=TORCHAO, native="bf16", mfu_peak="bf16",
+                   expects=_both(kk.FP8_GEMM), share_of=kk.FP8_SHARE, vendor=TORCHAO, native="bf16", mfu_peak="bf16",
                    graph_blocker=_FP8_HOST,
                    plan=PrecisionPlan("bfloat16", False, False, convert=builders.torchao_float8)),
     PrecisionLever("te-fp8", "FP8 (Transformer Engine)",
@@ -345,7 +340,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                    requires=impl.all_of(impl.needs_fp8("Transformer Engine FP8"),
                                         impl.needs_package(_TE_PACKAGE, _TE),
                                         impl.requires_native_norm("te-fp8 swaps in TE's own LayerNorm/RMSNorm")),
-                   expects=_both(kk.TE_KERNELS), vendor=TE, native="bf16", mfu_peak="bf16",
+                   expects=_both(kk.TE_KERNELS), share_of=kk.FP8_SHARE, vendor=TE, native="bf16", mfu_peak="bf16",
                    graph_blocker=_FP8_HOST, swaps_norm=True,
                    plan=PrecisionPlan("bfloat16", False, False, convert=builders.transformer_engine_fp8,
                                       context=builders.te_fp8_context)),
@@ -365,14 +360,15 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
               "loss = LigerFusedLinearCrossEntropyLoss()(model.lm_head.weight, hidden.view(-1, width), y.view(-1))"
               "  # no logits tensor\n",
               requires=_NEEDS_LIGER,
-              expects=_both(kk.LIGER_FLCE), vendor=LIGER, native="ce", factory=builders.liger_flce_head),
+              expects=_both(kk.LIGER_FLCE), betrayed_by=(kk.LOG_SOFTMAX, kk.FULL_LOGITS), vendor=LIGER, native="ce",
+              factory=builders.liger_flce_head),
     MlpLever("gelu", "GELU MLP", "", factory=builders.gelu_mlp, part_type=MlpType.GELU, plain=True),
     MlpLever("swiglu", "SwiGLU MLP", "", factory=builders.swiglu_mlp, part_type=MlpType.SWIGLU, plain=True,
-             expects=(Proof(ATEN_SILU, hidden_when=_eager_ops),)),
+             expects=(Proof(kk.ATEN_SILU, hidden_when=_eager_ops),)),
     MlpLever("liger-swiglu", "Liger SwiGLU",
              "from liger_kernel.transformers import LigerSwiGLUMLP\n"
              "mlp = LigerSwiGLUMLP(config)  # hidden_size, intermediate_size, hidden_act=\"silu\": one Triton kernel\n",
-             requires=_NEEDS_LIGER, expects=_both(LIGER_SWIGLU), betrayed_by=(ATEN_SILU,), vendor=LIGER,
+             requires=_NEEDS_LIGER, expects=_both(kk.LIGER_SWIGLU), betrayed_by=(kk.ATEN_SILU,), vendor=LIGER,
              native="swiglu", factory=builders.liger_swiglu, part_type=MlpType.SWIGLU),
     GpusLever("1", "1 GPU", "", world=1, plain=True),
 ] + [

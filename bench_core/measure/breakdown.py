@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from bench_core.levers.kernels import GEMM_KERNEL_PATTERN
 from bench_core.measure.idle import TIMESTAMP_RESOLUTION_US, Activity, IdleBreakdown, attribute
 
 CATEGORIES = ("gemm", "attention", "normalization", "optimizer", "cast/copy", "elementwise/other", "communication")
@@ -42,7 +43,7 @@ KERNEL_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
                       r"|amp_update_scale")),
     ("attention", _rx(r"flash_(fwd|bwd)|flash::|pytorch_flash|fmha|sdpa|attention|attn_(fwd|bwd)"
                       r"|cudnn::fusion::(compute_dot_do_o|convert_dq|lean_reduction)")),
-    ("gemm", _rx(r"gemm|gemv|nvjet|cublas|splitKreduce|xmma|cutlass.*tensorop|^triton_tem_")),
+    ("gemm", _rx(GEMM_KERNEL_PATTERN)),
     ("normalization", _rx(r"layer_?norm|rms_?norm|batch_?norm|group_?norm|GammaBeta|cuComputeGradInput"
                           r"|cuComputePartGradGamma|cuComputeGradGamma|RowwiseMoments|ComputeInternalGradients"
                           r"|ComputeGradientFusedParams")),

@@ -6,14 +6,15 @@ Torch-free; the worker feeds it the event names and GEMM input dtypes torch.prof
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from bench_core.levers.kernels import KeyKernel
 from bench_core.levers.registry import KEY_KERNELS, Lever
 from bench_core.levers.stage import Stage
+from bench_core.measure.gemms import GemmShare, GemmTrace, gemm_operand_dtype, gemm_share
 
-__all__ = ["KEY_KERNELS", "KeyKernel", "CELL_STATES", "CellState", "Verdict"]
+__all__ = ["KEY_KERNELS", "KeyKernel", "CELL_STATES", "CellState", "Verdict", "gemm_operand_dtype"]
 
 
 class Verdict(StrEnum):
@@ -34,16 +35,6 @@ class CellState(StrEnum):
     IMPORTED = "imported"
 
 
-GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
-# The input that is the GEMM's first operand: addmm/baddbmm take the addend (`self`) first, and a fused head such
-# as Liger's FLCE adds bf16 x bf16 products into an fp32 accumulator, which is not an fp32 GEMM.
-GEMM_OPERAND = {"aten::mm": 0, "aten::bmm": 0, "aten::addmm": 1, "aten::baddbmm": 1}
-
-
-def gemm_operand_dtype(op: str, dtypes: list[str]) -> str | None:
-    """The dtype of a GEMM op's first operand, from the profiler's input dtypes; None if not a GEMM or unknown."""
-    index = GEMM_OPERAND.get(op)
-    return dtypes[index] if index is not None and len(dtypes) > index and dtypes[index] else None
 DTYPE_NAMES = {"c10::BFloat16": "bfloat16", "c10::Half": "half", "float": "float", "double": "double"}
 
 SDPA_BACKENDS = {
@@ -81,11 +72,34 @@ def sdpa_backend(names: Iterable[str]) -> str | None:
 
 @dataclass(frozen=True)
 class Facts:
-    """What the worker saw, beyond the trace: the classes it built and the switches it set."""
+    """What the worker saw, beyond the trace's names: the optimizer object's class, the norm modules the model
+    holds (class -> count), the switches it set, and the share of GEMM time a lever's rule counts."""
     optimizer_class: str | None = None
-    norm_class: str | None = None
+    norm_class: str | None = None          # one norm module alone (components); a stage reads norm_modules
     tf32_matmul: bool | None = None
     grad_scaler: bool | None = None
+    norm_modules: Mapping[str, int] | None = None
+    gemm_share: GemmShare | None = None
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The worker's reading of a profiled stage: key kernels seen, the verdict, and the GEMM share it judged."""
+    seen: dict[str, list[str]]
+    verdict: Verdict
+    warnings: list[str]
+    gemm_share: GemmShare | None
+
+
+def judge(stage: Stage, device: str, names: Iterable[str], gemms: GemmTrace, facts: Facts, tf32: bool,
+          tokens: int, vocab: int, steps: int) -> Judgement:
+    """The event names, with the GEMMs' pseudo-names (dtypes, full logits), classified; the share rule of the
+    stage's levers (FP8) measured on CUDA; then the verdict, once."""
+    seen = classify(set(names) | gemm_pseudo_names(gemms.dtypes, tf32) | gemms.logits_names(tokens, vocab))
+    rule = next((lever.share_of for lever in stage.levers if lever.share_of), None)
+    share = gemm_share(gemms.kernels, rule, vocab, steps) if rule and device == "cuda" else None
+    state, warnings = verdict(stage, device, seen, replace(facts, gemm_share=share))
+    return Judgement(seen, state, warnings, share)
 
 
 def verdict(stage: Stage, device: str, seen: Mapping[str, list[str]],
@@ -107,7 +121,7 @@ def lever_verdict(levers: Iterable[Lever], stage: Stage, device: str, seen: Mapp
     for lever in levers:
         missing = [k for k in lever.expected(device, stage) if not seen.get(k)]
         betrayed = [k.key for k in lever.betrayed_by if seen.get(k.key)]
-        wrong_class = _wrong_class(lever, facts)
+        wrong_class = _wrong_class(lever, stage, facts) or _share_shortfall(lever, facts)
         if lever.vendor and (missing or betrayed or wrong_class):  # a named library (Apex, Liger...) not used
             state = Verdict.FALLBACK
             parts = [f"no {', '.join(KEY_KERNELS[k].label for k in missing)} kernel in the trace"] if missing else []
@@ -124,12 +138,33 @@ def lever_verdict(levers: Iterable[Lever], stage: Stage, device: str, seen: Mapp
     return state, warnings
 
 
-def _wrong_class(lever: Lever, facts: Facts) -> str | None:
+def _wrong_class(lever: Lever, stage: Stage, facts: Facts) -> str | None:
     expected = getattr(lever, "expected_class", None)
+    if not expected:
+        return None
+    if lever.kind == "norm" and facts.norm_modules is not None:
+        if stage.precision_lever.swaps_norm:  # TE put its own norm modules in: not this lever's to answer for
+            return None
+        wrong = {cls: n for cls, n in facts.norm_modules.items() if cls != expected}
+        if wrong or not facts.norm_modules:
+            found = ", ".join(f"{n} {cls}" for cls, n in sorted(wrong.items())) or "no norm module"
+            return f"the model holds {found}, not only {expected}"
+        return None
     actual = facts.optimizer_class if lever.kind == "optimizer" else facts.norm_class
-    if expected and actual and actual != expected:
+    if actual and actual != expected:
         return f"the worker built {actual}, not {expected}"
     return None
+
+
+def _share_shortfall(lever: Lever, facts: Facts) -> str | None:
+    """A share rule's verdict: every GEMM outside its numerator must be one it expects by name (the LM head...)."""
+    share = facts.gemm_share
+    if lever.share_of is None or share is None or share.share is None or not share.unexpected:
+        return None
+    names = "; ".join(g.text for g in share.unexpected[:3])
+    more = f" and {len(share.unexpected) - 3} more" if len(share.unexpected) > 3 else ""
+    return (f"{share.share:.0%} of GEMM time ran in {share.label}; GEMMs not {share.label} that the lever does not "
+            f"expect: {names}{more}")
 
 
 def _switch_warnings(stage: Stage, facts: Facts) -> list[str]:

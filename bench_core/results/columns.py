@@ -208,6 +208,13 @@ DISPLAY_COLUMNS: tuple[DisplayColumn, ...] = (
                    _cond("worker_cpu_share", "float", lambda c: c.worker_cpu_share),
                    _stage("clocks_locked", "str", lambda s: s.conditions.clocks_locked if s.conditions else "")),
                   Layout.NOTE, applies=_any(lambda s: s.conditions is not None)),
+    DisplayColumn("gemm_fp8", "FP8 GEMM share",
+                  lambda s: None if s.gemm_fp8_share is None else share_text(s.gemm_fp8_share),
+                  "FP8 GEMM kernels' GPU time ÷ all GEMM kernels' (profiled steps); the GEMMs not in FP8 are named in "
+                  "the JSON, and any the lever does not expect (only the LM head and attention's may stay BF16) "
+                  "fail its proof",
+                  (_stage("gemm_fp8_share", "float", lambda s: s.gemm_fp8_share),),
+                  applies=_any(lambda s: s.gemm_fp8_share is not None)),
     DisplayColumn("noise", "Noise", _noise,
                   "noisy: the step time broke a steadiness rule, or it was measured throttled, shared or with the "
                   "host busy (the reason is in Notes)",

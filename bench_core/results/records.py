@@ -15,6 +15,7 @@ from bench_core.levers.stage import Stage, saved_names
 from bench_core.machine.conditions import Conditions
 from bench_core.machine.probe import Probe
 from bench_core.measure.breakdown import StageProfile
+from bench_core.measure.gemms import GemmShare
 
 SCHEMA = "bench_core.run/2"
 OLD_SCHEMAS = ("bench_core.run/1",)
@@ -74,6 +75,8 @@ class StageResult:
     params: int | None = None
     optimizer_class: str | None = None
     norm_class: str | None = None
+    norm_modules: dict[str, int] = field(default_factory=dict)   # the model's norm modules, class -> count
+    gemm_share: GemmShare | None = None  # the share of GEMM time a lever's rule counts (FP8), and the GEMMs outside
     started_at: float | None = None      # wall clock (epoch s) when `go` was sent (the worker may still be building)
     finished_at: float | None = None
     timeline: dict[str, float] = field(default_factory=dict)  # worker event -> seconds since its process start
@@ -112,6 +115,7 @@ class StageResult:
         data["status"] = self.status.value
         data["profile"] = self.profile.to_dict() if self.profile else None
         data["conditions"] = self.conditions.to_dict() if self.conditions else None
+        data["gemm_share"] = self.gemm_share.to_dict() if self.gemm_share else None
         for name in _TUPLES:
             data[name] = list(getattr(self, name))
         return data
@@ -126,6 +130,7 @@ class StageResult:
         clean["stage"] = Stage(**saved_names(data))
         clean["profile"] = StageProfile.from_dict(clean["profile"]) if clean.get("profile") else None
         clean["conditions"] = Conditions.from_dict(clean["conditions"]) if clean.get("conditions") else None
+        clean["gemm_share"] = GemmShare.from_dict(clean["gemm_share"]) if clean.get("gemm_share") else None
         if "rounds" not in data and clean["times_ms"] and clean["status"] == Status.OK:
             clean["rounds"] = (len(clean["times_ms"]),)  # a schema-1 run: one round
         return cls(**clean)

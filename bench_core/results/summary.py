@@ -51,6 +51,7 @@ class StageSummary:
     energy_j_per_token: float | None
     skipped_steps: int | None
     conditions: StageConditions | None  # GPU and host over the timed steps (CUDA); their causes are in noise_reason
+    gemm_fp8_share: float | None      # FP8 GEMM time / all GEMM time, for stages with an FP8 share rule (CUDA)
     result: StageResult = field(repr=False)
 
     @property
@@ -221,7 +222,8 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
         profile=stage.profile, bottleneck=bottleneck, delta=delta,
         energy_j_per_token=(stage.energy_j / tokens_timed if stage.energy_j and tokens_timed and ok else
                             metrics.get("energy_j_per_token")),
-        skipped_steps=stage.skipped_steps, conditions=conditions, result=stage)
+        skipped_steps=stage.skipped_steps, conditions=conditions,
+        gemm_fp8_share=stage.gemm_share.share if stage.gemm_share else metrics.get("gemm_fp8_share"), result=stage)
 
 
 def _noise_reason(stage: StageResult, round_medians: tuple[float, ...],

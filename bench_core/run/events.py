@@ -33,6 +33,7 @@ class Built(Event):
     params: int = 0
     optimizer_class: str = ""
     norm_class: str = ""
+    norm_modules: dict[str, int] = field(default_factory=dict)   # the model's norm modules, class -> count
     tf32_matmul: bool = False
     grad_scaler: bool = False
     cpu_threads: int = 0
@@ -96,6 +97,7 @@ class Kernels(Event):
     warnings: list[str] = field(default_factory=list)
     autocast_dtype: str | None = None
     profile: dict[str, Any] | None = None  # breakdown.StageProfile.to_dict()
+    gemm_share: dict[str, Any] | None = None  # gemms.GemmShare.to_dict(): stages with a share rule (FP8), on CUDA
 
 
 @dataclass(frozen=True)

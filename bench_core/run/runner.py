@@ -78,7 +78,7 @@ class StageFold:
             self.result = replace(r, timeline={**r.timeline, event.name: event.t})
         if isinstance(event, ev.Built):
             self.result = replace(self.result, params=event.params, optimizer_class=event.optimizer_class,
-                                  norm_class=event.norm_class)
+                                  norm_class=event.norm_class, norm_modules=dict(event.norm_modules))
         elif isinstance(event, ev.Started):
             self.update(replace(self.result, status=Status.RUNNING))
         elif isinstance(event, ev.WarmupProgress) and not r.rounds:  # the first round's warm-up is the one kept
@@ -100,10 +100,12 @@ class StageFold:
                                 rounds=r.rounds + (len(r.times_ms) - self.round_start,)))
         elif isinstance(event, ev.Kernels):
             from bench_core.measure.breakdown import StageProfile
+            from bench_core.measure.gemms import GemmShare
             self.update(replace(self.result, kernels=event.seen, sdpa_backend=event.sdpa_backend,
                                 verdict=event.verdict, warnings=tuple(event.warnings),
                                 autocast_dtype=event.autocast_dtype,
-                                profile=StageProfile.from_dict(event.profile) if event.profile else None))
+                                profile=StageProfile.from_dict(event.profile) if event.profile else None,
+                                gemm_share=GemmShare.from_dict(event.gemm_share) if event.gemm_share else None))
         elif isinstance(event, ev.Unavailable):
             self.update(replace(self.result, status=Status.UNAVAILABLE, reason=event.reason))
         elif isinstance(event, ev.Error):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import resource
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ class Built:
     params: int
     optimizer_class: str
     norm_class: str
+    norm_modules: dict[str, int]   # the norm modules the model holds, class -> count (what the proof judges)
     tf32: bool
     scaler: Any
     cuda: bool
@@ -46,6 +48,15 @@ class Built:
 def _qualname(obj: Any) -> str:
     cls = obj if isinstance(obj, type) else type(obj)
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def norm_modules(model: Any) -> dict[str, int]:
+    """The model's norm modules by class, walked in the built model (after FP8 conversion): a module is a norm when
+    its class or a base's name ends in "Norm", as torch's, Apex's, Liger's and TE's do (LayerNorm, FusedRMSNorm,
+    LigerRMSNorm, which our LigerRMS subclasses...)."""
+    found = Counter(_qualname(m) for m in model.modules()
+                    if any(cls.__name__.endswith("Norm") for cls in type(m).__mro__))
+    return dict(sorted(found.items()))
 
 
 def model_parts(stage: Stage, family: str) -> ModelParts:
@@ -75,6 +86,7 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
         model = build_model(cfg, parts)
         if plan.convert is not None:  # FP8: swap the blocks' modules before DDP, optimizer and compile see them
             model = plan.convert(model)
+    norms = norm_modules(model)
     if not stage.optimizer_lever.reduces_gradients:
         model = ddp.wrap(model)
     graphs = stage.compile_lever.captures_graph
@@ -96,7 +108,8 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
 
     built = Built(cfg=cfg, step=lambda: None, sync=torch.cuda.synchronize if cuda else (lambda: None), ddp=ddp,
                   params=sum(p.numel() for p in model.parameters()), optimizer_class=_qualname(opt),
-                  norm_class=_qualname(norm_cls), tf32=bool(torch.backends.cuda.matmul.allow_tf32) if cuda else False,
+                  norm_class=_qualname(norm_cls), norm_modules=norms,
+                  tf32=bool(torch.backends.cuda.matmul.allow_tf32) if cuda else False,
                   scaler=scaler, cuda=cuda, nccl=nccl_version() if ddp.enabled and cuda else None)
 
     def eager_step() -> Any:
@@ -291,15 +304,23 @@ def _time_cuda(built: Built, iters: int, done: Callable[[TimedStep], None], step
     return recorded
 
 
-def profile(built: Built, torch: Any, trace_name: str = "stage") -> tuple[Any, set[str], set[str]] | None:
-    """PROFILE_STEPS untimed steps under torch.profiler: (StageProfile, event names, GEMM input dtypes).
+@dataclass(frozen=True)
+class Profiled:
+    """What the profiled steps showed: where the time went, every event name, and the GEMMs (gemms.GemmTrace)."""
+    profile: Any                  # breakdown.StageProfile
+    names: set[str]
+    gemms: Any                    # gemms.GemmTrace
+
+
+def profile(built: Built, torch: Any, trace_name: str = "stage") -> Profiled | None:
+    """PROFILE_STEPS untimed steps under torch.profiler, shapes recorded.
     Benchmarks and tests only: with BENCH_SAVE_TRACE=DIR, the steps' Kineto trace is also saved there, gzipped
     (DIR/trace_<trace_name>.json.gz), for tests/data and HTA."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
     from bench_core.measure.breakdown import collect
-    from bench_core.measure.proof import gemm_operand_dtype
+    from bench_core.measure.gemms import read_gemms
     if not built.ddp.leader:  # the other ranks take the same steps, or rank 0's all-reduces would wait for ever
         for _ in range(PROFILE_STEPS):
             built.step()
@@ -312,15 +333,7 @@ def profile(built: Built, torch: Any, trace_name: str = "stage") -> tuple[Any, s
         built.sync()
     stage_profile, names = collect(prof, PROFILE_STEPS, built.cuda)
     _save_trace(prof, trace_name)
-    dtypes = set()
-    try:
-        for event in prof.profiler.kineto_results.events():
-            dtype = gemm_operand_dtype(event.name(), list(event.dtypes() or ()))
-            if dtype:
-                dtypes.add(dtype)
-    except (AttributeError, RuntimeError):  # an older profiler without raw kineto events
-        dtypes = set()
-    return stage_profile, names, dtypes
+    return Profiled(stage_profile, names, read_gemms(prof))
 
 
 def _save_trace(prof: Any, name: str) -> None:

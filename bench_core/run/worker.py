@@ -11,11 +11,11 @@ import sys
 import time
 from typing import Any
 
-from bench_core.measure.proof import Facts, classify, gemm_pseudo_names, sdpa_backend, verdict
+from bench_core.measure.proof import Facts, judge, sdpa_backend
 from bench_core.run import events as ev
 from bench_core.run.faults import apply_test_fault
 from bench_core.run.processes import StageJob, die_with_parent
-from bench_core.run.step import build_stage, measure, profile, warm_up
+from bench_core.run.step import PROFILE_STEPS, build_stage, measure, profile, warm_up
 
 SPAWNED_AT = time.perf_counter()
 
@@ -66,7 +66,8 @@ def run(job: StageJob, emit: Emitter, torch: Any) -> None:
             raise
         return emit(ev.Unavailable(reason=f"{stage.label} could not be built: {type(exc).__name__}: {exc}"))
     emit(ev.Built(pid=os.getpid(), params=built.params, optimizer_class=built.optimizer_class,
-                  norm_class=built.norm_class, tf32_matmul=built.tf32, grad_scaler=built.scaler is not None,
+                  norm_class=built.norm_class, norm_modules=built.norm_modules,
+                  tf32_matmul=built.tf32, grad_scaler=built.scaler is not None,
                   cpu_threads=torch.get_num_threads(), world_size=built.ddp.world, nccl=built.nccl))
     if job.build_ahead:
         wait_for_go()
@@ -81,19 +82,19 @@ def run(job: StageJob, emit: Emitter, torch: Any) -> None:
     if not job.profile:
         built.ddp.close()
         return
-    prof_out = profile(built, torch, stage.key)
+    profiled = profile(built, torch, stage.key)
     emit(ev.Profiled())
-    if prof_out is None:  # a non-leader rank under torchrun
+    if profiled is None:  # a non-leader rank under torchrun
         built.ddp.close()
         return
-    stage_profile, names, gemm_dtypes = prof_out
-    seen_names = names | gemm_pseudo_names(gemm_dtypes, built.tf32)
-    seen = classify(seen_names)
-    facts = Facts(optimizer_class=built.optimizer_class, norm_class=built.norm_class, tf32_matmul=built.tf32,
-                  grad_scaler=built.scaler is not None)
-    state, warnings = verdict(stage, job.device, seen, facts)
-    emit(ev.Kernels(seen=seen, sdpa_backend=sdpa_backend(names), verdict=state, warnings=warnings,
-                    autocast_dtype=built.last_dtype, profile=stage_profile.to_dict()))
+    cfg = job.config
+    facts = Facts(optimizer_class=built.optimizer_class, tf32_matmul=built.tf32, grad_scaler=built.scaler is not None,
+                  norm_modules=built.norm_modules)
+    judged = judge(stage, job.device, profiled.names, profiled.gemms, facts, built.tf32,
+                   cfg.batch_size * cfg.seq_len, cfg.vocab_size, PROFILE_STEPS)
+    emit(ev.Kernels(seen=judged.seen, sdpa_backend=sdpa_backend(profiled.names), verdict=judged.verdict,
+                    warnings=judged.warnings, autocast_dtype=built.last_dtype, profile=profiled.profile.to_dict(),
+                    gemm_share=judged.gemm_share.to_dict() if judged.gemm_share else None))
     built.ddp.close()
 
 

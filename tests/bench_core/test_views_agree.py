@@ -32,7 +32,9 @@ def cpu_run():
 
 def wide_gpu_run():
     """A CUDA run where the figures shown only sometimes are measured: energy (NVML), an FP16 stage's skipped
-    steps, the baseline again on two GPUs (scaling), and the GPU and host during the baseline's timed steps."""
+    steps, the baseline again on two GPUs (scaling), the GPU and host during the baseline's timed steps, and an FP8
+    stage's share of GEMM time."""
+    from bench_core.measure.gemms import GemmShare, OtherGemm
     run = gpu_run()
     base, apex = run.stages[0], run.stages[1]
     fp16 = replace(apex, index=4, stage=Stage("adam-fused", "layernorm", "fp16"), skipped_steps=1, energy_j=8.0,
@@ -41,7 +43,10 @@ def wide_gpu_run():
     conditions = Conditions(sm_clock_mhz=(1980, 1755, 1980), power_w=(600.0, 640.0), temp_c_max=71.0,
                             throttle_reasons=("sw_power_cap",), other_processes=0, clocks_locked=ClocksLocked.NO,
                             load_avg=2.5, host_cores=16, cpu_share=0.99)
-    stages = (replace(base, energy_j=64.0, conditions=conditions), *run.stages[1:], fp16, two)
+    head = OtherGemm("nvjet_sm90_tst_192x192_64x4_2x1_v_bz_coopB_TNN", "aten::mm [64, 64] x [64, 256]", 2.0, "lm_head")
+    fp8 = replace(apex, index=6, stage=Stage("adam-fused", "layernorm", "fp8-torchao"),
+                  gemm_share=GemmShare("FP8", 8.0, 10.0, (head,)))
+    stages = (replace(base, energy_j=64.0, conditions=conditions), *run.stages[1:], fp16, two, fp8)
     return replace(run, stages=stages)
 
 

@@ -121,13 +121,14 @@ def _verdict_in_process(stage: Stage):
     """The worker's own build, profile and verdict, in this process (so a test can swap a builder)."""
     import torch
 
-    from bench_core.measure.proof import classify, gemm_pseudo_names, verdict
-    from bench_core.run.step import build_stage, profile
+    from bench_core.measure.proof import Facts, judge
+    from bench_core.run.step import PROFILE_STEPS, build_stage, profile
     built = build_stage(StageJob(LLAMA.to_dict(), stage.as_dict(), "cuda"), stage, torch)
     for _ in range(2):
         built.step()
-    _, names, dtypes = profile(built, torch)
-    return verdict(stage, "cuda", classify(set(names) | gemm_pseudo_names(dtypes, built.tf32)))[0]
+    seen = profile(built, torch)
+    return judge(stage, "cuda", seen.names, seen.gemms, Facts(norm_modules=built.norm_modules), built.tf32,
+                 LLAMA.batch_size * LLAMA.seq_len, LLAMA.vocab_size, PROFILE_STEPS).verdict
 
 
 def test_liger_swiglu_is_verified_in_process(probe):

@@ -1,0 +1,131 @@
+"""The GEMMs of a profiled step: each GEMM kernel's GPU time and the CPU op that launched it (with its input
+shapes), the share of GEMM time a lever's rule counts (FP8: `kernels.FP8_SHARE`), the GEMMs outside it by name, and
+the pseudo-names of GEMMs that built the full (tokens x vocab) logits. Torch-free but for reading the profiler.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench_core.levers.kernels import GEMM_SHAPE_OPS, GemmOp, GemmShareRule, logits_pseudo_name
+from bench_core.measure.breakdown import kernel_category
+
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+# The input that is the GEMM's first operand: addmm/baddbmm take the addend (`self`) first, and a fused head such
+# as Liger's FLCE adds bf16 x bf16 products into an fp32 accumulator, which is not an fp32 GEMM.
+GEMM_OPERAND = {"aten::mm": 0, "aten::bmm": 0, "aten::addmm": 1, "aten::baddbmm": 1}
+
+
+def gemm_operand_dtype(op: str, dtypes: list[str]) -> str | None:
+    """The dtype of a GEMM op's first operand, from the profiler's input dtypes; None if not a GEMM or unknown."""
+    index = GEMM_OPERAND.get(op)
+    return dtypes[index] if index is not None and len(dtypes) > index and dtypes[index] else None
+
+
+@dataclass(frozen=True)
+class GemmKernel:
+    name: str
+    us: float                  # GPU time over the profiled steps
+    op: GemmOp | None          # the op that launched it; None when no CPU op is linked (a CUDA graph replay)
+
+
+@dataclass(frozen=True)
+class OtherGemm:
+    """A GEMM kernel outside the rule's numerator, the op that launched it, and the role the rule expects it in."""
+    kernel: str
+    op: str                    # GemmOp.text, or "" when unknown
+    ms: float                  # per step
+    expected: str | None       # the ExpectedGemm's role ("lm_head", "attention"); None: the rule did not expect it
+
+    @property
+    def text(self) -> str:
+        return f"{self.kernel[:80]} ({self.op or 'no CPU op linked'}, {self.ms:.2f} ms/step)"
+
+
+@dataclass(frozen=True)
+class GemmShare:
+    """The share of GEMM time in a rule's kind of GEMM (e.g. FP8), from the kernels' GPU time per step."""
+    label: str
+    counted_ms: float
+    gemm_ms: float
+    others: tuple[OtherGemm, ...] = ()
+
+    @property
+    def share(self) -> float | None:
+        return self.counted_ms / self.gemm_ms if self.gemm_ms > 0 else None
+
+    @property
+    def unexpected(self) -> tuple[OtherGemm, ...]:
+        return tuple(g for g in self.others if g.expected is None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "counted_ms": self.counted_ms, "gemm_ms": self.gemm_ms,
+                "others": [[g.kernel, g.op, g.ms, g.expected] for g in self.others]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GemmShare:
+        return cls(str(d["label"]), float(d["counted_ms"]), float(d["gemm_ms"]),
+                   tuple(OtherGemm(str(k), str(op), float(ms), None if role is None else str(role))
+                         for k, op, ms, role in d.get("others") or ()))
+
+
+def gemm_share(kernels: Iterable[GemmKernel], rule: GemmShareRule, vocab: int, steps: int) -> GemmShare:
+    """Each GEMM kernel (the breakdown's `gemm` category) counted in the rule's numerator or named outside it,
+    with the role the rule expects it in (from its op), summed by (kernel, op)."""
+    steps = max(1, steps)
+    counted = total = 0.0
+    others: dict[tuple[str, str, str | None], float] = {}
+    for k in kernels:
+        if kernel_category(k.name) != "gemm":
+            continue
+        total += k.us
+        if rule.counts(k.name, k.op):
+            counted += k.us
+            continue
+        role = next((e.role for e in rule.expected_other if k.op is not None and e.match(k.op, vocab)), None)
+        key = (k.name, k.op.text if k.op else "", role)
+        others[key] = others.get(key, 0.0) + k.us
+    ranked = sorted(others.items(), key=lambda kv: -kv[1])
+    return GemmShare(rule.label, counted / 1e3 / steps, total / 1e3 / steps,
+                     tuple(OtherGemm(name, op, us / 1e3 / steps, role) for (name, op, role), us in ranked))
+
+
+@dataclass(frozen=True)
+class GemmTrace:
+    """What the proofs read from a trace's GEMMs, beyond the event names."""
+    dtypes: set[str] = field(default_factory=set)          # GEMM first-operand dtypes (proof.gemm_operand_dtype)
+    kernels: tuple[GemmKernel, ...] = ()
+    ops: tuple[GemmOp, ...] = ()                            # every GEMM-shaped op, for the full-logits check
+
+    def logits_names(self, tokens: int, vocab: int) -> set[str]:
+        return {n for n in (logits_pseudo_name(op, tokens, vocab) for op in self.ops) if n}
+
+
+def read_gemms(prof: Any) -> GemmTrace:
+    """One pass over the profiler's raw events: GEMM ops' shapes and dtypes by correlation id, and each GEMM
+    kernel tied to the op that launched it (its linked correlation id, as breakdown.collect ties kernels)."""
+    import torch
+    demangle = getattr(torch._C, "_demangle", lambda s: s)
+    ops: dict[int, GemmOp] = {}
+    dtypes: set[str] = set()
+    raw_kernels: list[tuple[str, float, int]] = []
+    try:
+        events = prof.profiler.kineto_results.events()
+    except (AttributeError, RuntimeError):  # an older profiler without raw kineto events
+        return GemmTrace()
+    for e in events:
+        name = e.name()
+        if str(e.device_type()).endswith("CPU"):
+            if name in GEMM_SHAPE_OPS:
+                dtype = gemm_operand_dtype(name, list(e.dtypes() or ()))
+                if dtype:
+                    dtypes.add(dtype)
+                shapes = tuple(tuple(int(d) for d in s) for s in (e.shapes() or ()))
+                ops[e.correlation_id()] = GemmOp(name, shapes)
+        else:
+            name = demangle(name) if len(name) > 1 else name
+            if kernel_category(name) == "gemm":
+                raw_kernels.append((name, e.duration_ns() / 1e3, e.linked_correlation_id()))
+    kernels = tuple(GemmKernel(name, us, ops.get(linked)) for name, us, linked in raw_kernels)
+    return GemmTrace(dtypes, kernels, tuple(ops.values()))
