@@ -1,4 +1,5 @@
 """Every raw file and figure the docs name exists: a figure without its raw output is not published."""
+import json
 import re
 from pathlib import Path
 
@@ -18,3 +19,43 @@ def test_every_named_file_and_image_exists(doc):
         doc.parent / m for m in IMAGE.findall(text)}
     missing = sorted(str(p.relative_to(ROOT)) for p in named if not p.exists())
     assert not missing, f"{doc.name} names files that are not in the repo: {missing}"
+
+
+# A figure the docs print next to its raw file carries a marker right after it, invisible when rendered:
+#   38.83 ms<!-- fig: file=docs/data/X.json stage=STAGE_KEY metric=median_ms -->
+# The figure is the number just before the marker; it is recomputed from the raw file through the engine's own
+# loader and summary, and compared at the precision it is printed with.
+MARKER = re.compile(r"([\d.,]+)(%?)(?: ms)?<!-- fig: file=(\S+) stage=(\S+) metric=(\w+) -->")
+METRICS = {
+    "median_ms": lambda s: s.timing.median_ms,
+    "kernels": lambda s: s.profile.kernels_per_step if s.profile else None,
+    "busy": lambda s: s.bottleneck.busy * 100 if s.bottleneck.busy is not None else None,
+    "speedup": lambda s: s.speedup,
+}
+
+
+def _recomputed(path: str, stage: str, metric: str) -> float | None:
+    from bench_core.results.records import RunResult
+    from bench_core.results.summary import summarize
+    run = RunResult.from_dict(json.loads((ROOT / path).read_text()))
+    found = [s for s in summarize(run).stages if s.result.key == stage]
+    assert len(found) == 1, f"{path} has {len(found)} stages {stage!r}"
+    return METRICS[metric](found[0])
+
+
+MARKED = [(doc, m) for doc in DOCS for m in MARKER.finditer(doc.read_text())]
+
+
+def test_the_readme_marks_its_figures():
+    assert sum(doc.name == "README.md" for doc, _ in MARKED) >= 10
+
+
+@pytest.mark.parametrize(("doc", "mark"), MARKED, ids=[f"{d.name}:{m.group(4)}:{m.group(5)}" for d, m in MARKED])
+def test_each_marked_figure_is_recomputed_from_its_raw_file(doc, mark):
+    printed, _, path, stage, metric = mark.groups()
+    assert metric in METRICS, f"{doc.name}: unknown metric {metric!r}; one of {sorted(METRICS)}"
+    value = _recomputed(path, stage, metric)
+    assert value is not None, f"{path}: {stage} has no {metric}"
+    decimals = len(printed.split(".")[1]) if "." in printed else 0
+    assert f"{value:.{decimals}f}" == printed.replace(",", ""), \
+        f"{doc.name} prints {printed} for {metric} of {stage} in {path}"

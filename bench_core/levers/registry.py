@@ -156,11 +156,16 @@ class PrecisionLever(Lever):
     kind: ClassVar[str] = "precision"
     plan: PrecisionPlan = PrecisionPlan(None, False, False)
     mfu_peak: str = ""           # the datasheet peak MFU counts against; FP8 stages: the BF16 one, labelled so
+    gemm_rate: str = ""          # the GEMM rate its matmuls run at (FP8 stages: fp8): the run estimate's ceiling
     swaps_norm: bool = False     # replaces the model's norm modules with its own (TE): torch's norm kernel is gone
 
     @property
     def peak(self) -> str:
         return self.mfu_peak or self.name
+
+    @property
+    def gemm(self) -> str:
+        return self.gemm_rate or self.name
 
     def build(self) -> PrecisionPlan:
         return self.plan
@@ -331,6 +336,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                    requires=impl.all_of(impl.needs_fp8("torchao float8"),
                                         impl.needs_package(_TORCHAO_PACKAGE, _TORCHAO), impl.requires_dtype("bf16")),
                    expects=_both(kk.FP8_GEMM), share_of=kk.FP8_SHARE, vendor=TORCHAO, native="bf16", mfu_peak="bf16",
+                   gemm_rate="fp8",
                    graph_blocker=_FP8_HOST,
                    plan=PrecisionPlan("bfloat16", False, False, convert=builders.torchao_float8)),
     PrecisionLever("te-fp8", "FP8 (Transformer Engine)",
@@ -341,6 +347,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                                         impl.needs_package(_TE_PACKAGE, _TE),
                                         impl.requires_native_norm("te-fp8 swaps in TE's own LayerNorm/RMSNorm")),
                    expects=_both(kk.TE_KERNELS), share_of=kk.FP8_SHARE, vendor=TE, native="bf16", mfu_peak="bf16",
+                   gemm_rate="fp8",
                    graph_blocker=_FP8_HOST, swaps_norm=True,
                    plan=PrecisionPlan("bfloat16", False, False, convert=builders.transformer_engine_fp8,
                                       context=builders.te_fp8_context)),

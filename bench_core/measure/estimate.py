@@ -1,12 +1,18 @@
-"""How long a run will take here, before it runs: model FLOPs over a measured matrix-multiply rate.
+"""How long a stage's step will take here, before it runs: model FLOPs over the rate of the stage's own precision.
 
-An estimate, said to be one: the rate is the probe's measured GEMM ceiling (CUDA) — the datasheet peak until a run
-has measured it — or a small fp32 matmul timed on this CPU, at an assumed 50% of it for a whole training step, plus
-each stage's fixed costs. `rate_source` says which rate it used.
+An estimate, said to be one. Each stage divides by the GEMM rate its matmuls run at (`PrecisionLever.gemm`: fp32,
+tf32, bf16, fp16, fp8): this GPU's measured ceiling where the probe measured that precision (fp32 with TF32 off,
+bf16), else the datasheet's dense peak — labelled as such, never as a measured rate — or, on a CPU, a small fp32
+matmul timed on it (the only CPU rate there is), at an assumed 50% of the rate for a whole training step, plus
+each stage's fixed costs. A run's ETA (results/eta) starts from these and refines them with measured steps.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import Enum
+
 from bench_core.config.bench_config import WARMUP_MIN_S, BenchConfig
+from bench_core.levers.registry import LEVERS, PrecisionLever
 from bench_core.machine.probe import Probe
 from bench_core.measure.metrics import flops_per_step, peak_tflops
 
@@ -14,31 +20,83 @@ STEP_EFFICIENCY = 0.5      # a training step reaches about half the GEMM rate (m
 STAGE_OVERHEAD_S = 3.0     # process start not hidden, profiling, trace reading
 PROFILE_STEPS = 5
 WARN_ABOVE_S = 180.0       # the page warns before a run longer than this
+MEASURED_GEMM = ("fp32", "bf16")   # the precisions machine/ceilings measures (fp32 with TF32 off)
 
 
-def _measured_tflops(probe: Probe, precision: str) -> float | None:
-    if probe.ceilings is None:
+class RateSource(Enum):
+    """Where an estimate's rate comes from."""
+    MEASURED_CEILING = "measured"    # machine/ceilings: this GPU's GEMM, timed
+    DATASHEET = "datasheet"          # the vendor's dense peak: not this machine's measurement
+    CPU_MATMUL = "cpu"               # a small fp32 matmul timed on this CPU
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    gemm: str                        # the precision whose rate it divides by: fp32, tf32, bf16, fp16, fp8
+    seconds: float | None            # one training step; None without a rate (`why` says why)
+    tflops: float | None = None
+    source: RateSource | None = None
+    why: str = ""                    # why there is no rate, or why the datasheet's
+
+    @property
+    def label(self) -> str:
+        """The rate, in words that never call a datasheet figure measured."""
+        if self.source is RateSource.MEASURED_CEILING:
+            return f"this GPU's measured {self.gemm} GEMM ceiling ({self.tflops:,.1f} TFLOP/s)"
+        if self.source is RateSource.DATASHEET:
+            return (f"the datasheet's dense {self.gemm} peak ({self.tflops:,.1f} TFLOP/s), not a rate measured on "
+                    f"this machine: {self.why}")
+        if self.source is RateSource.CPU_MATMUL:
+            gflops = (self.tflops or 0) * 1e3
+            return f"this CPU's measured fp32 matmul rate ({gflops:,.1f} GFLOP/s, for every precision)"
+        return f"no {self.gemm} rate: {self.why}"
+
+
+def gemm_precision(precision: str) -> str:
+    """The GEMM rate a precision lever's matmuls run at (its name, unless the registry says otherwise)."""
+    lever = LEVERS.get(precision)
+    return lever.gemm if isinstance(lever, PrecisionLever) else precision
+
+
+def _measured_tflops(probe: Probe, gemm: str) -> float | None:
+    if probe.ceilings is None or gemm not in MEASURED_GEMM:
         return None
-    return probe.ceilings.bf16_tflops if precision in ("bf16", "fp16") else probe.ceilings.fp32_tflops
+    return probe.ceilings.bf16_tflops if gemm == "bf16" else probe.ceilings.fp32_tflops
 
 
-def rate_source(probe: Probe, device: str) -> str:
-    """Which rate the estimate divides by, in words: the ceilings may not be measured yet on a new machine."""
+def step_estimate(cfg: BenchConfig, probe: Probe, device: str, precision: str) -> StepEstimate:
+    """One step of a stage with this precision lever, from the rate of its own GEMM precision."""
+    gemm = gemm_precision(precision)
     if device != "cuda":
-        return "this CPU's measured matmul rate"
-    if probe.ceilings is not None:
-        return "this GPU's measured GEMM ceiling"
-    return "the GPU's datasheet peak (its GEMM ceiling is not measured yet: the first run measures it)"
+        gflops = (probe.raw.get("cpu") or {}).get("matmul_gflops")
+        if not gflops:
+            return StepEstimate(gemm, None, why="this CPU's matmul rate is not measured")
+        tflops, source = gflops / 1e3, RateSource.CPU_MATMUL
+    else:
+        measured = _measured_tflops(probe, gemm)
+        if measured:
+            tflops, source = measured, RateSource.MEASURED_CEILING
+        else:
+            peak, why = peak_tflops(probe.gpu_name, gemm)
+            if not peak:
+                return StepEstimate(gemm, None, why=why or "no peak")
+            why = ("its GEMM ceiling is not measured yet (the first run measures it)" if probe.ceilings is None
+                   else f"the ceilings measure {' and '.join(MEASURED_GEMM)} only")
+            return StepEstimate(gemm, _step_s(cfg, peak), peak, RateSource.DATASHEET, why)
+    return StepEstimate(gemm, _step_s(cfg, tflops), tflops, source)
+
+
+def _step_s(cfg: BenchConfig, tflops: float) -> float:
+    return flops_per_step(cfg) / (tflops * 1e12 * STEP_EFFICIENCY)
 
 
 def step_seconds(cfg: BenchConfig, probe: Probe, device: str, precision: str) -> float | None:
-    if device == "cuda":
-        tflops = _measured_tflops(probe, precision) or peak_tflops(probe.gpu_name, precision)[0]
-        rate = tflops * 1e12 if tflops else None
-    else:
-        gflops = (probe.raw.get("cpu") or {}).get("matmul_gflops")
-        rate = gflops * 1e9 if gflops else None
-    return flops_per_step(cfg) / (rate * STEP_EFFICIENCY) if rate else None
+    return step_estimate(cfg, probe, device, precision).seconds
+
+
+def process_overhead_s(cfg: BenchConfig, step_s: float) -> float:
+    """A stage process's fixed cost beyond its timed steps: warm-up, start-up, profiled steps."""
+    return max(cfg.warmup * step_s, WARMUP_MIN_S) + STAGE_OVERHEAD_S + PROFILE_STEPS * step_s / max(cfg.repeats, 1)
 
 
 def run_seconds(cfg: BenchConfig, probe: Probe, device: str, precisions: list[str]) -> float | None:
@@ -48,6 +106,16 @@ def run_seconds(cfg: BenchConfig, probe: Probe, device: str, precisions: list[st
         step = step_seconds(cfg, probe, device, precision)
         if step is None:
             return None
-        warmup = max(cfg.warmup * step, WARMUP_MIN_S)
-        total += cfg.repeats * (warmup + cfg.iters * step + STAGE_OVERHEAD_S) + PROFILE_STEPS * step
+        total += cfg.repeats * (cfg.iters * step + process_overhead_s(cfg, step))
     return total
+
+
+def rate_sources(cfg: BenchConfig, probe: Probe, device: str, precisions: list[str]) -> str:
+    """Which rate each precision's estimate divides by, in words, each said once."""
+    labels: dict[str, list[str]] = {}
+    for precision in precisions:
+        est = step_estimate(cfg, probe, device, precision)
+        named = labels.setdefault(est.label, [])
+        if est.gemm not in named:
+            named.append(est.gemm)
+    return "; ".join(f"{', '.join(gemms)}: {label}" for label, gemms in labels.items())

@@ -10,21 +10,27 @@ from bench_core.models.families import matmul_params
 
 # Dense (no sparsity) peak TFLOP/s per precision, from the vendors' datasheets. Each GPU is matched by a full
 # regular expression over the name the driver reports, so "H200 NVL" never takes the SXM figures and
-# "RTX A1000" never the A100's. A precision the datasheet does not give is left out: MFU is then None.
+# "RTX A1000" never the A100's. A precision the datasheet does not give is left out: MFU is then None. FP8 (the
+# run estimate's rate for FP8 stages; MFU counts FP8 against bf16) only where the GPU has FP8 tensor cores.
 PEAK_TFLOPS: list[tuple[str, re.Pattern[str], dict[str, float]]] = [
-    ("H200 SXM", re.compile(r"NVIDIA H200( SXM.*)?"), {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
-    ("H200 NVL", re.compile(r"NVIDIA H200 NVL.*"), {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}),
+    ("H200 SXM", re.compile(r"NVIDIA H200( SXM.*)?"), {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
+                                                         "fp8": 1979.0}),
+    ("H200 NVL", re.compile(r"NVIDIA H200 NVL.*"), {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5,
+                                                    "fp8": 1670.5}),
     ("H100 SXM", re.compile(r"NVIDIA H100( 80GB HBM3| SXM.*)"), {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4,
-                                                                  "fp16": 989.4}),
-    ("H100 NVL", re.compile(r"NVIDIA H100 NVL.*"), {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}),
-    ("H100 PCIe", re.compile(r"NVIDIA H100 PCIe.*"), {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0}),
+                                                                  "fp16": 989.4, "fp8": 1979.0}),
+    ("H100 NVL", re.compile(r"NVIDIA H100 NVL.*"), {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5,
+                                                    "fp8": 1670.5}),
+    ("H100 PCIe", re.compile(r"NVIDIA H100 PCIe.*"), {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0,
+                                                      "fp8": 1513.0}),
     ("A100", re.compile(r"NVIDIA A100[- ](SXM4|PCIE|PCIe|80GB|40GB).*"), {"fp32": 19.5, "tf32": 156.0,
                                                                          "bf16": 312.0, "fp16": 312.0}),
-    ("L40S", re.compile(r"NVIDIA L40S"), {"fp32": 91.6, "tf32": 183.0, "bf16": 362.0, "fp16": 362.0}),
+    ("L40S", re.compile(r"NVIDIA L40S"), {"fp32": 91.6, "tf32": 183.0, "bf16": 362.0, "fp16": 362.0, "fp8": 733.0}),
     ("RTX 4090", re.compile(r"NVIDIA GeForce RTX 4090"), {"fp32": 82.6, "bf16": 165.2, "fp16": 165.2}),
     ("A10G", re.compile(r"NVIDIA A10G"), {"bf16": 70.0, "fp16": 70.0}),
     ("A10", re.compile(r"NVIDIA A10"), {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0}),
-    ("V100", re.compile(r"Tesla V100-(SXM2|PCIE)-(16|32)GB"), {"fp32": 15.7, "fp16": 125.0}),
+    ("V100 SXM2", re.compile(r"Tesla V100-SXM2-(16|32)GB"), {"fp32": 15.7, "fp16": 125.0}),
+    ("V100 PCIe", re.compile(r"Tesla V100-PCIE-(16|32)GB"), {"fp32": 14.0, "fp16": 112.0}),
 ]
 
 

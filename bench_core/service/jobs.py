@@ -24,10 +24,10 @@ from bench_core.levers.registry import KERNEL_PACKAGES
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe, run_probe
 from bench_core.models.families import collect_errors
+from bench_core.results.eta import eta
 from bench_core.results.formats import ImportRejected, parse_upload
 from bench_core.results.records import RUN_ACTIVE, RunResult, Status
 from bench_core.results.store import Store
-from bench_core.results.summary import summarize
 from bench_core.run.runner import RunHooks, new_run, run_all
 
 RunAll = Callable[[RunResult, Probe, RunHooks], RunResult]
@@ -82,25 +82,10 @@ class JobSnapshot:
         return sum(s.iters_total for s in self.run.stages)
 
     def eta_s(self) -> float | None:
-        """Remaining time from what this job has measured so far: per-stage overhead and step time."""
+        """Time left while the job runs (results/eta computes it); None when unknown or not running."""
         if not self.active or self.started_at is None:
             return None
-        done = [s for s in self.run.stages if s.finished and s.status != Status.UNAVAILABLE and s.wall_s]
-        timed = [s for s in self.run.stages if s.times_ms]
-        if not timed:
-            return None
-        step_s = (summarize(self.run).stage(timed[-1].index).timing.median_ms or 0) / 1e3
-        overhead = (sum(max((s.wall_s or 0.0) - len(s.times_ms) * step_s, 0.0) for s in done) / len(done)
-                    if done else None)
-        remaining = 0.0
-        rounds = self.run.config.repeats
-        for s in self.run.stages:
-            if s.finished:
-                continue
-            remaining += (s.iters_total * rounds - len(s.times_ms)) * step_s
-            if s.status != Status.RUNNING and overhead is not None:
-                remaining += overhead * rounds
-        return remaining
+        return eta(self.run).seconds
 
 
 class _Job:

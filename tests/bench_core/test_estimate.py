@@ -1,9 +1,18 @@
 import pytest
 
 from bench_core.config.bench_config import WARMUP_MIN_S, BenchConfig
+from bench_core.machine.ceilings import Ceilings
 from bench_core.machine.probe import Probe
-from bench_core.measure.estimate import STAGE_OVERHEAD_S, run_seconds, step_seconds
-from bench_core.measure.metrics import flops_per_step
+from bench_core.measure.estimate import (
+    STAGE_OVERHEAD_S,
+    RateSource,
+    process_overhead_s,
+    rate_sources,
+    run_seconds,
+    step_estimate,
+    step_seconds,
+)
+from bench_core.measure.metrics import flops_per_step, peak_tflops
 
 
 def test_cpu_estimate_by_hand():
@@ -27,15 +36,53 @@ def test_gpt2_small_seed_on_a_2_core_cpu_is_long():
     assert run_seconds(cfg, probe, "cpu", ["fp32"]) > 600
 
 
+H200 = Probe.from_dict({"cuda": {"available": True, "name": "NVIDIA H200"}})
+# measured ceilings well below the datasheet's, so an estimate that took the datasheet figure would show
+MEASURED = Ceilings(bf16_tflops=600.0, fp32_tflops=40.0, copy_gbps=4000.0, method="m", measured_at="t",
+                    device_name="NVIDIA H200")
+
+
 def test_gpu_estimate_says_datasheet_until_the_ceilings_are_measured():
-    from bench_core.machine.ceilings import Ceilings
-    from bench_core.measure.estimate import rate_source
-    from bench_core.measure.metrics import peak_tflops
     cfg = BenchConfig()
-    probe = Probe.from_dict({"cuda": {"available": True, "name": "NVIDIA H200"}})
     datasheet = peak_tflops("NVIDIA H200", "bf16")[0]
-    assert datasheet and "datasheet" in rate_source(probe, "cuda") and "not measured yet" in rate_source(probe, "cuda")
-    assert step_seconds(cfg, probe, "cuda", "bf16") == pytest.approx(flops_per_step(cfg) / (datasheet * 1e12 * 0.5))
-    measured = probe.with_ceilings(Ceilings(datasheet / 2, 40.0, 4000.0, "m", "t", "NVIDIA H200"))
-    assert rate_source(measured, "cuda") == "this GPU's measured GEMM ceiling"
-    assert step_seconds(cfg, measured, "cuda", "bf16") == pytest.approx(2 * step_seconds(cfg, probe, "cuda", "bf16"))
+    est = step_estimate(cfg, H200, "cuda", "bf16")
+    assert est.source is RateSource.DATASHEET and est.tflops == datasheet
+    assert "datasheet" in est.label and "not a rate measured on this machine" in est.label
+    assert "not measured yet" in est.label and "measured GEMM ceiling" not in est.label
+    assert est.seconds == pytest.approx(flops_per_step(cfg) / (datasheet * 1e12 * 0.5))
+    measured = step_estimate(cfg, H200.with_ceilings(MEASURED), "cuda", "bf16")
+    assert measured.source is RateSource.MEASURED_CEILING
+    assert measured.label == "this GPU's measured bf16 GEMM ceiling (600.0 TFLOP/s)"
+    assert measured.seconds == pytest.approx(flops_per_step(cfg) / (600.0 * 1e12 * 0.5))
+
+
+@pytest.mark.parametrize(("lever", "gemm"), [("fp32", "fp32"), ("tf32", "tf32"), ("bf16", "bf16"), ("fp16", "fp16"),
+                                             ("fp8-torchao", "fp8"), ("te-fp8", "fp8")])
+def test_each_precision_divides_by_its_own_ceiling(lever, gemm):
+    """TF32 is not the TF32-off fp32 ceiling, FP8 not fp32's: each stage its own precision's rate."""
+    cfg = BenchConfig()
+    est = step_estimate(cfg, H200.with_ceilings(MEASURED), "cuda", lever)
+    own = {"fp32": MEASURED.fp32_tflops, "bf16": MEASURED.bf16_tflops}.get(gemm) or peak_tflops("NVIDIA H200", gemm)[0]
+    assert est.gemm == gemm and est.tflops == own
+    assert est.seconds == pytest.approx(flops_per_step(cfg) / (own * 1e12 * 0.5))
+    # measured where the ceilings measure that precision, else the datasheet's, said so
+    assert (est.source is RateSource.MEASURED_CEILING) == (gemm in ("fp32", "bf16"))
+    if est.source is RateSource.DATASHEET:
+        assert est.label.startswith(f"the datasheet's dense {gemm} peak") and "measure fp32 and bf16 only" in est.label
+
+
+def test_the_run_estimate_names_each_precisions_rate():
+    cfg = BenchConfig()
+    probe = H200.with_ceilings(MEASURED)
+    text = rate_sources(cfg, probe, "cuda", ["fp32", "bf16", "bf16", "fp8-torchao"])
+    assert text.count("measured fp32 GEMM ceiling") == 1 and "measured bf16 GEMM ceiling" in text
+    assert "fp8: the datasheet's dense fp8 peak (1,979.0 TFLOP/s)" in text
+    steps = [step_estimate(cfg, probe, "cuda", p).seconds for p in ("fp32", "bf16", "fp8-torchao")]
+    assert run_seconds(cfg, probe, "cuda", ["fp32", "bf16", "fp8-torchao"]) == pytest.approx(
+        sum(cfg.repeats * (cfg.iters * s + process_overhead_s(cfg, s)) for s in steps))
+
+
+def test_a_gpu_without_a_peak_or_ceiling_has_no_estimate():
+    probe = Probe.from_dict({"cuda": {"available": True, "name": "NVIDIA A100-SXM4-80GB"}})
+    est = step_estimate(BenchConfig(), probe, "cuda", "fp8-torchao")
+    assert est.seconds is None and "no dense fp8 peak" in est.label

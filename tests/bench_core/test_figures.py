@@ -1,4 +1,7 @@
 """Pure figure builders: horizontal bars with full stage names, colour by meaning, nothing recomputed."""
+import dataclasses
+
+import pytest
 from sample_runs import gpu_run
 
 from bench_core.results import figures
@@ -11,7 +14,24 @@ def test_speedup_bars_are_horizontal_with_full_names_intervals_and_meaningful_co
     assert bar.orientation == "h" and list(bar.y) == [s.key for s in summarize(gpu_run()).stages]
     assert bar.marker.color[1] == figures.FASTER and bar.marker.color[2] == figures.FAILED
     assert bar.x[2] == 0 and bar.text[2] == "failed (partial)"
-    assert bar.error_x.array is not None
+
+
+def test_speedup_error_bars_end_at_the_intervals_bounds():
+    """Rounds that disagree (Apex Adam 45 then 60 ms: a wide, lopsided interval): each bar's ends are its bounds."""
+    run = gpu_run()
+    noisy = dataclasses.replace(run.stages[1], times_ms=(45.0,) * 4 + (60.0,) * 4)
+    summary = summarize(run.with_stage(noisy))
+    bar = figures.speedup_bars(summary).data[0]
+    for i, s in enumerate(summary.stages):
+        lo, hi = bar.error_x.arrayminus[i], bar.error_x.array[i]
+        if s.speedup_ci is None:
+            assert lo == hi == 0
+            continue
+        low, high = s.speedup_ci
+        assert bar.x[i] - lo == pytest.approx(min(low, bar.x[i]))
+        assert bar.x[i] + hi == pytest.approx(max(high, bar.x[i]))
+    low, high = summary.stages[1].speedup_ci
+    assert high - bar.x[1] != pytest.approx(bar.x[1] - low), "a lopsided interval, or swapped ends would pass"
 
 
 def test_failed_stage_is_left_out_of_throughput():

@@ -210,6 +210,7 @@ def test_eta_comes_from_what_the_job_has_measured():
     # 2 iterations left in stage 2 + 3 in stage 3 at 10 ms, plus stage 3's start-up overhead (2.03 - 0.03 s)
     assert snap.eta_s() == pytest.approx(0.05 + 2.0)
     assert dataclasses.replace(snap, status=Status.DONE).eta_s() is None
-    # two rounds: every unfinished stage still has its iterations and its overhead in each round
+    # two rounds: every unfinished stage still has its iterations and its overhead in each round not started yet
+    # (stage 2's second round, stage 3's two)
     twice = dataclasses.replace(snap, run=dataclasses.replace(run, config=dataclasses.replace(CFG, repeats=2)))
-    assert twice.eta_s() == pytest.approx((5 + 6) * 0.010 + 2 * 2.0)
+    assert twice.eta_s() == pytest.approx((5 + 6) * 0.010 + 3 * 2.0)

@@ -3,6 +3,7 @@ import pytest
 
 from bench_core.components import cli as components
 from bench_core.config.bench_config import BenchConfig
+from bench_core.machine.ceilings import COPY_BYTES, copy_bytes
 
 pytestmark = pytest.mark.gpu
 
@@ -33,9 +34,21 @@ def test_ceilings_are_measured(report):
 
 # An optimizer row counts the fewest bytes an Adam step can move (each tensor once), over ~1.5 GB of fp32 state for
 # SMALL, 30x the H200's 50 MB L2, so no cache can serve it: it cannot beat the device-to-device copy, which moves
-# the same kind of bytes. The allowance is for measurement alone: CUDA events resolve ~0.5 us on calls of
-# milliseconds (< 0.1%), and each of the two medians (row and copy) moves by a few percent between runs at most.
-COPY_ALLOWANCE = 1.05
+# the same kind of bytes, by more than the timer can mis-measure. Both are timed with CUDA events, whose elapsed
+# time resolves about 0.5 us (CUDA Runtime API, cudaEventElapsedTime); the bound lets the row's time be short by
+# one resolution and the copy's long by one, nothing more.
+EVENT_RESOLUTION_MS = 0.5e-3
+
+
+def copy_bound(row, ceilings: dict) -> float:
+    """The most a row's copy_fraction can read when it moves its bytes no faster than the copy ceiling."""
+    copy_ms = copy_bytes(COPY_BYTES) / (ceilings["copy_gbps"] * 1e9) * 1e3
+    return (1 + EVENT_RESOLUTION_MS / copy_ms) / (1 - EVENT_RESOLUTION_MS / row.median_ms)
+
+
+# The profiled call is another call than the timed ones; its kernels are held to the slowest timed calls (p90)
+# with the same few-percent slack between calls the old copy allowance used; not a copy bound.
+KERNEL_SLACK = 1.05
 
 
 def test_torch_rows_measured_with_kernels(report):
@@ -43,8 +56,8 @@ def test_torch_rows_measured_with_kernels(report):
         row = report.row("optimizer", name)
         assert row.status == "ok" and row.proof == "verified", row.reason
         assert row.median_ms > 0 and row.gb_per_s > 0 and row.kernels_per_call >= 1
-        assert 0 < row.copy_fraction <= COPY_ALLOWANCE
-        assert 0 < row.kernel_ms <= row.p90_ms * COPY_ALLOWANCE   # kernels fit inside the call they were timed in
+        assert 0 < row.copy_fraction <= copy_bound(row, report.ceilings), (row.copy_fraction, row.median_ms)
+        assert 0 < row.kernel_ms <= row.p90_ms * KERNEL_SLACK   # kernels fit inside the call they were timed in
     fused, foreach = report.row("optimizer", "adam-fused"), report.row("optimizer", "adam")
     assert fused.kernels_per_call < foreach.kernels_per_call
     assert any("FusedAdamMathFunctor" in n for n in fused.kernel_names), fused.kernel_names
@@ -58,7 +71,7 @@ def test_apex_fusedadam_row_is_proven_by_its_kernel(report, apex_or_skip):
     assert row.status == "ok" and row.proof == "verified", row.reason
     assert any("multi_tensor_apply_kernel" in n and "AdamFunctor" in n for n in row.kernel_names), row.kernel_names
     assert not any("FusedAdamMathFunctor" in n for n in row.kernel_names)
-    assert row.copy_fraction <= COPY_ALLOWANCE
+    assert row.copy_fraction <= copy_bound(row, report.ceilings), (row.copy_fraction, row.median_ms)
 
 
 def test_apex_layernorm_rows_and_the_casts_its_wrapper_adds(report, apex_or_skip):
