@@ -139,6 +139,13 @@ for mode in "$@"; do
       python3 benchmarks/interval_agreement.py "$OUT/seed_${model}_agree_1.json" "$OUT/seed_${model}_agree_2.json" \
         "$OUT/peers_${model}_agree_1.json" "$OUT/peers_${model}_agree_2.json" > "$OUT/interval_agreement_$model.txt" 2>&1
       tail -2 "$OUT/interval_agreement_$model.txt" | tee -a "$OUT/steps.log" ;;
+    agree:*)  # agree:PRESET:MODEL (issue 19): two back-to-back complete runs, 3 processes a stage (the CUDA default),
+      # then how many of run B's speedups lie in run A's intervals
+      IFS=: read -r _ preset model <<< "$mode"
+      for i in 1 2; do run "${preset}_${model}_agree_$i" --preset "$preset" --model "$model"; done
+      python3 benchmarks/interval_agreement.py "$OUT/${preset}_${model}_agree_1.json" "$OUT/${preset}_${model}_agree_2.json" \
+        > "$OUT/interval_agreement_${preset}_$model.txt" 2>&1
+      tail -2 "$OUT/interval_agreement_${preset}_$model.txt" | tee -a "$OUT/steps.log" ;;
     probe_cold)  # issue 18 item 9: where a cold probe's time goes (its `timings`), as the CLI runs it
       rm -rf "$(python3 -c 'from bench_core.machine.cache import cache_dir; print(cache_dir())')"
       log "cold probe"; python3 -m bench_core probe --json > "$OUT/probe_cold.json" 2>"$OUT/probe_cold.err"

@@ -107,6 +107,7 @@ def main() -> int:
     # Import torch (and, asked to, create the CUDA context) before the job: a worker started ahead of its
     # stage pays this while earlier stages run their untimed work.
     import torch
+    import torch._dynamo  # noqa: F401  (building any torch.optim optimizer imports it: seconds, ahead of the job)
 
     import bench_core.models.gpt  # noqa: F401  (the model module, loaded ahead of the job too)
     if sys.argv[1:2] == ["--warm-cuda"] and torch.cuda.is_available():
