@@ -147,7 +147,7 @@ def _verdict_in_process(stage: Stage):
 
     from bench_core.measure.proof import Facts, judge
     from bench_core.run.step import PROFILE_STEPS, build_stage, profile
-    built = build_stage(StageJob(LLAMA.to_dict(), stage.as_dict(), "cuda"), stage, torch)
+    built = build_stage(StageJob(LLAMA, stage, "cuda"), stage, torch)
     for _ in range(2):
         built.step()
     seen = profile(built, torch)

@@ -36,7 +36,7 @@ def judged(cfg: BenchConfig, stage: Stage):
 
     from bench_core.measure.proof import Facts, judge
     from bench_core.run.step import PROFILE_STEPS, build_stage, profile
-    built = build_stage(StageJob(cfg.to_dict(), stage.as_dict(), "cuda"), stage, torch)
+    built = build_stage(StageJob(cfg, stage, "cuda"), stage, torch)
     if built.capture is not None:
         built.capture()
     for _ in range(2):
