@@ -24,7 +24,7 @@ CATEGORY_COLORS = dict(zip(CATEGORIES, ["#1565c0", "#6a1b9a", "#00838f", "#ef6c0
 CELL_COLORS = dict(zip(CELL_STATES, ["#e0e0e0", "#fff8e1", "#ffffff", "#66bb6a", "#ffb74d", "#e53935",
                                      "#90caf9"], strict=False))
 CELL_MARKS = {"used": "✓", "fallback": "✗ fallback", "expected, not seen": "?", "unavailable": "n/a",
-              "pending": "…", "imported": "✓ (imported)"}
+              "pending": "…", "imported": "✓"}   # imported: its own colour, in the legend (words shrank on a phone)
 PHONE_PX, CHAR_PX = 390, 6.6     # the narrowest width a chart is drawn at; a 12 px character's mean width
 STAGE_CHARS = 24                  # a stage label's line, broken after '+'
 MAX_LABEL_SHARE = 0.6             # an outside label never takes more of the plot than this
@@ -374,8 +374,11 @@ def kernel_grid(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                                  marker=dict(size=12, color=CELL_COLORS[state], symbol="square",
                                              line=dict(color="#9e9e9e", width=1))))
     # the column headers sit on top (under the title), so the colour legend goes at the foot, clear of them
+    # the upright headers' height is kept under the title (automargin alone grew the plot up into it on a phone)
+    headers = CHAR_PX * max(len(KEY_KERNELS[k].label) for k in keys) + 12
     _finish(fig, "Kernel proof<br><sup>torch.profiler, untimed steps after the timed ones</sup>",
-            180 + 40 * max(len(rows), 1), margin=dict(l=10, r=30, t=0, b=20), extra_top=40)
+            round(70 + headers + 20 + 50 + 40 * max(len(rows), 1)), margin=dict(l=10, r=30, t=0, b=20),
+            extra_top=round(headers))
     fig.update_yaxes(showgrid=False)
     # upright headers, one per column: at any width none runs into the next (level ones did on a phone)
     fig.update_xaxes(side="top", showgrid=False, tickangle=-90, automargin=True)
