@@ -24,7 +24,7 @@ CATEGORY_COLORS = dict(zip(CATEGORIES, ["#1565c0", "#6a1b9a", "#00838f", "#ef6c0
 CELL_COLORS = dict(zip(CELL_STATES, ["#e0e0e0", "#fff8e1", "#ffffff", "#66bb6a", "#ffb74d", "#e53935",
                                      "#90caf9"], strict=False))
 CELL_MARKS = {"used": "✓", "fallback": "✗ fallback", "expected, not seen": "?", "unavailable": "n/a",
-              "pending": "…", "imported": "✓"}   # imported: its own colour, in the legend (words shrank on a phone)
+              "pending": "…", "imported": "✓ (imported)"}
 PHONE_PX, CHAR_PX = 390, 6.6     # the narrowest width a chart is drawn at; a 12 px character's mean width
 STAGE_CHARS = 24                  # a stage label's line, broken after '+'
 MAX_LABEL_SHARE = 0.6             # an outside label never takes more of the plot than this
