@@ -118,6 +118,9 @@ def table_rows(summary: RunSummary) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[c.key for c in cols])
 
 
+BREAK_ANYWHERE = ("Kernel proof", "Speedup (95% CI)", "Median")   # headers of the key columns without a whole-word rule
+
+
 def key_table(summary: RunSummary) -> pd.DataFrame:
     """The key columns as plain text, headed by their headers: a static table wraps its words, never clips them."""
     cols = key_columns(summary)
@@ -130,7 +133,12 @@ def key_table(summary: RunSummary) -> pd.DataFrame:
 
 def results_table(summary: RunSummary, key: str) -> None:
     with st.container(key=f"keytable_{key}"):
-        st.table(key_table(summary), hide_index=True)
+        table = key_table(summary)
+        # the proof and speedup cells may break inside a word where a phone leaves a column narrower than it
+        # ('imported:', 'processes)'): else the table overflowed its box by a few pixels and the proof was cut
+        breakable = [h for h in table.columns if h in BREAK_ANYWHERE]
+        style = table.style.set_properties(subset=breakable, **{"overflow-wrap": "anywhere"})
+        st.table(style.set_properties(**{"font-size": "13px", "padding": "4px"}), hide_index=True)
     with st.expander("All columns (noise, memory, notes…)"):
         st.dataframe(table_rows(summary), column_config=column_config(summary), hide_index=True, width="stretch",
                      key=f"{key}_table")

@@ -6,6 +6,7 @@ colours, lined up by stage key. `not_applicable` says in one line why a chart ha
 """
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -24,17 +25,63 @@ CELL_COLORS = dict(zip(CELL_STATES, ["#e0e0e0", "#fff8e1", "#ffffff", "#66bb6a",
                                      "#90caf9"], strict=False))
 CELL_MARKS = {"used": "✓", "fallback": "✗ fallback", "expected, not seen": "?", "unavailable": "n/a",
               "pending": "…", "imported": "✓ (imported)"}
+PHONE_PX, CHAR_PX = 390, 6.6     # the narrowest width a chart is drawn at; a 12 px character's mean width
+STAGE_CHARS = 24                  # a stage label's line, broken after '+'
+MAX_LABEL_SHARE = 0.6             # an outside label never takes more of the plot than this
+BUSY_TEXT_INSIDE = 25.0   # % busy from which a bar is wide enough, even on a phone, to hold its share as text
 # Plain colours instead of a named template: merging a template cost about a quarter of each figure's build time.
 LAYOUT = dict(template=None, margin=dict(l=10, r=30, t=70, b=50), plot_bgcolor="white", paper_bgcolor="white",
               font=dict(color="#2a3f5f", size=12), xaxis=dict(gridcolor="#ebf0f8", zerolinecolor="#ebf0f8"),
               yaxis=dict(gridcolor="#ebf0f8", automargin=True, autorange="reversed"),
-              # legends above the plot, under the title: below it they collide with the axis title on a phone
-              legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0, font=dict(size=11)))
+              # legends at the figure's foot (the container's, so plotly makes room for them under the axis
+              # title): above the plot a legend that wraps on a phone grew into the title
+              legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, xanchor="left", x=0,
+                          font=dict(size=11)))
+
+
+# Characters a line holds on a 390 px phone: the 14 px title, the 10 px <sup> lines and the 11 px notes under a chart.
+TITLE_CHARS, SUB_CHARS, NOTE_CHARS = 40, 60, 56
+TITLE_PX, SUB_PX, NOTE_PX, LEGEND_ROW_PX = 20, 15, 15, 20
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
+
+
+def _title_lines(text: str) -> list[str]:
+    """The title's '<br>'-separated parts, each wrapped to a phone's width; a <sup> part stays a <sup> per line."""
+    out = []
+    for part in text.split("<br>"):
+        sub = part.startswith("<sup>")
+        plain = part.removeprefix("<sup>").removesuffix("</sup>")
+        out += [f"<sup>{line}</sup>" if sub else line for line in _wrap(plain, SUB_CHARS if sub else TITLE_CHARS)]
+    return out
 
 
 def _title(text: str) -> dict:
-    """Left-aligned and wrapped by the caller with <br>: long titles must not run off a narrow screen."""
-    return dict(text=text, x=0, xanchor="left", font=dict(size=14))
+    """Left-aligned and wrapped to a phone's width: long titles must not run off a narrow screen."""
+    return dict(text="<br>".join(_title_lines(text)), x=0, xanchor="left", yref="container", y=1, yanchor="top",
+                pad=dict(t=TITLE_PX), font=dict(size=14))
+
+
+def _legend_entries(fig: go.Figure) -> int:
+    shown_by_default = len(fig.data) > 1
+    return sum(1 for t in fig.data if t.type != "heatmap" and (t.showlegend if t.showlegend is not None
+                                                                 else shown_by_default))
+
+
+def _finish(fig: go.Figure, title: str, height: int, **layout: Any) -> None:
+    """Title, height and margins from what the figure holds: the top margin fits the wrapped title, and the
+    height grows by the title's extra lines and by the legend at the foot, one row an entry (a phone's worst
+    case), so neither squeezes the plot nor runs into it. `height` is for a two-line title and no legend."""
+    lines = _title_lines(title)
+    top = TITLE_PX + sum(SUB_PX if line.startswith("<sup>") else TITLE_PX for line in lines) + 20
+    base = {**LAYOUT, **layout}
+    margin = {**base.pop("margin"), "t": top + base.pop("extra_top", 0)}
+    legend = _legend_entries(fig) * LEGEND_ROW_PX + (10 if _legend_entries(fig) else 0)
+    margin["b"] = margin["b"] + legend
+    fig.update_layout(title=_title(title), height=height + max(0, top - 70) + legend, margin=margin, **base)
+    _stage_ticks(fig)
 
 
 def _summaries(runs: RunSummary | Sequence[RunSummary]) -> list[RunSummary]:
@@ -42,7 +89,7 @@ def _summaries(runs: RunSummary | Sequence[RunSummary]) -> list[RunSummary]:
 
 
 def _height(rows: int, several: int = 1) -> int:
-    return 130 + max(rows, 1) * 28 * max(1, min(several, 3))
+    return 130 + max(rows, 1) * 34 * max(1, min(several, 3))   # a row holds a stage label of two lines
 
 
 def run_name(summary: RunSummary) -> str:
@@ -55,13 +102,50 @@ def _keys(runs: list[RunSummary]) -> list[str]:
     return list(dict.fromkeys(s.key for r in runs for s in r.stages))
 
 
-def _room_for_labels(fig: go.Figure, share: float = 1.45) -> None:
-    """Bar labels sit outside the bars: leave them room, so '×5.00 (4.9–5.1)' is never cut at the edge."""
-    ends = [x + (e or 0) for t in fig.data if t.type == "bar" and t.x is not None
-            for x, e in zip(t.x, (t.error_x.array if t.error_x and t.error_x.array is not None
-                                  else [0] * len(t.x)), strict=False) if x is not None]
-    if ends and max(ends) > 0:
-        fig.update_xaxes(range=[0, max(ends) * share])
+def _phone_plot_px(fig: go.Figure) -> float:
+    """The plot area's width on a 390 px phone: what the margins and the (wrapped) stage labels leave."""
+    ticks = fig.layout.yaxis.ticktext or [str(y) for t in fig.data if t.y is not None for y in t.y]
+    longest = max((len(line) for tick in ticks for line in str(tick).split("<br>")), default=0)
+    return max(100.0, PHONE_PX - 40 - CHAR_PX * longest)
+
+
+def _room_for_labels(fig: go.Figure) -> None:
+    """Bar labels sit outside the bars: the x range leaves each its width in pixels on a phone's plot area (the
+    narrowest a chart is drawn), so '12,441' or '×5.00' is never cut at the edge; at 1440 px the room is to spare."""
+    # markers (a roofline's peaks) stay inside too
+    need = max((1.05 * x for t in fig.data if t.type == "scatter" and t.mode == "markers" and t.x is not None
+                for x in t.x if x is not None), default=0.0)
+    for t in fig.data:
+        if t.x is None or t.text is None or isinstance(t.text, str):
+            continue
+        ends = [x + (e or 0) for x, e in zip(t.x, (t.error_x.array if t.type == "bar" and t.error_x
+                                                   and t.error_x.array is not None else [0] * len(t.x)),
+                                             strict=False) if x is not None]
+        for end, text in zip(ends, t.text, strict=False):
+            if end and text and t.textposition != "inside":
+                # the label's share of the plot's width; the range must put `end` left of (1 - share)
+                share = min(MAX_LABEL_SHARE, (CHAR_PX * len(str(text)) + 6) / _phone_plot_px(fig))
+                need = max(need, end / (1 - share))
+    if need > 0:
+        fig.update_xaxes(range=[0, need])
+
+
+def _stage_ticks(fig: go.Figure) -> None:
+    """Stage names as axis labels, broken after '+' into lines that fit beside a phone's plot: a 40-character
+    name would leave a phone's chart 100 px."""
+    names = list(dict.fromkeys(y for t in fig.data for y in (t.y if t.y is not None else ()) if isinstance(y, str)))
+    if names:
+        fig.update_yaxes(tickmode="array", tickvals=names, ticktext=[_break_stage(n) for n in names])
+
+
+def _break_stage(name: str) -> str:
+    lines: list[str] = []
+    for part in name.replace("+", "+\n").split("\n"):
+        if lines and len(lines[-1]) + len(part) <= STAGE_CHARS:
+            lines[-1] += part
+        else:
+            lines.append(part)
+    return "<br>".join(lines)
 
 
 def _empty(fig: go.Figure, text: str) -> go.Figure:
@@ -101,19 +185,21 @@ def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                              cliponaxis=False, hovertext=hover, name=run_name(summary) if several else "speedup",
                              error_x=dict(type="data", array=hi, arrayminus=lo, visible=True, color="#424242"),
                              showlegend=several, offsetgroup=str(n)))
-        # ranked stages' numbers sit beyond their error bar's upper end, never under it
-        ranked = [(k, (v or 0) + h, st.speedup_text or "") for k, v, h, st in zip(y, x, hi, summary.stages, strict=True)
-                  if st.ranked]
+        # ranked stages' numbers sit beyond their error bar's upper end, never under it; the point alone (the bar
+        # draws the interval, the hover and the table say it): the whole text runs off a phone's plot
+        ranked = [(k, (v or 0) + h, st) for k, v, h, st in zip(y, x, hi, summary.stages, strict=True) if st.ranked]
         fig.add_trace(go.Scatter(y=[k for k, _, _ in ranked], x=[e for _, e, _ in ranked],
-                                 text=[f" {t}" for _, _, t in ranked], mode="text", textposition="middle right",
-                                 cliponaxis=False, showlegend=False, hoverinfo="skip", offsetgroup=str(n)))
+                                 text=[f" {st.speedup_point_text}" for _, _, st in ranked], mode="text",
+                                 textposition="middle right", cliponaxis=False, showlegend=False,
+                                 hovertext=[st.speedup_text for _, _, st in ranked], hoverinfo="text",
+                                 offsetgroup=str(n)))
     fig.update_layout(scattermode="group")
     fig.add_vline(x=1.0, line_dash="dot", line_color="#616161")
     base = summaries[0].baseline_key if summaries else None
     title = f"Speedup vs {base}<br><sup>median step time, 95% bootstrap interval</sup>" if base else "Speedup"
     note = next((s.baseline_note for s in summaries if s.baseline_note), None)
-    fig.update_layout(title=_title(title + (f"<br><sup>{note}</sup>" if note else "")), xaxis_title="× faster",
-                      height=_height(len(_keys(summaries)), len(summaries)), barmode="group", **LAYOUT)
+    _finish(fig, title + (f"<br><sup>{note}</sup>" if note else ""), _height(len(_keys(summaries)), len(summaries)),
+            xaxis_title="× faster", barmode="group")
     fig.update_yaxes(categoryorder="array", categoryarray=_keys(summaries))
     _room_for_labels(fig)
     return fig if summaries and summaries[0].stages else _empty(fig, "no stages yet")
@@ -134,10 +220,8 @@ def iteration_times(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                                  legendgroup=str(n), showlegend=several and s is summary.stages[0],
                                  marker=dict(size=4, color=color), line=dict(width=1.5),
                                  hovertext=f"median {s.timing.median_ms:.2f} ms" + (" · PARTIAL" if s.partial else "")))
-    fig.update_layout(title=_title("Step time per stage<br><sup>box p25–p75, line median; red: partial, "
-                                   "not a result</sup>"),
-                      xaxis_title="ms", height=_height(len(_keys(summaries)), len(summaries)), boxmode="group",
-                      **LAYOUT)
+    _finish(fig, "Step time per stage<br><sup>box p25–p75, line median; red: partial, not a result</sup>",
+            _height(len(_keys(summaries)), len(summaries)), xaxis_title="ms", boxmode="group")
     return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
 
 
@@ -152,10 +236,8 @@ def _bars(runs: list[RunSummary], value: Callable[[StageSummary], float | None],
                              text=[(label and label(s)) or format(v, fmt) for s, v in rows],
                              textposition="outside", cliponaxis=False,
                              showlegend=several))
-    fig.update_layout(title=_title(title), xaxis_title=axis, height=_height(len(_keys(runs)), len(runs)),
-                      barmode="group",
-                      **LAYOUT)
-    _room_for_labels(fig, 1.2)
+    _finish(fig, title, _height(len(_keys(runs)), len(runs)), xaxis_title=axis, barmode="group")
+    _room_for_labels(fig)
     return fig if any(len(t.x) for t in fig.data) else _empty(fig, "reported when a stage finishes ok")
 
 
@@ -178,30 +260,36 @@ def loss_curves(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     """Each stage's first-process losses against its timed step 1..N, with the parity verdict in words under it."""
     summaries = _summaries(runs)
     fig = go.Figure()
-    i = 0
+    keys: dict[str, str] = {}   # each curve's name -> its colour
     for summary in summaries:
         for s in summary.stages:
             losses = first_round_losses(s)
             if losses:
                 name = s.key if len(summaries) == 1 else f"{s.key} · {summary.run.run_id[:6]}"
+                keys[name] = RUN_COLORS[len(keys) % len(RUN_COLORS)]
                 fig.add_trace(go.Scatter(y=list(losses), x=list(range(1, len(losses) + 1)), name=name,
-                                         mode="lines", line=dict(color=RUN_COLORS[i % len(RUN_COLORS)], width=2)))
-                i += 1
-    # each verdict on two lines (stage, then words): annotations do not wrap on a phone
-    lines = [(f"{p.key} · {summary.run.run_id[:6]}" if len(summaries) > 1 else p.key) + "<br>  "
-             + p.text.split(": ", 1)[1] for summary in summaries for p in loss_parity(summary)]
+                                         mode="lines", line=dict(color=keys[name], width=2), showlegend=False))
+    # under the chart, each curve's key in its colour with its parity verdict wrapped under it: the legend and the
+    # verdict in one list (annotations do not wrap by themselves, so the words are wrapped to a phone's width)
+    verdicts = {(f"{p.key} · {summary.run.run_id[:6]}" if len(summaries) > 1 else p.key): p.text.split(": ", 1)[1]
+                for summary in summaries for p in loss_parity(summary)}
+    lines = []
+    for name, color in keys.items():
+        lines.append(f"<span style='color:{color}'>━━</span> {name}")
+        lines += [f"    {line}" for line in _wrap(verdicts.get(name, "the reference" if verdicts else ""),
+                                                    NOTE_CHARS) if line]
     warmups = sorted({s.result.warmup_steps for r in summaries for s in r.stages if s.result.warmup_steps})
     offset = (f"; warm-up took {', '.join(map(str, warmups))} steps, so the curves sit apart by that offset"
               if len(warmups) > 1 else "")
-    layout = {**LAYOUT, "yaxis": dict(gridcolor="#ebf0f8"),
-              "margin": dict(l=10, r=30, t=110, b=60 + 34 * len(lines))}  # plot area: 420 - 110 - 60 = 250 px
-    fig.update_layout(title=_title("Loss per timed step (first process)<br><sup>same seed, init and batch"
-                                   + offset + "</sup><br><sup>parity compares the same training step, "
-                                   "against a rounding bound</sup>"),
-                      xaxis_title="timed step", yaxis_title="loss", height=420 + 34 * len(lines), **layout)
+    notes = NOTE_PX * len(lines)
+    _finish(fig, "Loss per timed step (first process)<br><sup>same seed, init and batch" + offset + "</sup><br><sup>"
+            "parity compares the same training step, against a rounding bound</sup>",
+            70 + 250 + 60 + notes, xaxis_title="timed step", yaxis_title="loss",
+            yaxis=dict(gridcolor="#ebf0f8", automargin=True),
+            margin=dict(l=10, r=30, t=0, b=60 + notes))   # a 250 px plot area, the notes under its axis title
     if lines:
         fig.add_annotation(text="<br>".join(lines), showarrow=False, align="left", x=0, xanchor="left",
-                           xref="paper", y=-55 / 250, yref="paper", yanchor="top", font=dict(size=11))
+                           xref="paper", y=-60 / 250, yref="paper", yanchor="top", font=dict(size=11))
     return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
 
 
@@ -226,25 +314,32 @@ def time_breakdown(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     cpu = rows and rows[0][1].profile and rows[0][1].profile.source == "cpu"
     title = ("Where the time goes<br><sup>CPU op self time per step, by category</sup>" if cpu else
              "Where the time goes<br><sup>GPU kernel time per step by category; | = measured step time</sup>")
-    fig.update_layout(title=_title(title), xaxis_title="ms per step", barmode="stack", height=_height(len(rows)) + 40,
-                      **LAYOUT)
+    _finish(fig, title, _height(len(rows)) + 40, xaxis_title="ms per step", barmode="stack")
     return fig if rows else _empty(fig, "the breakdown comes from the profiled steps, after the timed ones")
 
 
 def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
-    """GPU busy share of each step, coloured by its verdict (which the host wait decides, not a busy line)."""
+    """GPU busy share of each step, coloured by its verdict (which the host wait decides, not a busy line): one
+    trace a verdict, so the legend names it; the bar says its share, short enough to sit whole inside the bar."""
     summaries = _summaries(runs)
     several = len(summaries) > 1
     rows = [(summary, s) for summary in summaries for s in summary.stages if s.bottleneck.busy is not None]
     labels = [f"{s.key} · {summary.run.run_id[:6]}" if several else s.key for summary, s in rows]
-    colors = [FASTER if s.bottleneck.verdict == "gpu-bound" else SLOWER for _, s in rows]
-    fig = go.Figure(go.Bar(y=labels, x=[100 * (s.bottleneck.busy or 0) for _, s in rows], orientation="h",
-                           marker_color=colors, text=[f"{s.bottleneck.busy_text} · {s.bottleneck.verdict}"
-                                                      for _, s in rows], textposition="outside", cliponaxis=False,
-                           hovertext=[s.bottleneck.sentence for _, s in rows]))
-    fig.update_layout(title=_title("GPU busy share of the step<br><sup>kernel time ÷ step time</sup>"),
-                      xaxis_title="% busy",
-                      xaxis_range=[0, 115], height=_height(len(rows)) + 20, **LAYOUT)
+    fig = go.Figure()
+    for verdict in dict.fromkeys(s.bottleneck.verdict for _, s in rows):
+        mine = [(label, s) for label, (_, s) in zip(labels, rows, strict=True) if s.bottleneck.verdict == verdict]
+        busy = [100 * (s.bottleneck.busy or 0) for _, s in mine]
+        fig.add_trace(go.Bar(y=[label for label, _ in mine], x=busy, orientation="h", name=str(verdict),
+                             marker_color=FASTER if verdict == "gpu-bound" else SLOWER, showlegend=True,
+                             text=[s.bottleneck.busy_text for _, s in mine], cliponaxis=False,
+                             # inside a bar long enough to hold '100%', else just beyond its end: never cut
+                             textposition=["inside" if b >= BUSY_TEXT_INSIDE else "outside" for b in busy],
+                             insidetextanchor="end", textfont=dict(color="white"),
+                             outsidetextfont=dict(color="#2a3f5f"),
+                             hovertext=[f"{verdict}: {s.bottleneck.sentence}" for _, s in mine]))
+    _finish(fig, "GPU busy share of the step<br><sup>kernel time ÷ step time; colour: what sets the pace</sup>",
+            _height(len(rows)) + 20, xaxis_title="% busy", xaxis_range=[0, 100], barmode="overlay")
+    fig.update_yaxes(categoryorder="array", categoryarray=labels)
     return fig if rows else _empty(fig, "busy share needs a CUDA profile")
 
 
@@ -278,12 +373,12 @@ def kernel_grid(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=state,
                                  marker=dict(size=12, color=CELL_COLORS[state], symbol="square",
                                              line=dict(color="#9e9e9e", width=1))))
-    # the column headers sit on top, so the colour legend goes under the grid, clear of them
-    layout = {**LAYOUT, "height": 220 + 30 * max(len(rows), 1),
-              "legend": dict(orientation="h", yanchor="top", y=-0.02, xanchor="left", x=0, font=dict(size=11)),
-              "margin": dict(l=10, r=30, t=110, b=60)}
-    fig.update_layout(title=_title("Kernel proof<br><sup>torch.profiler, untimed steps after the timed ones</sup>"),
-                      **layout)
+    # the column headers sit on top (under the title), so the colour legend goes at the foot, clear of them
+    # the upright headers' height is kept under the title (automargin alone grew the plot up into it on a phone)
+    headers = CHAR_PX * max(len(KEY_KERNELS[k].label) for k in keys) + 12
+    _finish(fig, "Kernel proof<br><sup>torch.profiler, untimed steps after the timed ones</sup>",
+            round(70 + headers + 20 + 50 + 40 * max(len(rows), 1)), margin=dict(l=10, r=30, t=0, b=20),
+            extra_top=round(headers))
     fig.update_yaxes(showgrid=False)
     # upright headers, one per column: at any width none runs into the next (level ones did on a phone)
     fig.update_xaxes(side="top", showgrid=False, tickangle=-90, automargin=True)
@@ -300,8 +395,11 @@ def roofline(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     labels = [f"{s.key} · {summary.run.run_id[:6]}" if several else s.key for summary, s in rows]
     fig.add_trace(go.Bar(y=labels, x=[s.rates.tflops for _, s in rows], orientation="h", name="achieved",
                          marker_color=NEUTRAL, cliponaxis=False, textposition="outside",
-                         text=[f"{s.rates.tflops:.0f}" + (f" · {s.mfu_measured_peak:.0%} of measured" if
-                                                         s.mfu_measured_peak else "") for _, s in rows]))
+                         # the share of the measured peak in the hover: beside the bar it ran into the peaks' marks
+                         text=[f"{s.rates.tflops:.0f}" for _, s in rows],
+                         hovertext=[f"{s.rates.tflops:.0f} TFLOP/s" + (f" · {s.mfu_measured_peak:.0%} of measured"
+                                                                       if s.mfu_measured_peak else "")
+                                    for _, s in rows]))
     # the peaks the summary divided by: tflops / mfu (datasheet) and tflops / mfu_measured_peak (measured)
     datasheet = [(s.rates.tflops or 0) / s.rates.mfu if s.rates.mfu else None for _, s in rows]
     measured = [(s.rates.tflops or 0) / s.mfu_measured_peak if s.mfu_measured_peak else None for _, s in rows]
@@ -310,9 +408,9 @@ def roofline(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
         fig.add_trace(go.Scatter(y=labels, x=xs, mode="markers", name=name,
                                  marker=dict(symbol=symbol, size=14, color="#c62828" if "data" in name else "#212121",
                                              line_width=2)))
-    fig.update_layout(title=_title("Achieved TFLOP/s against this GPU's ceilings<br><sup>datasheet dense peak and "
-                                   "measured GEMM peak</sup>"), xaxis_title="TFLOP/s",
-                      height=_height(len(rows)) + 40, **LAYOUT)
+    _finish(fig, "Achieved TFLOP/s against this GPU's ceilings<br><sup>datasheet dense peak and measured GEMM "
+            "peak</sup>", _height(len(rows)) + 40, xaxis_title="TFLOP/s")
+    _room_for_labels(fig)
     return fig if rows else _empty(fig, "TFLOP/s are reported for stages that finished ok")
 
 
@@ -335,10 +433,9 @@ def components_bars(report: HasComponentRows) -> go.Figure:
     if any(r.kernel_ms is not None for r in rows):  # the GPU's own share; the rest of the bar is host launch cost
         fig.add_trace(go.Scatter(y=labels, x=[r.kernel_ms for r in rows], mode="markers", name="kernels alone",
                                  marker=dict(symbol="diamond", size=11, color="#212121")))
-    fig.update_layout(title=_title("Each component alone<br><sup>median ms per call; orange: Apex; ◆ the kernels' "
-                                   "own time (launch-bound: the host's launches set the pace)</sup>"),
-                      xaxis_title="ms", height=_height(len(rows)) + 20, **LAYOUT)
-    _room_for_labels(fig, 1.5)
+    _finish(fig, "Each component alone<br><sup>median ms per call; orange: Apex; ◆ the kernels' own time "
+            "(launch-bound: the host's launches set the pace)</sup>", _height(len(rows)) + 20, xaxis_title="ms")
+    _room_for_labels(fig)
     return fig if rows else _empty(fig, "no row ran")
 
 

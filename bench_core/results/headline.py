@@ -1,5 +1,6 @@
-"""The verdict in plain words, from a run's summary: the fastest stage, what Apex adds over its native twin,
-which stages are launch-bound or noisy, and what did not run. Pure text: pages, the CLI and History show it."""
+"""The verdict in plain words, from a run's summary: what each lever (and each vendor's levers together) adds
+against its native twin, read from contributions with its interval, then the fastest stage, which stages are
+launch-bound or noisy, and what did not run. Pure text: pages, the CLI and History show it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,12 +27,6 @@ def _x(s: StageSummary) -> str:
     return f"×{s.speedup:.2f}{ci}"
 
 
-def _twin_key(s: StageSummary) -> str | None:
-    """The key of the same stage with each vendor lever swapped for the PyTorch lever it replaces."""
-    twin = s.result.stage.native_twin()
-    return twin.key if twin else None
-
-
 def headline(summary: RunSummary) -> Headline:
     run = summary.run
     contributions = contribution_lines(summary)
@@ -52,15 +47,6 @@ def headline(summary: RunSummary) -> Headline:
                      f"{_x(fastest)} against {summary.baseline_key}.")
     elif summary.baseline_note:
         lines.append(summary.baseline_note[0].upper() + summary.baseline_note[1:] + ".")
-    by_key = {s.key: s for s in summary.stages}
-    for s in summary.stages:
-        twin = by_key.get(_twin_key(s) or "")
-        if s.ok and twin is not None and twin.ok and s.timing.median_ms and twin.timing.median_ms:
-            ratio = twin.timing.median_ms / s.timing.median_ms
-            lines.append(f"{s.result.stage.vendors} in **{s.key}**: ×{ratio:.2f} against its native twin "
-                         f"{twin.key} "
-                         f"({s.timing.median_ms:.2f} vs {twin.timing.median_ms:.2f} ms)"
-                         + (" — one of them is noisy: read it as a range" if s.noisy or twin.noisy else "") + ".")
     bound = [s for s in summary.stages if s.ok and s.bottleneck.verdict == "launch-bound"]
     if bound:
         lines.append("Launch-bound (GPU waits on the host CPU, so these times follow the CPU): "

@@ -3,16 +3,23 @@
 The bound comes from the precision, never from observed runs. Two stages of one run start from the same seed, train
 on the same fixed synthetic batch with the same update rule, and differ only in how their arithmetic rounds. Then:
 
-* Each value a step computes carries a relative rounding error of at most u, the precision's unit roundoff
-  (FP32 2^-24; TF32 and FP16 2^-11; BF16 2^-8; FP8 stages compute around BF16, so they get BF16's u and the
-  verdict says whether FP8 keeps BF16's parity). Autocast accumulates in FP32, so a value is rounded once where it
-  is stored, not once per term of a reduction.
+* Each value a step computes carries two roundings. Where it is stored, a relative error of at most u, the
+  precision's unit roundoff (FP32 2^-24; TF32 and FP16 2^-11; BF16 2^-8; FP8 stages compute around BF16, so they
+  get BF16's u and the verdict says whether FP8 keeps BF16's parity). And while it is summed: every precision
+  accumulates in an FP32 register, rounding once per term, so a sum of K terms in an order the kernel chooses
+  carries about sqrt(K)·2^-24 (Higham & Mary's probabilistic bound). K is the step's longest reduction: the loss's
+  softmax over the vocabulary, the weight gradients' sum over batch × sequence tokens, the MLP's inner width.
+  Under BF16 the store dominates (2^-8 against sqrt(50304)·2^-24 = 1.3e-5 for gpt2-small); in FP32 the sum does,
+  and it is what two FP32 stages that only order their float operations differently (foreach against fused Adam,
+  another kernel's reduction tree) differ by. Without it the FP32 bound was 3.7e-7 of the loss for gpt2-small, and
+  the H200's own FP32 Adam/FusedAdam pairs differed by 1e-6 to 1.3e-5 after 22 steps
+  (docs/data/h200_2026-12-03_call12_*.json): the bound was tighter than rounding itself.
 * A step rounds about 2·depth + 2 values in series (each block's attention and MLP outputs, the embedding and the
   head). Independent roundings add in quadrature (Higham & Mary's probabilistic error analysis), so a step's
-  update carries a relative error of at most g·u, with g = sqrt(2·depth + 2).
+  update carries a relative error of at most g·u', with g = sqrt(2·depth + 2) and u' = u + sqrt(K)·2^-24.
 * To first order, a relative error e in an update changes that step's loss decrease ΔL_k by at most e·|ΔL_k|.
   Summed over the steps so far, and adding the rounding of the loss's own evaluation at step t:
-      |L_t - L'_t| <= g·u · (Σ_k |ΔL_k| + L_t).
+      |L_t - L'_t| <= g·u' · (Σ_k |ΔL_k| + L_t).
   Σ_k |ΔL_k| is the distance the loss travelled. The timed steps are recorded; the warm-up steps are not, but they
   start from the untrained loss ln(vocab) (a near-uniform softmax), so their part is at most ln(vocab) - L_first.
 The bound is relative to the reference's loss at that step. It assumes no chaotic amplification: a stage outside it
@@ -27,10 +34,13 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from bench_core.config.bench_config import BenchConfig
+from bench_core.models.families import mlp_hidden
 from bench_core.results.summary import RunSummary, StageSummary
 
 # unit roundoff of each compute precision, keyed by the datasheet peak a stage counts against (FP8: bf16)
 UNIT_ROUNDOFF = {"fp32": 2.0 ** -24, "tf32": 2.0 ** -11, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
+ACCUMULATOR_ROUNDOFF = 2.0 ** -24   # every precision sums in FP32 registers
 
 
 class Parity(StrEnum):
@@ -71,15 +81,24 @@ def first_round_losses(stage: StageSummary) -> tuple[float, ...]:
     return result.losses[:result.rounds[0]] if result.rounds else result.losses
 
 
-def rounding_bound(precision: str, depth: int, vocab_size: int, losses: tuple[float, ...], at: int) -> float:
-    """Absolute bound on the loss difference at timed index `at` (see the module docstring)."""
+def longest_reduction(cfg: BenchConfig) -> int:
+    """K, the most terms one sum of a step adds: the softmax over the vocabulary, the weight gradients over the
+    batch's tokens, or the MLP's inner width."""
+    return max(cfg.vocab_size, cfg.batch_size * cfg.seq_len, mlp_hidden(cfg))
+
+
+def rounding_bound(precision: str, depth: int, vocab_size: int, losses: tuple[float, ...], at: int,
+                   reduction: int) -> float:
+    """Absolute bound on the loss difference at timed index `at`, for sums of up to `reduction` terms (see the
+    module docstring)."""
     g = math.sqrt(2 * depth + 2)
+    unit = UNIT_ROUNDOFF[precision] + math.sqrt(reduction) * ACCUMULATOR_ROUNDOFF
     warmup_path = max(0.0, math.log(vocab_size) - losses[0])
     timed_path = sum(abs(b - a) for a, b in zip(losses[:at], losses[1:at + 1], strict=True))
-    return g * UNIT_ROUNDOFF[precision] * (warmup_path + timed_path + losses[at])
+    return g * unit * (warmup_path + timed_path + losses[at])
 
 
-def compare(stage: StageSummary, reference: StageSummary, depth: int, vocab_size: int) -> LossParity:
+def compare(stage: StageSummary, reference: StageSummary, cfg: BenchConfig) -> LossParity:
     def no(reason: str) -> LossParity:
         return LossParity(stage.key, reference.key, Parity.NOT_COMPARABLE, reason=reason)
 
@@ -98,8 +117,9 @@ def compare(stage: StageSummary, reference: StageSummary, depth: int, vocab_size
     precision = max(units, key=UNIT_ROUNDOFF.__getitem__)
     ia, ib = last - wa - 1, last - wb - 1
     ref = b[ib]
-    bound = max(rounding_bound(precision, depth, vocab_size, a, ia),
-                rounding_bound(precision, depth, vocab_size, b, ib)) / ref
+    k = longest_reduction(cfg)
+    bound = max(rounding_bound(precision, cfg.depth, cfg.vocab_size, a, ia, k),
+                rounding_bound(precision, cfg.depth, cfg.vocab_size, b, ib, k)) / ref
     diff = abs(a[ia] - ref) / ref
     return LossParity(stage.key, reference.key, Parity.WITHIN if diff <= bound else Parity.OUTSIDE, precision,
                       last, diff, bound)
@@ -110,5 +130,4 @@ def loss_parity(summary: RunSummary) -> tuple[LossParity, ...]:
     stages = [s for s in summary.stages if s.ok and first_round_losses(s)]
     if not stages or stages[0].index != 0:
         return ()
-    reference, cfg = stages[0], summary.run.config
-    return tuple(compare(s, reference, cfg.depth, cfg.vocab_size) for s in stages[1:])
+    return tuple(compare(s, stages[0], summary.run.config) for s in stages[1:])

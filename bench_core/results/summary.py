@@ -79,15 +79,20 @@ class StageSummary:
         return self.interval.text if self.interval else None
 
     @property
+    def speedup_point_text(self) -> str | None:
+        """×2.00: the point alone, where the interval is drawn beside it (the speedup chart's error bar)."""
+        return None if self.speedup is None else f"×{self.speedup:.2f}"
+
+    @property
     def speedup_text(self) -> str | None:
         """×2.00 (1.95–2.05); an interval over fewer than CUDA_PROCESSES processes says what it covers here too."""
         if self.speedup is None:
             return None
         i = self.interval
         if i is None:
-            return f"×{self.speedup:.2f}"
+            return self.speedup_point_text
         full = i.scope == stats.IntervalScope.ACROSS_PROCESSES and i.processes >= CUDA_PROCESSES
-        return f"×{self.speedup:.2f} ({i.low:.2f}–{i.high:.2f}{'' if full else ', ' + i.text})"
+        return f"{self.speedup_point_text} ({i.low:.2f}–{i.high:.2f}{'' if full else ', ' + i.text})"
 
     @property
     def mfu_text(self) -> str | None:

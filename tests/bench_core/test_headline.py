@@ -35,21 +35,41 @@ def test_a_fastest_baseline_is_not_the_only_result():
     assert "Only the baseline" not in first and "nothing to compare" not in first, first
 
 
-def test_each_vendor_stage_is_set_against_its_native_twin_for_either_family():
-    """The twin comes from the registry (Lever.native): Apex FusedRMSNorm's is torch's RMSNorm, FLCE's the plain
-    head, torchao FP8's BF16, so Llama and peers stages get their line as the seed's Apex stages do."""
+def _vendor_stages_run(cases):
     from bench_core.levers.stage import Stage
     from bench_core.results.records import initial_stage
     run = gpu_run()
     ok = run.stages[3]
-    cases = ((Stage("adam-fused", "rmsnorm", "bf16"), 20.0), (Stage("apex-fusedadam", "apex-fusedrms", "bf16"), 16.0),
-             (Stage("adam-fused", "rmsnorm", "fp8-torchao"), 25.0),
-             (Stage("adam-fused", "liger-rms", "bf16", head="liger-flce"), 40.0))
-    stages = tuple(replace(initial_stage(i, st, 4), status=ok.status, verdict=ok.verdict, rounds=ok.rounds,
-                           times_ms=(ms,) * 8) for i, (st, ms) in enumerate(cases))
-    text = "\n".join(headline(summarize(replace(run, stages=stages))).lines)
-    assert ("Apex in **apex-fusedadam+apex-fusedrms+bf16**: ×1.25 against its native twin adam-fused+rmsnorm+bf16"
-            in text)
-    assert ("torchao in **adam-fused+rmsnorm+fp8-torchao**: ×0.80 against its native twin adam-fused+rmsnorm+bf16"
-            in text)
-    assert "Liger-Kernel in **adam-fused+liger-rms+bf16+liger-flce**: ×0.50" in text
+    stages = tuple(replace(initial_stage(i, Stage(*st[:3], **st[3]), 4), status=ok.status, verdict=ok.verdict,
+                           rounds=ok.rounds, times_ms=times) for i, (st, times) in enumerate(cases))
+    return summarize(replace(run, stages=stages))
+
+
+def test_each_vendor_is_set_against_its_native_twin_with_its_interval_for_either_family():
+    """The twin comes from the registry (Lever.native): Apex FusedRMSNorm's is torch's RMSNorm, FLCE's the plain
+    head, torchao FP8's BF16. The headline reads those sentences from contributions (with the interval), once: no
+    plain twin ratio of its own."""
+    summary = _vendor_stages_run(((("adam-fused", "rmsnorm", "bf16", {}), (20.0,) * 8),
+                                  (("apex-fusedadam", "apex-fusedrms", "bf16", {}), (16.0,) * 8),
+                                  (("adam-fused", "rmsnorm", "fp8-torchao", {}), (25.0,) * 8),
+                                  (("adam-fused", "liger-rms", "bf16", {"head": "liger-flce"}), (40.0,) * 8)))
+    lines = headline(summary).lines
+    text = "\n".join(lines)
+    assert ("Apex adds about 25% here (×1.25; 95% CI ×1.25–1.25; apex-fusedadam+apex-fusedrms+bf16 vs "
+            "adam-fused+rmsnorm+bf16)." in lines)
+    assert "torchao costs about 20% here (×0.80; 95% CI ×0.80–0.80;" in text
+    assert "Liger-Kernel costs about 50% here (×0.50; 95% CI ×0.50–0.50;" in text
+    # every sentence that names a native twin carries its interval; none is the old bare ratio
+    twin_lines = [line for line in lines if "native twin" in line or " here (" in line]
+    assert len(twin_lines) == 4 and all("95% CI" in line or "no measurable effect" in line for line in twin_lines)
+    assert "against its native twin adam-fused" not in text and " ms)." not in text
+
+
+def test_a_vendor_within_noise_of_its_twin_says_no_measurable_effect_not_a_ratio():
+    base = (20.0, 20.2, 19.8, 20.0, 20.8, 19.2, 20.0, 20.0)
+    summary = _vendor_stages_run(((("adam-fused", "rmsnorm", "bf16", {}), base),
+                                  (("apex-fusedadam", "apex-fusedrms", "bf16", {}),
+                                   (19.8, 20.0, 19.6, 19.8, 20.0, 20.6, 19.0, 19.8))))
+    text = "\n".join(headline(summary).lines)
+    assert "Apex adds no measurable effect here (±" in text
+    assert "×1.01 against" not in text and "adds about" not in text and "Fastest" not in text

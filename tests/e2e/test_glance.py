@@ -54,8 +54,11 @@ def test_an_imported_h200_seed_run_opens_with_what_each_lever_adds(page, server,
     legend = grid.locator(".legend").bounding_box()
     boxes = [h.bounding_box() for h in headers]
     assert not any(_boxes_overlap(b, legend) for b in boxes)
+    assert not any(_boxes_overlap(b, grid.locator(".gtitle").bounding_box()) for b in boxes)   # nor its title
     assert not any(_boxes_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     assert page.get_by_text("Each column is a key kernel a lever must launch").count() == 1
+    if SHOTS:   # the proof grid alone: its upright headers, its legend at the foot
+        grid.screenshot(path=os.path.join(SHOTS, f"history_h200_seed_proof_{width}.png"))
 
     # the key table: Bottleneck cells read whole, nothing cut off at this width
     table = page.get_by_test_id("stTable").first
@@ -66,4 +69,42 @@ def test_an_imported_h200_seed_run_opens_with_what_each_lever_adds(page, server,
     assert [c.inner_text().split(" (")[0] for c in cells] == ["gpu-bound"] * 3 + ["launch-bound"]
     for cell in (*cells, table, *table.locator("table").all()):
         assert cell.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), cell.inner_text()
+    # nor does the table overflow the box that would scroll it: its last column (the proof) ends inside it
+    inner = table.locator("table").first
+    assert inner.evaluate("t => t.getBoundingClientRect().right <= t.parentElement.getBoundingClientRect().right + 1 "
+                          "&& t.parentElement.scrollWidth <= t.parentElement.clientWidth + 1")
+    assert all(c.bounding_box()["x"] + c.bounding_box()["width"] <= width for c in table.locator("td, th").all())
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_charts_keep_labels_whole_and_legends_clear_of_titles(page, server, width):
+    """Each chart of the imported H200 run, drawn by the browser: no legend over its title or plot, and every bar's
+    text (the busy share, the speedup numbers) inside the chart's own box, so none is cut at its edge."""
+    run_id, _ = Store(server["db"]).import_run(parse_json(H200_SEED.read_bytes())[0])
+    page.set_viewport_size({"width": width, "height": 1800})
+    page.goto(f"{server['url']}/history?run={run_id}")
+    wait_idle(page)
+    page.locator(f".st-key-verdict_{run_id}").wait_for(timeout=60_000)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+    titles = set()
+    for plot in page.locator(".js-plotly-plot").all():
+        plot.scroll_into_view_if_needed()
+        title = plot.locator(".gtitle")
+        title.wait_for(timeout=20_000)   # a chart is drawn once it scrolls into view
+        titles.add(title.text_content().split("  ")[0][:20])
+        box = plot.locator(".main-svg").first.bounding_box()
+        title_box, area = title.bounding_box(), plot.locator(".nsewdrag").first.bounding_box()
+        for legend in plot.locator(".legend").all():
+            assert not _boxes_overlap(legend.bounding_box(), title_box), title.text_content()
+            assert not _boxes_overlap(legend.bounding_box(), area), title.text_content()
+        assert title_box["y"] + title_box["height"] <= area["y"] + 1, title.text_content()
+        for text in plot.locator(".bartext, .textpoint text").all():
+            b = text.bounding_box()
+            if b and b["width"]:
+                assert box["x"] - 1 <= b["x"] and b["x"] + b["width"] <= box["x"] + box["width"] + 1, \
+                    (title.text_content(), text.text_content())
+    assert any(t.startswith("GPU busy share") for t in titles) and any(t.startswith("Speedup") for t in titles), titles
+    busy = page.locator(".js-plotly-plot").filter(has_text="GPU busy share")
+    assert sorted(t.text_content() for t in busy.locator(".legendtext").all()) == ["gpu-bound", "launch-bound"]
+    assert all(t.text_content().endswith("%") for t in busy.locator(".bartext").all())
