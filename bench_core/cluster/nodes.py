@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from bench_core.machine.probe import Probe
 
@@ -67,3 +68,10 @@ def pick(nodes: Sequence[Node], choice: Sequence[str]) -> list[str]:
     if missing:
         raise ValueError(f"machine: {', '.join(missing)} is not an alive node of the cluster")
     return list(dict.fromkeys(choice))
+
+
+@runtime_checkable
+class NodeLister(Protocol):
+    """An executor that has machines to choose from (the Ray executor; a SLURM one would list partitions)."""
+
+    def nodes(self, wait_s: float = 0.0) -> list[Node]: ...

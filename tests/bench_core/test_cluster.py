@@ -164,3 +164,19 @@ def test_a_node_is_named_by_its_machine_resource_else_by_host_and_address():
     node = from_ray(entry, busy=["h200"])
     assert (node.name, node.gpus, node.accelerator, node.busy, node.gpu_type) == ("h200", 2, "H200", True, "H200")
     assert from_ray({**entry, "Resources": {}}).name == "box (10.0.0.2:6380)"
+
+
+def test_the_cross_gpu_view_reads_each_runs_contributions_side_by_side():
+    from bench_core.cluster.compare import across_gpus
+    from bench_core.results.contributions import contributions
+    from bench_core.results.summary import summarize
+    from helpers import sample_runs
+    run = sample_runs().gpu_run
+    other = replace(run, node="a100-1", run_id="other")
+    rows = across_gpus([run, other])
+    expected = contributions(summarize(run))
+    assert rows and len(rows) == len({(c.lever, c.against, c.context) for c in expected})
+    first = expected[0]
+    row = next(r for r in rows if (r.lever, r.against, r.context) == (first.lever, first.against, first.context))
+    assert list(row.by_gpu) == [run.gpu, f"{run.gpu} (a100-1)"]
+    assert row.by_gpu[run.gpu].startswith(f"×{first.ratio:.2f}")
