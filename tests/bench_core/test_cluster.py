@@ -171,7 +171,7 @@ def test_the_cross_gpu_view_reads_each_runs_contributions_side_by_side():
     from bench_core.results.contributions import contributions
     from bench_core.results.summary import summarize
     from helpers import sample_runs
-    run = sample_runs().gpu_run
+    run = sample_runs().gpu_run()
     other = replace(run, node="a100-1", run_id="other")
     rows = across_gpus([run, other])
     expected = contributions(summarize(run))
