@@ -8,6 +8,7 @@ pages = [
     st.Page("pages/components.py", title="Components"),
     st.Page("pages/kernels.py", title="Kernels"),
     st.Page("pages/history.py", title="History"),
+    st.Page("pages/machines.py", title="Machines"),
     st.Page("pages/method.py", title="Method"),
 ]
 st.navigation(pages).run()

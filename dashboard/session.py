@@ -9,6 +9,8 @@ import uuid
 
 import streamlit as st
 
+from bench_core.cluster.executor import cluster_address, executor_for
+from bench_core.cluster.nodes import Node, NodeLister
 from bench_core.config.settings import load_limits
 from bench_core.machine.probe import Probe
 from bench_core.results.store import Store
@@ -21,7 +23,15 @@ PROBE_OVERRIDE: Probe | None = None  # tests set a ready probe here instead of w
 @st.cache_resource(show_spinner=False, on_release=lambda manager: manager.shutdown())
 def get_manager() -> JobManager:
     """One per server process: jobs outlive the browser tab (and session) that started them."""
-    return JobManager(Store(), load_limits(), probe=PROBE_OVERRIDE)
+    address = cluster_address()  # BENCH_RAY_ADDRESS: runs go to the cluster; unset, to this machine (no Ray)
+    return JobManager(Store(), load_limits(), probe=PROBE_OVERRIDE,
+                      executor=executor_for(address) if address else None)
+
+
+def cluster_nodes(wait_s: float = 0.0) -> list[Node] | None:
+    """The cluster's machines, with their probes as far as they have come back; None without a cluster."""
+    executor = get_manager().executor
+    return executor.nodes(wait_s) if isinstance(executor, NodeLister) else None
 
 
 def history() -> Store:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from bench_core.cluster.nodes import EVERY_GPU_TYPE, pick
 from bench_core.config.bench_config import resolve_device
 from bench_core.levers import presets
 from bench_core.machine.telemetry import has_nvidia_gpu
@@ -12,7 +13,15 @@ from bench_core.results.summary import summarize
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from dashboard import form, job_view, ladder
 from dashboard.live import live, verdict_card
-from dashboard.session import access_panel, get_manager, is_operator, persistence_banner, role, session_id
+from dashboard.session import (
+    access_panel,
+    cluster_nodes,
+    get_manager,
+    is_operator,
+    persistence_banner,
+    role,
+    session_id,
+)
 
 manager = get_manager()
 sid = session_id()
@@ -58,8 +67,15 @@ def submit() -> None:
         return
     preset, stages = ladder.chosen(probe, device)
     try:
-        snap = manager.submit(cfg, stages, preset, session_id=sid, role=role())
-        st.session_state["submit_message"] = ("success", f"Submitted job {snap.job_id} ({len(stages)} stages).")
+        nodes = cluster_nodes()
+        machines: list[str | None] = [None] if nodes is None else \
+            list(pick(nodes, st.session_state.get("machines_choice") or []))
+        if not machines:
+            raise ValueError("machine: pick at least one machine of the cluster")
+        jobs = [manager.submit(cfg, stages, preset, session_id=sid, role=role(), machine=m) for m in machines]
+        where = "" if nodes is None else " on " + ", ".join(str(m) for m in machines)
+        st.session_state["submit_message"] = ("success", f"Submitted job(s) {', '.join(j.job_id for j in jobs)} "
+                                                         f"({len(stages)} stages){where}.")
     except (LimitExceeded, NotAllowed, ValueError) as exc:
         st.session_state["submit_message"] = ("error", str(exc))
 
@@ -74,6 +90,10 @@ with picker:
     ladder.draw(probe, device, manager.limits.max_stages_per_job)
 if st.session_state.get("stage_choice") == "custom":
     ladder.builder(probe, device, manager.limits.max_stages_per_job)
+cluster = cluster_nodes()
+if cluster is not None:  # a cluster is configured: the same ladder on each chosen machine, each run on its own GPU
+    st.multiselect("Machines", [EVERY_GPU_TYPE] + [n.name for n in cluster if n.alive], key="machines_choice",
+                   default=[EVERY_GPU_TYPE], help="the Machines page lists each node's GPU and probe")
 
 preset, stages = ladder.chosen(probe, device)
 can_run = [s for s, reason in ladder.runnable(stages, probe, device) if reason is None]

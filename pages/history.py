@@ -8,6 +8,7 @@ import sqlite3
 import pandas as pd
 import streamlit as st
 
+from bench_core.cluster.compare import across_gpus
 from bench_core.config.bench_config import WORKLOADS
 from bench_core.results.formats import ImportRejected, neutralise, to_csv
 from bench_core.results.headline import headline
@@ -91,9 +92,9 @@ else:
         df = df[(df["created"].dt.date >= span[0]) & (df["created"].dt.date <= span[1])]
     # text that may come from an imported file is neutralised before display: the grid's own CSV download
     # must not carry a spreadsheet formula
-    for col in ("run_id", "gpu", "preset", "headline"):
+    for col in ("run_id", "gpu", "node", "preset", "headline"):
         df[col] = df[col].fillna("").map(neutralise)
-    view = df[["created_at", "run_id", "model", "gpu", "preset", "headline", "status", "stages", "ok", "failed",
+    view = df[["created_at", "run_id", "model", "gpu", "node", "preset", "headline", "status", "stages", "ok", "failed",
                "best_speedup", "imported"]].reset_index(drop=True)
     st.caption("Select one or more runs to compare them: stages line up by stage, runs are colours.")
     picked = st.dataframe(view, key="runs", on_select="rerun", selection_mode="multi-row", hide_index=True,
@@ -102,6 +103,7 @@ else:
                               "run_id": st.column_config.TextColumn("Run"),
                               "model": st.column_config.TextColumn("Model"),
                               "gpu": st.column_config.TextColumn("GPU"),
+                              "node": st.column_config.TextColumn("Machine", help="the cluster node it ran on"),
                               "preset": st.column_config.TextColumn("Preset"),
                               "headline": st.column_config.TextColumn("Verdict", width="large"),
                               "status": st.column_config.TextColumn("Status"),
@@ -119,6 +121,10 @@ else:
         with st.expander(f"{run.preset} · {run.gpu or run.device} · run {run.run_id} — "
                          f"{headline(summary).one_liner}", expanded=len(summaries) == 1):
             show_run(summary)
+    if len({(r.gpu, r.node) for r in loaded}) > 1:  # runs on several GPUs: each lever's contribution on each
+        st.subheader("Across GPUs: what each lever adds on each")
+        st.dataframe(pd.DataFrame([{"lever": f"{row.lever} against {row.against} ({row.context})", **row.by_gpu}
+                                   for row in across_gpus(loaded)]), hide_index=True, key="across_gpus")
     if summaries:
         job_view.charts(summaries if len(summaries) > 1 else summaries[0], key="history",
                         version=tuple((r.run_id, r.status.value) for r in loaded))

@@ -147,6 +147,7 @@ class RunResult:
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     status: Status = Status.RUNNING
     imported: bool = False
+    node: str | None = None              # the cluster node it ran on; None: the dashboard's own machine
     # summary.summarize's cache: runs are immutable snapshots, so their summary is computed once
     derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -162,7 +163,7 @@ class RunResult:
         return {"schema": SCHEMA, "run_id": self.run_id, "created_at": self.created_at, "status": self.status.value,
                 "preset": self.preset, "device": self.device, "imported": self.imported,
                 "config": self.config.to_dict(), "machine": self.machine.to_dict(),
-                "stages": [s.to_dict() for s in self.stages]}
+                "stages": [s.to_dict() for s in self.stages], **({"node": self.node} if self.node else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> RunResult:
@@ -171,7 +172,8 @@ class RunResult:
                    device=data["device"], preset=data.get("preset", "custom"),
                    stages=tuple(StageResult.from_dict(s) for s in data["stages"]),
                    run_id=data["run_id"], created_at=data["created_at"],
-                   status=Status(data.get("status", "done")), imported=bool(data.get("imported")))
+                   status=Status(data.get("status", "done")), imported=bool(data.get("imported")),
+                   node=data.get("node") or None)
 
 
 def initial_stage(index: int, stage: Stage, iters: int) -> StageResult:

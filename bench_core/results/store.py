@@ -18,7 +18,7 @@ from bench_core.results.summary import summarize
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, preset TEXT, device TEXT, gpu TEXT,
-    status TEXT NOT NULL, config_json TEXT NOT NULL, imported INTEGER NOT NULL DEFAULT 0, headline TEXT);
+    status TEXT NOT NULL, config_json TEXT NOT NULL, imported INTEGER NOT NULL DEFAULT 0, headline TEXT, node TEXT);
 CREATE TABLE IF NOT EXISTS environments (run_id TEXT PRIMARY KEY REFERENCES runs(run_id), env_json TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS stages (
     run_id TEXT NOT NULL REFERENCES runs(run_id), idx INTEGER NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL,
@@ -52,6 +52,8 @@ class Store:
             columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
             if "headline" not in columns:  # a history written before the verdict one-liner existed
                 db.execute("ALTER TABLE runs ADD COLUMN headline TEXT")
+            if "node" not in columns:  # a history written before runs went to cluster nodes
+                db.execute("ALTER TABLE runs ADD COLUMN node TEXT")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -81,9 +83,10 @@ class Store:
     def _write_run(self, db: sqlite3.Connection, run: RunResult) -> None:
         from bench_core.results.headline import headline
         db.execute("INSERT OR REPLACE INTO runs (run_id, created_at, preset, device, gpu, status, config_json, "
-                   "imported, headline) VALUES (?,?,?,?,?,?,?,?,?)",
+                   "imported, headline, node) VALUES (?,?,?,?,?,?,?,?,?,?)",
                    (run.run_id, run.created_at, run.preset, run.device, run.gpu, run.status.value,
-                    json.dumps(run.config.to_dict()), int(run.imported), headline(summarize(run)).one_liner))
+                    json.dumps(run.config.to_dict()), int(run.imported), headline(summarize(run)).one_liner,
+                    run.node))
         db.execute("INSERT OR REPLACE INTO environments VALUES (?,?)",
                    (run.run_id, json.dumps(run.machine.to_dict(), default=str)))
         for stage in run.stages:
@@ -133,7 +136,7 @@ class Store:
             db.row_factory = sqlite3.Row
             rows = db.execute(
                 "SELECT r.run_id, r.created_at, r.preset, r.device, r.gpu, r.status, r.imported, r.config_json, "
-                "r.headline, "
+                "r.headline, r.node, "
                 "COUNT(s.idx) AS stages, SUM(s.status=?) AS ok, "
                 # a best speedup counts measured, ok, proven stages of this machine only
                 "MAX(CASE WHEN s.status=? AND r.imported=0 AND COALESCE(s.verdict, '') != 'fallback' "
@@ -146,7 +149,7 @@ class Store:
 
     def load_run(self, run_id: str) -> RunResult | None:
         with self._connect() as db:
-            row = db.execute("SELECT created_at, preset, device, status, config_json, imported FROM runs "
+            row = db.execute("SELECT created_at, preset, device, status, config_json, imported, node FROM runs "
                              "WHERE run_id=?", (run_id,)).fetchone()
             if row is None:
                 return None
@@ -156,7 +159,7 @@ class Store:
         return RunResult(config=BenchConfig.from_dict(json.loads(row[4])),
                          machine=Probe.from_dict(json.loads(env[0]) if env else {}), device=row[2], preset=row[1],
                          stages=tuple(stages), run_id=run_id, created_at=row[0], status=Status(row[3]),
-                         imported=bool(row[5]))
+                         imported=bool(row[5]), node=row[6])
 
     # ---------------------------------------------------------------- the components view
     def save_components(self, report: dict) -> str:

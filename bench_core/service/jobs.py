@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
+from bench_core.cluster.executor import Executor
 from bench_core.config.bench_config import BenchConfig
 from bench_core.config.environment import child_env
 from bench_core.config.settings import Limits
@@ -97,9 +98,11 @@ class _Job:
 
 class JobManager:
     def __init__(self, store: Store | None, limits: Limits, probe: Probe | None = None, env: dict | None = None,
-                 runner: RunAll = run_all, probe_runner: Callable[..., Probe] | None = None):
+                 runner: RunAll = run_all, probe_runner: Callable[..., Probe] | None = None,
+                 executor: Executor | None = None):
         self.store, self.limits, self.env = store, limits, env
-        self._run_all = runner
+        self.executor = executor  # None: this machine; a cluster's runs each go to the node they name
+        self._run_all = executor.run_all if executor is not None else runner
         self._probe_runner = probe_runner or partial(run_probe, packages=KERNEL_PACKAGES)
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
@@ -202,16 +205,18 @@ class JobManager:
 
     # ---------------------------------------------------------------- API
     def submit(self, cfg: BenchConfig, stages: Sequence[Stage], preset: str, session_id: str,
-               role: str = "operator") -> JobSnapshot:
+               role: str = "operator", machine: str | None = None) -> JobSnapshot:
+        """`machine`: the cluster node to run on (with a cluster executor); None: this machine."""
         if role != "operator":
-            raise NotAllowed("only an operator may start a run")
+            raise NotAllowed("only an operator may start a run" + (" on the cluster" if machine else ""))
         stages = list(stages)
         if not stages:
             raise LimitExceeded("stages", "pick at least one stage")
         if len(stages) > self.limits.max_stages_per_job:
             raise LimitExceeded("max_stages_per_job", f"{len(stages)} stages exceed the limit of "
                                 f"{self.limits.max_stages_per_job} stages per job")
-        probe = self.probe(timeout=180) or Probe.from_dict({})
+        node_probe = self.executor.node_probe(machine) if self.executor is not None and machine else None
+        probe = node_probe or self.probe(timeout=180) or Probe.from_dict({})
         errors = collect_errors(cfg, self.limits, probe.cuda_available, probe.free_bytes) or \
             family_errors(stages, cfg.family)
         if errors:
@@ -224,9 +229,9 @@ class JobManager:
             if len(mine) >= self.limits.max_jobs_per_session:
                 raise LimitExceeded("max_jobs_per_session", f"you already have {len(mine)} jobs queued or "
                                     f"running (limit {self.limits.max_jobs_per_session} per session)")
-            run = replace(new_run(cfg, stages, probe, preset), status=Status.QUEUED)
-            # leave the server a core, or every viewer waits on the benchmark
-            threads = cpu_threads_for_server() if run.device == "cpu" else None
+            run = replace(new_run(cfg, stages, probe, preset), status=Status.QUEUED, node=machine)
+            # leave the server a core, or every viewer waits on the benchmark (a cluster node hosts no server)
+            threads = cpu_threads_for_server() if run.device == "cpu" and machine is None else None
             job_id = run.run_id
             job = _Job(JobSnapshot(job_id, session_id, Status.QUEUED, run, time.time()), threads)
             self._jobs[job_id] = job
@@ -307,6 +312,9 @@ class JobManager:
                 self._set(job, status=Status.RUNNING, started_at=time.time(),
                           run=replace(job.snapshot.run, status=Status.RUNNING))
             self._persist("save_run", job.snapshot.run)
+            if self.executor is not None and self.executor.concurrent:  # each on its own node: side by side
+                threading.Thread(target=self._run_job, args=(job,), name="bench-job", daemon=True).start()
+                continue
             with self._device:
                 self._run_job(job)
 

@@ -365,3 +365,46 @@ def test_a_failing_database_is_never_silent(app, app_env, manager):
         [Status.OK] + [Status.UNAVAILABLE] * 3 + [Status.OK, Status.UNAVAILABLE, Status.OK]
     at.run()
     assert not [e for e in texts(at, "error") if e.startswith("Saving to the history database failed")]
+
+
+class FakeCluster:
+    """An executor with machines, as the Ray executor lists them (no Ray here)."""
+    name, concurrent = "fake", True
+
+    def __init__(self, nodes):
+        self._nodes = nodes
+
+    def nodes(self, wait_s=0.0):
+        return self._nodes
+
+    def node_probe(self, node):
+        return None
+
+
+def test_the_machines_page_lists_each_node_with_its_probe_and_the_form_picks_among_them(app, manager, cpu_probe,
+                                                                                       monkeypatch):
+    from bench_core.cluster.nodes import EVERY_GPU_TYPE, Node
+    from bench_core.machine.probe import Probe
+    h200 = Probe.from_dict({"cuda": {"available": True, "name": "NVIDIA H200", "device_count": 8,
+                                     "total_bytes": 141 * 2**30}, "driver": "580.1", "torch": "2.11.0",
+                            "apex": {"status": "genuine"}})
+    nodes = [Node("1", "h200-box", "10.0.0.1", True, 8, "H200", busy=True, probe=h200),
+             Node("2", "cpu-box", "10.0.0.2", True, 0, probe=cpu_probe),
+             Node("3", "l40s", "10.0.0.3", False, 1, "L40S")]
+    monkeypatch.setattr(manager, "executor", FakeCluster(nodes))
+    at = app("pages/machines.py")
+    table = at.dataframe[0].value
+    assert list(table["machine"]) == ["h200-box", "cpu-box", "l40s"]
+    assert list(table["state"]) == ["busy", "free", "lost"]
+    assert table.loc[0, "GPU"] == "NVIDIA H200" and table.loc[0, "Apex"] == "genuine"
+    assert table.loc[1, "GPU"] == "CPU only" and table.loc[2, "GPU"] == "probing…"
+    at.switch_page("pages/benchmark.py").run()
+    picker = at.multiselect(key="machines_choice")
+    assert picker.options == [EVERY_GPU_TYPE, "h200-box", "cpu-box"] and picker.value == [EVERY_GPU_TYPE]
+
+
+def test_without_a_cluster_the_form_has_no_machine_picker(app):
+    at = app()
+    assert not [m for m in at.multiselect if m.key == "machines_choice"]
+    at.switch_page("pages/machines.py").run()
+    assert any("No cluster configured" in c.value for c in at.caption)
