@@ -2,6 +2,8 @@
 validation, which says what is wrong under the field; nothing runs while a field is invalid."""
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from bench_core.config.bench_config import (
@@ -34,10 +36,16 @@ def apply_size() -> None:
         st.session_state[f"cfg_{name}"] = str(value)
 
 
+# code names that read as no word (seq_len, batch_size…): a limit that names one says its label instead
+CODE_NAMES = re.compile(r"\b(" + "|".join(name for name in FIELD_LABELS if "_" in name) + r")\b")
+
+
 def labelled(error: ConfigError) -> str:
-    """The error as the form shows it: the field's label, as it reads above the box, not its code name."""
+    """The error as the form shows it: the field's label, as it reads above the box, not its code name, also
+    where the limit names another field ("Sequence length x Batch size = …")."""
     label = FIELD_LABELS.get(error.field, error.field)
-    return f"{label}: {error.limit}" if error.value == "" else f"{label} = {error.value}: {error.limit}"
+    limit = CODE_NAMES.sub(lambda m: FIELD_LABELS[m[1]], error.limit)
+    return f"{label}: {limit}" if error.value == "" else f"{label} = {error.value}: {limit}"
 
 
 def parse() -> tuple[BenchConfig | None, dict[str, str]]:

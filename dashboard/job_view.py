@@ -15,6 +15,7 @@ from bench_core.results import figures
 from bench_core.results.columns import Layout, key_cell, key_columns, proof_consequence, shown
 from bench_core.results.formats import neutralise, to_csv, to_json
 from bench_core.results.records import RunResult, Status
+from bench_core.results.report import render_html
 from bench_core.results.summary import RunSummary, summarize
 from bench_core.service.jobs import JobSnapshot
 
@@ -147,11 +148,14 @@ def results_table(summary: RunSummary, key: str) -> None:
 
 
 def downloads(run: RunResult, key: str) -> None:
-    a, b, _ = st.columns([1, 1, 4])
+    a, b, c, _ = st.columns([1, 1, 1.6, 2.4])
     a.download_button("Download CSV", data=to_csv(run), file_name=f"bench_{run.run_id}.csv", mime="text/csv",
                       key=f"{key}_csv")
     b.download_button("Download JSON", data=to_json(run), file_name=f"bench_{run.run_id}.json",
                       mime="application/json", key=f"{key}_json")
+    # the same report as `run --html`; built on click only (it inlines every chart and plotly.js)
+    c.download_button("Download HTML report", data=lambda: render_html(run), file_name=f"bench_{run.run_id}.html",
+                      mime="text/html", key=f"{key}_html")
 
 
 def snippets(run: RunResult) -> None:

@@ -311,7 +311,9 @@ def time_breakdown(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
             fig.add_trace(go.Scatter(y=[label], x=[s.timing.median_ms], mode="markers", showlegend=False,
                                      marker=dict(symbol="line-ns-open", size=18, color="#212121", line_width=2),
                                      hovertext=f"step median {s.timing.median_ms:.2f} ms"))
-    cpu = rows and rows[0][1].profile and rows[0][1].profile.source == "cpu"
+    # before any profile is back (a live run), the run's device says which time it will be
+    cpu = (rows[0][1].profile.source == "cpu" if rows and rows[0][1].profile else
+           all(summary.run.device == "cpu" for summary in summaries))
     title = ("Where the time goes<br><sup>CPU op self time per step, by category</sup>" if cpu else
              "Where the time goes<br><sup>GPU kernel time per step by category; | = measured step time</sup>")
     _finish(fig, title, _height(len(rows)) + 40, xaxis_title="ms per step", barmode="stack")

@@ -21,9 +21,16 @@ def _table(summary: RunSummary, key: bool) -> str:
     each header with its help as a tooltip."""
     cols = [c for c in shown(summary) if c.key not in HIDDEN and (c.key in KEY_COLUMNS) == key or c.key == "stage"]
     head = "".join(f"<th title='{html.escape(c.help, quote=True)}'>{html.escape(c.header)}</th>" for c in cols)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(key_cell(summary, c, s))}</td>" for c in cols) + "</tr>"
+    rows = "".join("<tr>" + "".join(f"<td>{_cell(key_cell(summary, c, s), c.key)}</td>" for c in cols) + "</tr>"
                    for s in summary.stages)
     return f"<div class='scroll'><table><tr>{head}</tr>{rows}</table></div>"
+
+
+def _cell(text: str, key: str) -> str:
+    """A stage name may break after each '+': on a phone the Stage column narrows, so no other cell has to break
+    inside a word or a number."""
+    escaped = html.escape(text)
+    return escaped.replace("+", "+<wbr>") if key == "stage" else escaped
 
 
 def _verdict(summary: RunSummary) -> str:
@@ -72,8 +79,10 @@ def render_html(run: RunResult) -> str:
     # fits a 390 px phone: stage names break after '+', wide tables scroll inside their own box, charts shrink
     style = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto;padding:0 12px}"
              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:4px;"
-             "vertical-align:top;overflow-wrap:anywhere}.scroll{max-width:100%;overflow-x:auto}"
-             ".fig{max-width:100%}.na{color:#757575}")
+             "vertical-align:top}.scroll{max-width:100%;overflow-x:auto}"
+             ".fig{max-width:100%}.na{color:#757575}"
+             # a phone: smaller cells, so five key columns fit whole (numbers and words never split)
+             "@media (max-width:480px){table{font-size:12px}td,th{padding:3px}}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' "
             f"content='width=device-width,initial-scale=1'><title>bench report {run.run_id}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")

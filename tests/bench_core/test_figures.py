@@ -57,6 +57,18 @@ def test_breakdown_stacks_categories_and_bottleneck_marks_the_threshold():
     assert bars["gpu-bound"].marker.color == figures.FASTER
 
 
+def test_breakdown_subtitle_names_the_devices_time_before_any_stage_is_profiled():
+    """A live CPU run's chart says "CPU op self time" from its first frame, not "GPU kernel time" until a profile
+    comes back (the title read the first profile's source only)."""
+    from dataclasses import replace
+    run = gpu_run()
+    unprofiled = tuple(replace(s, profile=None) for s in run.stages)
+    for device, says, never in (("cpu", "CPU op self time", "GPU kernel time"),
+                                ("cuda", "GPU kernel time", "CPU op self time")):
+        title = figures.time_breakdown(summarize(replace(run, device=device, stages=unprofiled))).layout.title.text
+        assert says in title and never not in title, (device, title)
+
+
 def test_charts_that_do_not_apply_say_why():
     summary = summarize(gpu_run())
     assert "more than one GPU count" in figures.not_applicable("scaling", summary)

@@ -62,7 +62,8 @@ def html_tables(text):
     for table in re.findall(r"<table>(.*?)</table>", text):
         rows = re.findall(r"<tr>(.*?)</tr>", table)
         header = [html.unescape(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", rows[0])]
-        out.append((header, [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)] for row in rows[1:]]))
+        cells = [[c.replace("<wbr>", "") for c in re.findall(r"<td>(.*?)</td>", row)] for row in rows[1:]]
+        out.append((header, [[html.unescape(c) for c in row] for row in cells]))   # <wbr>: a break, no text
     return out
 
 

@@ -245,7 +245,7 @@ def test_finished_cpu_seed_run_shows_its_verdict_charts_table_and_downloads(app,
     assert labels[0].strip() == "×1.00"  # the baseline's number, drawn beside its bar (beyond any error bar)
     assert speedup["data"][0]["y"] == [s.key for s in PRESETS["seed"]]
     assert at.dataframe and len(at.dataframe[0].value) == 4
-    assert sorted(b.label for b in at.get("download_button")) == ["Download CSV", "Download JSON"]
+    assert [b.label for b in at.get("download_button")] == ["Download CSV", "Download JSON", "Download HTML report"]
     assert any("another viewer" in s for s in texts(at, "subheader"))
     # the verdict, in words: what ran, and why the Apex stages did not, with a way to a ladder that runs here
     lines = verdict_lines(at)
