@@ -24,9 +24,12 @@ def print_table(summary: RunSummary, console: Any = None) -> None:
     run = summary.run
     verdict = headline(summary)
     # the answer first: what each lever adds, then the rest of the verdict (plain text: no markdown stars)
-    console.print(Text("What each lever adds:" if verdict.contributions else "Verdict:", style="bold"))
-    for line in verdict.lines:
-        console.print(Text("  - " + line.replace("**", "")), soft_wrap=True)
+    rest = verdict.lines[len(verdict.contributions):]
+    for heading, lines in (("What each lever adds:", verdict.contributions), ("Verdict:", rest)):
+        if lines:  # the same two blocks as the HTML report and the dashboard
+            console.print(Text(heading, style="bold"))
+        for line in lines:
+            console.print(Text("  - " + line.replace("**", "")), soft_wrap=True)
     cols = shown(summary)
     in_table = [c for c in cols if c.layout != Layout.NOTE]
     table = Table(title=f"{run.preset} on {run.gpu} · run {run.run_id}", expand=False)

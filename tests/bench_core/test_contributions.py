@@ -108,6 +108,10 @@ def test_the_cli_and_the_report_open_with_the_same_contributions():
     cli = console.export_text()
     assert cli.startswith("What each lever adds:")
     assert all(cli.index(w) < cli.index("┃ Stage") for w in words)
+    # the rest of the verdict under its own heading, as in the report: never listed as a lever's contribution
+    rest = headline(summary).lines[len(words):]
+    assert rest and all(cli.index("Verdict:") < cli.index(line.replace("**", "")[:40]) for line in rest)
+    assert all(cli.index(w) < cli.index("Verdict:") for w in words)
     page = render_html(summary.run)
     verdict = page[page.index("<section id='verdict'>"):page.index("</section>")]
     assert page.index("<section id='verdict'>") < page.index("<table>")
