@@ -109,6 +109,14 @@ class RayExecutor:
                 return node
         raise ValueError(f"machine: {name} is not an alive node of the cluster")
 
+    def only_node(self) -> str:
+        """The one alive node, for a run that names none; with more, the user must choose."""
+        alive = sorted(n.name for n in self.nodes() if n.alive)
+        if len(alive) != 1:
+            raise ValueError(f"machine: the cluster has {len(alive)} alive nodes ({', '.join(alive) or 'none'}): "
+                             "name the one to run on")
+        return alive[0]
+
     def node_probe(self, node: str | None) -> Probe | None:
         if node is None:
             return None
