@@ -90,6 +90,10 @@ def resubmitter(executor: Submitter, probe: Probe, hooks: RunHooks, retry: Retry
             return None
         part = replace(run, node=target.name, status=Status.RUNNING,
                        stages=tuple(replace(after.stages[i], index=j) for j, i in enumerate(rest)))
-        return after, Resumed(executor.submit(part, probe, hooks), after, rest)
+        try:
+            handle = executor.submit(part, probe, hooks)
+        except ValueError:   # the node went too, between the listing and the submit
+            return None
+        return after, Resumed(handle, after, rest)
 
     return resubmit
