@@ -5,10 +5,12 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bench_core.apex_build import commands as apex_commands
+from bench_core.cluster.executor import Executor, check_address
+from bench_core.cluster.nodes import Retry
 from bench_core.config.bench_config import (
     FIELD_HELP,
     INT_FIELDS,
@@ -59,6 +61,13 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--html", help="write a static HTML report with the dashboard's charts")
     _db_args(run)
     run.add_argument("--reprobe", action="store_true", help="measure the machine again instead of the cached probe")
+    run.add_argument("--cluster", default=None, metavar="ADDRESS", help="run on a node of this Ray cluster "
+                     "(HOST:PORT or ray://HOST:PORT, as BENCH_RAY_ADDRESS; docs/CLUSTER.md)")
+    run.add_argument("--machine", default=None, help="with --cluster: the node to run on (its machine-NAME "
+                     "resource); may be left out when the cluster has one node")
+    run.add_argument("--retry", default=None, choices=[r.value for r in Retry if r is not Retry.NEVER],
+                     help="with --cluster: if the node is lost mid-run, run the stages not yet measured on another "
+                     "node of the same GPU type (same-gpu) or on any other node (any)")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     probe = sub.add_parser("probe", help="report what this machine can run")
     probe.add_argument("--json", action="store_true", help="print JSON")
@@ -156,6 +165,30 @@ def open_store(path: str | None) -> Any:
     return Store(path)
 
 
+@dataclass(frozen=True)
+class ClusterTarget:
+    executor: Executor
+    machine: str
+    retry: Retry
+
+
+def cluster_target(args: argparse.Namespace) -> ClusterTarget | None:
+    """--cluster's executor (the dashboard's, connected) and the node it runs on; None without --cluster."""
+    if args.cluster is None:
+        for flag in ("machine", "retry"):
+            if getattr(args, flag) is not None:
+                raise ConfigError(flag, getattr(args, flag), "needs --cluster ADDRESS")
+        return None
+    from bench_core.cluster.ray_executor import RayExecutor
+    executor = RayExecutor(check_address(args.cluster, "cluster"))
+    try:
+        machine = args.machine or executor.only_node()
+        executor.node(machine)
+    except ValueError as exc:
+        raise ConfigError("machine", args.machine, str(exc).removeprefix("machine: ")) from None
+    return ClusterTarget(executor, machine, Retry(args.retry or Retry.NEVER.value))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
     console = Console(stderr=True)
@@ -163,6 +196,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError("device", args.device, "must be one of auto, cuda, cpu")
     _check_outputs(args)
     packages = ladder_packages(args)
+    target = cluster_target(args)
+    if target is not None:  # the node runs the stages, on its own probe: nothing starts here
+        return _run(args, console, SpareWorkers(0, env=None, warm_cuda=False), packages, target)
     spares = start_spares(args)
     try:
         return _run(args, console, spares, packages)
@@ -170,9 +206,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         spares.close()
 
 
-def _run(args: argparse.Namespace, console: Any, spares: SpareWorkers, packages: tuple[KernelPackage, ...]) -> int:
+def _run(args: argparse.Namespace, console: Any, spares: SpareWorkers, packages: tuple[KernelPackage, ...],
+         target: ClusterTarget | None = None) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    probe, cached = cached_probe(refresh=args.reprobe, packages=packages)
+    node_probe = target.executor.node_probe(target.machine) if target is not None else None
+    probe, cached = (node_probe, True) if node_probe is not None else \
+        cached_probe(refresh=args.reprobe, packages=packages)
     cfg = build_config(args, probe)
     name, stages = chosen_stages(args, cfg.family, resolve_device(cfg.device, probe.cuda_available))
     limits = load_limits()
@@ -180,9 +219,10 @@ def _run(args: argparse.Namespace, console: Any, spares: SpareWorkers, packages:
     for error in family_errors(stages, cfg.family):
         raise error
     store = None if args.no_db else open_store(args.db)
-    run = new_run(cfg, stages, probe, name)
+    run = replace(new_run(cfg, stages, probe, name), node=target.machine if target is not None else None)
     console.print(f"[bold]{name}[/] · {len(stages)} stages × {cfg.repeats} round(s) · {run.device} {run.gpu}"
-                  f" · {args.model or 'custom shape'} · probe {'cached' if cached else 'measured'}", highlight=False)
+                  + (f" · node {run.node}" if run.node else "")
+                  + f" · {args.model or 'custom shape'} · probe {'cached' if cached else 'measured'}", highlight=False)
     if store is not None:
         store.save_run(run)
     with Progress(TextColumn("{task.description:<40}"), BarColumn(), MofNCompleteColumn(),
@@ -197,7 +237,8 @@ def _run(args: argparse.Namespace, console: Any, spares: SpareWorkers, packages:
 
         hooks = RunHooks(on_update=on_update, timeout_s=limits.stage_timeout_s, spares=spares,
                          on_stage_done=(lambda r, s: store.save_stage(r, s)) if store is not None else None)
-        run = run_all(run, probe, hooks)
+        run = target.executor.run_all(run, probe, hooks, target.retry) if target is not None else \
+            run_all(run, probe, hooks)
     if store is not None:
         store.save_run(run)
     print_table(summarize(run))

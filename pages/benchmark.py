@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from bench_core.cluster.nodes import EVERY_GPU_TYPE, pick
+from bench_core.cluster.nodes import EVERY_GPU_TYPE, Retry, pick
 from bench_core.config.bench_config import resolve_device
 from bench_core.levers import presets
 from bench_core.machine.telemetry import has_nvidia_gpu
@@ -72,7 +72,10 @@ def submit() -> None:
             list(pick(nodes, st.session_state.get("machines_choice") or []))
         if not machines:
             raise ValueError("machine: pick at least one machine of the cluster")
-        jobs = [manager.submit(cfg, stages, preset, session_id=sid, role=role(), machine=m) for m in machines]
+        retry = st.session_state.get("retry_where", Retry.SAME_GPU) if st.session_state.get("retry_on_lost") \
+            else Retry.NEVER
+        jobs = [manager.submit(cfg, stages, preset, session_id=sid, role=role(), machine=m, retry=retry)
+                for m in machines]
         where = "" if nodes is None else " on " + ", ".join(str(m) for m in machines)
         st.session_state["submit_message"] = ("success", f"Submitted job(s) {', '.join(j.job_id for j in jobs)} "
                                                          f"({len(stages)} stages){where}.")
@@ -94,6 +97,11 @@ cluster = cluster_nodes()
 if cluster is not None:  # a cluster is configured: the same ladder on each chosen machine, each run on its own GPU
     st.multiselect("Machines", [EVERY_GPU_TYPE] + [n.name for n in cluster if n.alive], key="machines_choice",
                    default=[EVERY_GPU_TYPE], help="the Machines page lists each node's GPU and probe")
+    if st.checkbox("Retry on another machine if the node is lost", key="retry_on_lost",
+                   help="the stage being measured then fails 'node lost'; the stages not yet measured run on the "
+                        "other machine, and each stage names the machine that ran it"):
+        st.radio("Retry on", [Retry.SAME_GPU, Retry.ANY], format_func=lambda r: r.label, key="retry_where",
+                 horizontal=True)
 
 preset, stages = ladder.chosen(probe, device)
 can_run = [s for s, reason in ladder.runnable(stages, probe, device) if reason is None]

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import os
 import queue
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from bench_core.cluster.nodes import Retry
+from bench_core.config.bench_config import ConfigError
 from bench_core.machine.probe import Probe
 from bench_core.results.records import STAGE_FINISHED, RunResult, Status
 from bench_core.run.runner import RunHooks, run_all
@@ -70,7 +73,8 @@ class Executor(Protocol):
 
     def submit(self, run: RunResult, probe: Probe, hooks: RunHooks) -> RunHandle: ...
 
-    def run_all(self, run: RunResult, probe: Probe, hooks: RunHooks) -> RunResult: ...
+    def run_all(self, run: RunResult, probe: Probe, hooks: RunHooks, retry: Retry = Retry.NEVER) -> RunResult:
+        """`retry`: what the run does when its node is lost (a local run ignores it)."""
 
     def node_probe(self, node: str | None) -> Probe | None: ...
 
@@ -99,9 +103,14 @@ def finish_cancelled(run: RunResult, on_stage_done: Callable | None) -> RunResul
     return replace(run, status=Status.CANCELLED)
 
 
-def drive(handle: RunHandle, run: RunResult, hooks: RunHooks) -> RunResult:
+# a lost node's run, as it stood -> the run after the loss and a handle of its rest elsewhere (cluster.retry)
+Resubmit = Callable[[RunResult, str], tuple[RunResult, RunHandle] | None]
+
+
+def drive(handle: RunHandle, run: RunResult, hooks: RunHooks, resubmit: Resubmit | None = None) -> RunResult:
     """Feed a handle's messages into the hooks until the run ends; pass a cancel on; a lost node or a crash ends
-    the run with what had arrived (finished stages were persisted as they arrived)."""
+    the run with what had arrived (finished stages were persisted as they arrived), unless `resubmit` (a retry the
+    user allowed: cluster.retry) sends the rest to another node."""
     latest, cancelled = run, False
     while True:
         if hooks.cancel.is_set() and not cancelled:
@@ -118,6 +127,17 @@ def drive(handle: RunHandle, run: RunResult, hooks: RunHooks) -> RunResult:
             hooks.on_stage_done(latest, latest.stages[message.index])
         if isinstance(message, Done):
             return latest
+        if isinstance(message, NodeLost) and not cancelled and resubmit is not None:
+            retried = resubmit(latest, message.node)
+            if retried is not None:
+                after, handle = retried
+                for before, stage in zip(latest.stages, after.stages, strict=True):
+                    if stage != before and stage.status in STAGE_FINISHED and hooks.on_stage_done:
+                        hooks.on_stage_done(after, stage)  # failed there, or now named with the lost node
+                latest = after
+                if hooks.on_update:
+                    hooks.on_update(latest)
+                continue
         if isinstance(message, NodeLost | Crashed):
             if cancelled:
                 final = finish_cancelled(latest, hooks.on_stage_done)
@@ -169,7 +189,7 @@ class LocalExecutor:
     def submit(self, run: RunResult, probe: Probe, hooks: RunHooks) -> RunHandle:
         return LocalRun(run, probe, hooks)
 
-    def run_all(self, run: RunResult, probe: Probe, hooks: RunHooks) -> RunResult:
+    def run_all(self, run: RunResult, probe: Probe, hooks: RunHooks, retry: Retry = Retry.NEVER) -> RunResult:
         return run_all(run, probe, hooks)
 
     def node_probe(self, node: str | None) -> Probe | None:
@@ -180,6 +200,21 @@ def cluster_address(env: dict | None = None) -> str | None:
     """BENCH_RAY_ADDRESS, or None: no cluster, everything runs here."""
     address = (os.environ if env is None else env).get(ADDRESS_ENV, "").strip()
     return address or None
+
+
+def check_address(address: str, field: str, timeout_s: float = 5.0) -> str:
+    """`HOST:PORT` or `ray://HOST:PORT` that accepts a connection; else ConfigError naming `field`. Checked before
+    Ray connects, since `ray.init` waits minutes on an address where nothing answers."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if "://" in host or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(field, address, "must be HOST:PORT (a head's GCS, e.g. 10.0.0.1:6379) or "
+                          "ray://HOST:PORT (Ray Client, e.g. ray://10.0.0.1:10001), the port 1-65535")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConfigError(field, address, f"no Ray cluster answers there ({exc.strerror or exc}); start one "
+                          "with `ray start --head` (docs/CLUSTER.md)") from None
+    return address
 
 
 def executor_for(address: str | None) -> Executor:

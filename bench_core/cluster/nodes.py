@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol, runtime_checkable
 
 from bench_core.machine.probe import Probe
@@ -68,6 +69,26 @@ def pick(nodes: Sequence[Node], choice: Sequence[str]) -> list[str]:
     if missing:
         raise ValueError(f"machine: {', '.join(missing)} is not an alive node of the cluster")
     return list(dict.fromkeys(choice))
+
+
+class Retry(Enum):
+    """What a run does when its node is lost mid-run."""
+    NEVER = "never"          # the rest reads 'node lost: <node> (did not run)'
+    SAME_GPU = "same-gpu"    # the rest runs on another alive node of the lost node's GPU type
+    ANY = "any"              # ... on any other alive node
+
+    @property
+    def label(self) -> str:
+        return {Retry.NEVER: "no retry", Retry.SAME_GPU: "another machine of the same GPU type",
+                Retry.ANY: "any other machine"}[self]
+
+
+def fallback(nodes: Sequence[Node], lost: Sequence[str], gpu_type: str, retry: Retry) -> Node | None:
+    """Another alive node (of `gpu_type` unless any will do), never one lost: a free one first, then by name."""
+    if retry is Retry.NEVER:
+        return None
+    fits = [n for n in nodes if n.alive and n.name not in lost and (retry is Retry.ANY or n.gpu_type == gpu_type)]
+    return min(fits, key=lambda n: (n.busy, n.name), default=None)
 
 
 @runtime_checkable

@@ -14,7 +14,8 @@ from typing import Any
 
 from bench_core.cluster import remote
 from bench_core.cluster.executor import Crashed, Message, NodeLost, RunHandle, drive
-from bench_core.cluster.nodes import NAME_PREFIX, Node, from_ray
+from bench_core.cluster.nodes import NAME_PREFIX, Node, Retry, from_ray
+from bench_core.cluster.retry import resubmitter
 from bench_core.machine.probe import Probe
 from bench_core.results.records import RunResult
 from bench_core.run.runner import RunHooks
@@ -108,6 +109,14 @@ class RayExecutor:
                 return node
         raise ValueError(f"machine: {name} is not an alive node of the cluster")
 
+    def only_node(self) -> str:
+        """The one alive node, for a run that names none; with more, the user must choose."""
+        alive = sorted(n.name for n in self.nodes() if n.alive)
+        if len(alive) != 1:
+            raise ValueError(f"machine: the cluster has {len(alive)} alive nodes ({', '.join(alive) or 'none'}): "
+                             "name the one to run on")
+        return alive[0]
+
     def node_probe(self, node: str | None) -> Probe | None:
         if node is None:
             return None
@@ -132,14 +141,15 @@ class RayExecutor:
         whole_node = {f"{NAME_PREFIX}{node.name}": 1} if not node.gpus and _named(node, ray) else {}
         task = ray.remote(remote.stream_run).options(
             num_returns="streaming", num_cpus=0, num_gpus=gpus, resources=whole_node, max_retries=0,
-            scheduling_strategy=_pin(node))
+            scheduling_strategy=_pin(node), name=f"bench_core run {run.run_id}")
         with self._lock:
             self._busy[node.name] += 1
         generator = task.remote(run, node.name, hooks.worker_threads, hooks.timeout_s)
         return RayRun(generator, node.name, self._ended)
 
-    def run_all(self, run: RunResult, probe: Probe, hooks: RunHooks) -> RunResult:
-        return drive(self.submit(run, probe, hooks), run, hooks)
+    def run_all(self, run: RunResult, probe: Probe, hooks: RunHooks, retry: Retry = Retry.NEVER) -> RunResult:
+        return drive(self.submit(run, probe, hooks), run, hooks,
+                     resubmitter(self, probe, hooks, retry))
 
     def _ended(self, node: str) -> None:
         with self._lock:

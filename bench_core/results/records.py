@@ -81,6 +81,7 @@ class StageResult:
     finished_at: float | None = None
     timeline: dict[str, float] = field(default_factory=dict)  # worker event -> seconds since its process start
     imported_metrics: dict | None = None  # figures of a stage imported from CSV (no raw series)
+    node: str | None = None              # the cluster node that ran it, where its run spanned nodes (a retry)
 
     @property
     def finished(self) -> bool:

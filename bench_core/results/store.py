@@ -119,16 +119,19 @@ class Store:
         active = tuple(s.value for s in RUN_ACTIVE)
         unfinished = (Status.PENDING.value, Status.RUNNING.value)
         with self._connect() as db:
-            ids = [r[0] for r in db.execute("SELECT run_id FROM runs WHERE status IN (?,?)", active)]
-            for run_id in ids:
+            rows = db.execute("SELECT run_id, node FROM runs WHERE status IN (?,?)", active).fetchall()
+            for run_id, run_node in rows:
                 db.execute("UPDATE runs SET status=? WHERE run_id=?", (Status.INTERRUPTED.value, run_id))
                 for idx, blob in db.execute("SELECT idx, result_json FROM stages WHERE run_id=? AND status IN "
                                             "(?,?)", (run_id, *unfinished)).fetchall():
-                    data = {**json.loads(blob), "status": Status.INTERRUPTED.value,
-                            "reason": "the server stopped before this stage finished"}
+                    data = json.loads(blob)
+                    node = data.get("node") or run_node   # a cluster run's task ended with the server's driver
+                    data = {**data, "status": Status.INTERRUPTED.value,
+                            "reason": "the server stopped before this stage finished"
+                                      + (f" (on node {node}, whose task Ray ended with the server)" if node else "")}
                     db.execute("UPDATE stages SET status=?, reason=?, result_json=? WHERE run_id=? AND idx=?",
                                (Status.INTERRUPTED.value, data["reason"], json.dumps(data), run_id, idx))
-            return ids
+            return [run_id for run_id, _ in rows]
 
     # ---------------------------------------------------------------- reads
     def list_runs(self) -> list[dict]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from bench_core.cluster.executor import Executor
+from bench_core.cluster.nodes import Retry
 from bench_core.config.bench_config import BenchConfig
 from bench_core.config.environment import child_env
 from bench_core.config.settings import Limits
@@ -90,9 +91,10 @@ class JobSnapshot:
 
 
 class _Job:
-    def __init__(self, snapshot: JobSnapshot, threads: int | None):
+    def __init__(self, snapshot: JobSnapshot, threads: int | None, retry: Retry = Retry.NEVER):
         self.snapshot = snapshot
         self.threads = threads
+        self.retry = retry
         self.cancel = threading.Event()
 
 
@@ -102,7 +104,7 @@ class JobManager:
                  executor: Executor | None = None):
         self.store, self.limits, self.env = store, limits, env
         self.executor = executor  # None: this machine; a cluster's runs each go to the node they name
-        self._run_all = executor.run_all if executor is not None else runner
+        self._run_all = runner  # without an executor; with one, its run_all (and the job's retry)
         self._probe_runner = probe_runner or partial(run_probe, packages=KERNEL_PACKAGES)
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
@@ -205,8 +207,9 @@ class JobManager:
 
     # ---------------------------------------------------------------- API
     def submit(self, cfg: BenchConfig, stages: Sequence[Stage], preset: str, session_id: str,
-               role: str = "operator", machine: str | None = None) -> JobSnapshot:
-        """`machine`: the cluster node to run on (with a cluster executor); None: this machine."""
+               role: str = "operator", machine: str | None = None, retry: Retry = Retry.NEVER) -> JobSnapshot:
+        """`machine`: the cluster node to run on (with a cluster executor); None: this machine. `retry`: where the
+        rest of the run goes if that node is lost mid-run."""
         if role != "operator":
             raise NotAllowed("only an operator may start a run" + (" on the cluster" if machine else ""))
         stages = list(stages)
@@ -233,7 +236,7 @@ class JobManager:
             # leave the server a core, or every viewer waits on the benchmark (a cluster node hosts no server)
             threads = cpu_threads_for_server() if run.device == "cpu" and machine is None else None
             job_id = run.run_id
-            job = _Job(JobSnapshot(job_id, session_id, Status.QUEUED, run, time.time()), threads)
+            job = _Job(JobSnapshot(job_id, session_id, Status.QUEUED, run, time.time()), threads, retry)
             self._jobs[job_id] = job
             self._order.append(job_id)
             self._queue.append(job_id)
@@ -328,7 +331,8 @@ class JobManager:
         hooks = RunHooks(on_update=on_update, on_stage_done=lambda run, stage: self._persist("save_stage", run, stage),
                          cancel=job.cancel, worker_env=env, worker_threads=job.threads,
                          timeout_s=self.limits.stage_timeout_s)
-        final = self._run_all(job.snapshot.run, probe, hooks)
+        final = self.executor.run_all(job.snapshot.run, probe, hooks, job.retry) if self.executor is not None \
+            else self._run_all(job.snapshot.run, probe, hooks)
         self._set(job, status=final.status, run=final, finished_at=time.time())
         self._persist("save_run", final)
         if self._reprobe:

@@ -388,3 +388,31 @@ def test_a_runs_workers_start_with_its_probe_and_the_pool_adopts_them(monkeypatc
     assert adopted[0] is True and len(started) == len(adopted)
     for proc in started:  # a finished worker exits on its own, in the background; a spare never adopted is killed
         proc.wait(timeout=60)
+
+
+def _closed_port():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+WORKTREE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--cluster", "head"], "cluster='head': must be HOST:PORT"),
+    (["--cluster", "http://head:6379"], "cluster='http://head:6379': must be HOST:PORT"),
+    (["--cluster", "head:99999"], "the port 1-65535"),
+    (["--cluster", f"127.0.0.1:{_closed_port()}"], "no Ray cluster answers there"),
+    (["--cluster", f"ray://127.0.0.1:{_closed_port()}"], "no Ray cluster answers there"),
+    (["--machine", "h200"], "machine='h200': needs --cluster ADDRESS"),
+    (["--retry", "same-gpu"], "retry='same-gpu': needs --cluster ADDRESS"),
+    (["--retry", "sideways"], "argument --retry: invalid choice: 'sideways'"),
+])
+def test_a_bad_cluster_flag_exits_2_naming_it_before_ray_is_asked(cli, tmp_path, args, message):
+    db = tmp_path / "h.sqlite3"
+    proc = cli("run", "--stages", "adam+layernorm+fp32", *args, BENCH_DB=str(db), PYTHONPATH=WORKTREE, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr + proc.stdout
+    assert not db.exists()

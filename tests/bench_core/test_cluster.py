@@ -11,8 +11,9 @@ from dataclasses import replace
 import pytest
 
 from bench_core.cluster import executor as ex
-from bench_core.cluster.nodes import EVERY_GPU_TYPE, Node, from_ray, pick
+from bench_core.cluster.nodes import EVERY_GPU_TYPE, Node, Retry, from_ray, pick
 from bench_core.cluster.remote import stream_run
+from bench_core.cluster.retry import resubmitter
 from bench_core.levers.presets import preset
 from bench_core.machine.probe import Probe
 from bench_core.results.records import Status
@@ -180,3 +181,156 @@ def test_the_cross_gpu_view_reads_each_runs_contributions_side_by_side():
     row = next(r for r in rows if (r.lever, r.against, r.context) == (first.lever, first.against, first.context))
     assert list(row.by_gpu) == [run.gpu, f"{run.gpu} (a100-1)"]
     assert row.by_gpu[run.gpu].startswith(f"×{first.ratio:.2f}")
+
+
+class FakeExecutor:
+    """Machines and a submit, as the Ray executor has them: each submitted run gets the handle its node scripts."""
+    name, concurrent = "fake", True
+
+    def __init__(self, nodes, scripts):
+        self._nodes, self.scripts, self.submitted = nodes, scripts, []
+
+    def nodes(self, wait_s=0.0):
+        return self._nodes
+
+    def submit(self, run, probe, hooks):
+        self.submitted.append(run)
+        handle = FakeHandle(self.scripts[run.node](run))
+        handle.node = run.node
+        return handle
+
+    def run_all(self, run, probe, hooks, retry=Retry.NEVER):
+        return ex.drive(self.submit(run, probe, hooks), run, hooks, resubmitter(self, probe, hooks, retry))
+
+    def node_probe(self, node):
+        return None
+
+
+def _finish(run, index):
+    stage = replace(run.stages[index], status=Status.OK, times_ms=(2.0, 2.1), losses=(2.0, 2.0), rounds=(2,))
+    return run.with_stage(stage)
+
+
+def _lost_mid_run(run):
+    """Node a: stage 0 finishes, stage 1 has timed steps, then the node dies."""
+    first = _finish(run, 0)
+    second = first.with_stage(replace(first.stages[1], status=Status.RUNNING, times_ms=(1.0,), losses=(2.0,)))
+    return [ex.Progress(first), ex.StageDone(first, 0), ex.Progress(second), ex.NodeLost("a", "NodeDiedError")]
+
+
+def _runs_all(run):
+    """A healthy node: every stage of what it was given finishes."""
+    messages = []
+    for stage in run.stages:
+        run = _finish(run, stage.index)
+        messages += [ex.Progress(run), ex.StageDone(run, stage.index)]
+    return messages + [ex.Done(replace(run, status=Status.DONE))]
+
+
+def _cluster_run(stages=4):
+    return replace(new_run(CFG, NATIVE[:stages], PROBE, "native"), node="a")
+
+
+@pytest.mark.parametrize("retry", [Retry.SAME_GPU, Retry.ANY])
+def test_a_lost_node_with_a_retry_runs_the_rest_on_another_node_and_names_who_ran_what(retry):
+    nodes = [_node("a", "NVIDIA H200"), _node("b", "NVIDIA H200", busy=True), _node("c", "NVIDIA A100"),
+             _node("d", "NVIDIA H200", alive=False)]
+    other = {Retry.SAME_GPU: "b", Retry.ANY: "c"}[retry]   # a free node first, but only of the lost one's GPU type
+    executor = FakeExecutor(nodes, {"a": _lost_mid_run, other: _runs_all})
+    run = _cluster_run()
+    done = []
+    hooks = RunHooks(on_stage_done=lambda r, s: done.append((s.index, s.status, s.node)))
+    final = ex.drive(executor.submit(run, PROBE, hooks), run, hooks, resubmitter(executor, PROBE, hooks, retry))
+    assert [(s.status, s.reason, s.node) for s in final.stages] == [
+        (Status.OK, "", "a"), (Status.FAILED, "node lost: a", "a"), (Status.OK, "", other), (Status.OK, "", other)]
+    assert final.stages[0].times_ms == (2.0, 2.1) and final.status == Status.DONE and final.node == "a"
+    resent = executor.submitted[1]
+    assert resent.node == other and [s.key for s in resent.stages] == [s.key for s in run.stages[2:]]
+    assert [s.index for s in resent.stages] == [0, 1]   # the run loop indexes stages by position
+    assert done == [(0, Status.OK, None), (0, Status.OK, "a"), (1, Status.FAILED, "a"),  # stored as they came
+                    (2, Status.OK, other), (3, Status.OK, other)]
+
+
+def test_without_a_retry_or_another_node_of_that_gpu_type_the_rest_did_not_run():
+    nodes = [_node("a", "NVIDIA H200"), _node("c", "NVIDIA A100")]
+    for retry in (Retry.NEVER, Retry.SAME_GPU):
+        executor = FakeExecutor(nodes, {"a": _lost_mid_run, "c": _runs_all})
+        run = _cluster_run()
+        final = ex.drive(executor.submit(run, PROBE, RunHooks()), run, RunHooks(),
+                         resubmitter(executor, PROBE, RunHooks(), retry))
+        assert [s.reason for s in final.stages] == ["", "node lost: a", "node lost: a (did not run)",
+                                                    "node lost: a (did not run)"], retry
+        assert len(executor.submitted) == 1
+
+
+def test_a_second_lost_node_moves_the_rest_again_never_back_to_a_lost_one():
+    nodes = [_node("a", "NVIDIA H200"), _node("b", "NVIDIA H200"), _node("e", "NVIDIA H200")]
+
+    def lost_b(run):
+        first = _finish(run, 0)
+        return [ex.StageDone(first, 0), ex.NodeLost("b", "NodeDiedError")]
+
+    executor = FakeExecutor(nodes, {"a": _lost_mid_run, "b": lost_b, "e": _runs_all})
+    run = _cluster_run(stages=5)
+    final = ex.drive(executor.submit(run, PROBE, RunHooks()), run, RunHooks(),
+                     resubmitter(executor, PROBE, RunHooks(), Retry.SAME_GPU))
+    assert [(s.status, s.node) for s in final.stages] == [
+        (Status.OK, "a"), (Status.FAILED, "a"), (Status.OK, "b"), (Status.OK, "e"), (Status.OK, "e")]
+    assert [r.node for r in executor.submitted] == ["a", "b", "e"]
+
+
+def test_a_stage_between_its_rounds_starts_afresh_elsewhere_the_one_being_timed_fails():
+    from bench_core.cluster.retry import after_loss
+    run = _cluster_run(stages=3)
+    between = replace(run.stages[0], status=Status.RUNNING, times_ms=(1.0, 1.0), rounds=(2,))
+    timing = replace(run.stages[1], status=Status.RUNNING, times_ms=(1.0, 1.0, 1.0), rounds=(2,))
+    after, rest = after_loss(run.with_stage(between).with_stage(timing), "a")
+    assert rest == [0, 2]
+    assert (after.stages[0].status, after.stages[0].times_ms, after.stages[0].node) == (Status.PENDING, (), None)
+    assert (after.stages[1].status, after.stages[1].reason) == (Status.FAILED, "node lost: a")
+
+
+def test_a_retried_run_names_each_stages_node_in_its_json():
+    from bench_core.results.records import RunResult
+    run = _cluster_run(stages=2)
+    run = run.with_stage(replace(_finish(run, 1).stages[1], node="b"))
+    assert RunResult.from_dict(run.to_dict()).stages[1].node == "b"
+
+
+def test_the_job_manager_gives_each_run_its_own_retry():
+    from bench_core.config.settings import Limits
+    from bench_core.service.jobs import JobManager
+    from helpers import wait
+    nodes = [_node("a", "NVIDIA H200"), _node("b", "NVIDIA H200")]
+    executor = FakeExecutor(nodes, {"a": _lost_mid_run, "b": _runs_all})
+    manager = JobManager(None, Limits(), probe=PROBE, executor=executor)
+    try:
+        kept = manager.submit(CFG, NATIVE[:4], "native", "s", machine="a", retry=Retry.SAME_GPU)
+        plain = manager.submit(CFG, NATIVE[:4], "native", "s", machine="a")
+        kept, plain = (wait(manager, j.job_id, timeout=30).run for j in (kept, plain))
+    finally:
+        manager.shutdown()
+    assert [s.node for s in kept.stages] == ["a", "a", "b", "b"]
+    assert [s.reason for s in plain.stages][2:] == ["node lost: a (did not run)"] * 2
+
+
+def test_a_restarted_server_marks_a_remote_run_left_running_interrupted_naming_its_node(tmp_path):
+    from bench_core.config.settings import Limits
+    from bench_core.results.store import Store
+    from bench_core.service.jobs import JobManager
+    store = Store(str(tmp_path / "runs.sqlite3"))
+    run = _cluster_run(stages=3)
+    run = run.with_stage(replace(_finish(run, 0).stages[0]))
+    retried = replace(run.stages[2], status=Status.RUNNING, times_ms=(1.0,), node="b")
+    run = run.with_stage(retried)
+    store.save_run(run)
+    manager = JobManager(store, Limits(), probe=PROBE, executor=FakeExecutor([], {}))
+    manager.shutdown()
+    stored = store.load_run(run.run_id)
+    assert stored.status == Status.INTERRUPTED
+    assert [(s.status, s.reason) for s in stored.stages] == [
+        (Status.OK, ""),
+        (Status.INTERRUPTED, "the server stopped before this stage finished (on node a, whose task Ray ended "
+                             "with the server)"),
+        (Status.INTERRUPTED, "the server stopped before this stage finished (on node b, whose task Ray ended "
+                             "with the server)")]

@@ -1,8 +1,11 @@
 """A real Ray cluster on this one CPU machine: a head and a second node, each its own `ray start` process named
 by a `machine-<name>` resource. The dashboard's job manager runs the native ladder on the tiny model on each node;
-both runs land in History with their node's name. Then the second node is killed mid-run: its finished stages
-stay, the running one fails 'node lost: bench-b'. The cluster is stopped however the test ends."""
+both runs land in History with their node's name; the CLI's --cluster runs a stage on a named node. Then the
+second node is killed mid-run: its finished stages stay, the running one fails 'node lost: bench-b'. The cluster
+is stopped however the test ends."""
 import importlib.util
+import json
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -66,6 +69,17 @@ def test_a_ladder_on_each_node_lands_in_history_with_its_node(manager):
         assert [s.status for s in stored.stages] == [s.status for s in final.run.stages]
     listed = {r["run_id"]: r["node"] for r in manager.store.list_runs()}
     assert listed == {jobs[0].job_id: "bench-a", jobs[1].job_id: "bench-b"}
+
+
+def test_the_cli_runs_a_stage_on_the_named_node_through_the_same_executor(cluster, tmp_path):
+    out = tmp_path / "run.json"
+    proc = subprocess.run([sys.executable, "-m", "bench_core", "run", "--cluster", cluster.address, "--machine",
+                           "bench-a", "--stages", "adam+layernorm+fp32", "--model", "tiny", "--iters", "3",
+                           "--warmup", "1", "--no-db", "--quiet", "--json", str(out)],
+                          capture_output=True, text=True, timeout=240, env=cluster.env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    saved = json.loads(out.read_text())
+    assert saved["node"] == "bench-a" and [s["status"] for s in saved["stages"]] == ["ok"]
 
 
 def test_a_node_killed_mid_run_keeps_what_finished_and_names_the_lost_node(manager, cluster):

@@ -5,6 +5,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from types import SimpleNamespace
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -383,7 +384,7 @@ class FakeCluster:
 
 def test_the_machines_page_lists_each_node_with_its_probe_and_the_form_picks_among_them(app, manager, cpu_probe,
                                                                                        monkeypatch):
-    from bench_core.cluster.nodes import EVERY_GPU_TYPE, Node
+    from bench_core.cluster.nodes import EVERY_GPU_TYPE, Node, Retry
     from bench_core.machine.probe import Probe
     h200 = Probe.from_dict({"cuda": {"available": True, "name": "NVIDIA H200", "device_count": 8,
                                      "total_bytes": 141 * 2**30}, "driver": "580.1", "torch": "2.11.0",
@@ -401,10 +402,20 @@ def test_the_machines_page_lists_each_node_with_its_probe_and_the_form_picks_amo
     at.switch_page("pages/benchmark.py").run()
     picker = at.multiselect(key="machines_choice")
     assert picker.options == [EVERY_GPU_TYPE, "h200-box", "cpu-box"] and picker.value == [EVERY_GPU_TYPE]
+    assert not at.checkbox(key="retry_on_lost").value and not [r for r in at.radio if r.key == "retry_where"]
+    at.checkbox(key="retry_on_lost").check().run()
+    assert at.radio(key="retry_where").options == [Retry.SAME_GPU.label, Retry.ANY.label]
+    submitted = []
+    monkeypatch.setattr(manager, "submit", lambda *a, **k: submitted.append(k) or SimpleNamespace(job_id="j"))
+    at.radio(key="retry_where").set_value(Retry.ANY)
+    at.multiselect(key="machines_choice").set_value(["cpu-box"]).run()
+    run_button(at).click().run()
+    assert [(k["machine"], k["retry"]) for k in submitted] == [("cpu-box", Retry.ANY)]
 
 
 def test_without_a_cluster_the_form_has_no_machine_picker(app):
     at = app()
     assert not [m for m in at.multiselect if m.key == "machines_choice"]
+    assert not [c for c in at.checkbox if c.key == "retry_on_lost"]
     at.switch_page("pages/machines.py").run()
     assert any("No cluster configured" in c.value for c in at.caption)
