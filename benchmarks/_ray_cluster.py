@@ -91,7 +91,7 @@ class LocalCluster:
         self.procs[name] = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,  # noqa: S603
                                             start_new_session=True)
 
-    def start(self, timeout_s: float = 150.0) -> LocalCluster:
+    def start(self, timeout_s: float = 240.0) -> LocalCluster:
         """The head, then the other nodes; each is up once `ray start` says its runtime started (a joining node
         says so only after it registered with the head)."""
         self._start(self.names[0], head=True)
