@@ -151,12 +151,26 @@ def drive(handle: RunHandle, run: RunResult, hooks: RunHooks, resubmit: Resubmit
             return final
 
 
-class LocalRun:
+class QueuedMessages:
+    """A run handle's inbox: a thread of the handle (the local run loop, or the reader of a Ray task's stream)
+    puts the run's messages here, and the driver takes them."""
+
+    def __init__(self) -> None:
+        self._messages: queue.Queue[Message] = queue.Queue()
+
+    def next_message(self, timeout: float) -> Message | None:
+        try:
+            return self._messages.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+
+class LocalRun(QueuedMessages):
     """run_all in a thread of this process: the same messages a remote run sends."""
 
     def __init__(self, run: RunResult, probe: Probe, hooks: RunHooks):
+        super().__init__()
         self.node = os.uname().nodename
-        self._messages: queue.Queue[Message] = queue.Queue()
         self._cancel = threading.Event()
         own = replace(hooks, cancel=self._cancel,
                       on_update=lambda r: self._messages.put(Progress(r)),
@@ -170,12 +184,6 @@ class LocalRun:
             self._messages.put(Done(run_all(run, probe, hooks)))
         except Exception as exc:  # the driver records it; a thread's traceback would be lost
             self._messages.put(Crashed(f"{type(exc).__name__}: {exc}"))
-
-    def next_message(self, timeout: float) -> Message | None:
-        try:
-            return self._messages.get(timeout=timeout)
-        except queue.Empty:
-            return None
 
     def cancel(self) -> None:
         self._cancel.set()

@@ -6,14 +6,13 @@ and, on a CPU node, the node's whole `machine-<name>` resource; node affinity pi
 """
 from __future__ import annotations
 
-import queue
 import threading
 from collections import Counter
 from dataclasses import replace
 from typing import Any
 
 from bench_core.cluster import remote
-from bench_core.cluster.executor import Crashed, Message, NodeLost, RunHandle, drive
+from bench_core.cluster.executor import Crashed, NodeLost, QueuedMessages, RunHandle, drive
 from bench_core.cluster.nodes import NAME_PREFIX, Node, Retry, from_ray
 from bench_core.cluster.retry import resubmitter
 from bench_core.machine.probe import Probe
@@ -29,13 +28,13 @@ def _ray() -> Any:
     return ray
 
 
-class RayRun:
+class RayRun(QueuedMessages):
     """One run's task: a thread pulls its messages (ray.get of each streamed ref) into a queue."""
 
     def __init__(self, generator: Any, node: str, on_end: Any):
+        super().__init__()
         self.node = node
         self._generator = generator
-        self._messages: queue.Queue[Message] = queue.Queue()
         self._on_end = on_end
         threading.Thread(target=self._pump, name=f"bench-ray-{node}", daemon=True).start()
 
@@ -50,12 +49,6 @@ class RayRun:
             self._messages.put(NodeLost(self.node, type(exc).__name__))
         finally:
             self._on_end(self.node)
-
-    def next_message(self, timeout: float) -> Message | None:
-        try:
-            return self._messages.get(timeout=timeout)
-        except queue.Empty:
-            return None
 
     def cancel(self) -> None:
         _ray().cancel(self._generator)  # KeyboardInterrupt in the task: it stops its worker process, then ends

@@ -7,9 +7,7 @@ import pytest
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.presets import preset
-from bench_core.levers.registry import KERNEL_PACKAGES
 from bench_core.levers.stage import Stage
-from bench_core.machine.probe import run_probe
 from bench_core.run.processes import StageJob
 from bench_core.run.runner import run_stage
 
@@ -22,18 +20,6 @@ STEPS = 20
 GPT = BenchConfig(family="gpt", depth=2, width=256, heads=4, seq_len=256, batch_size=4, vocab_size=4096, warmup=2,
                   iters=3, device="cuda")
 LLAMA = replace(GPT, family="llama")
-
-
-@pytest.fixture(scope="module")
-def probe():
-    return run_probe(packages=KERNEL_PACKAGES)
-
-
-def runnable(stage: Stage, probe) -> Stage:
-    reason = stage.unavailable_reason(probe, "cuda")
-    if reason:
-        pytest.skip(f"{stage.key}: {reason}")
-    return stage
 
 
 def losses(cfg: BenchConfig, stage: Stage, steps: int = STEPS) -> list[float]:
@@ -64,8 +50,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("cfg,stage,twin,tol", CASES, ids=[f"{c.family}-{s.key}" for c, s, _, _ in CASES])
-def test_lever_tracks_its_bf16_twin_over_20_steps(probe, cfg, stage, twin, tol):
-    mine, ref = losses(cfg, runnable(stage, probe)), losses(cfg, twin)
+def test_lever_tracks_its_bf16_twin_over_20_steps(probe, runnable, cfg, stage, twin, tol):
+    mine, ref = losses(cfg, runnable(stage)), losses(cfg, twin)
     assert abs(mine[0] - ref[0]) <= tol * abs(ref[0]), (mine[0], ref[0])
     tail_mine, tail_ref = sum(mine[-5:]) / 5, sum(ref[-5:]) / 5
     assert abs(tail_mine - tail_ref) <= 2 * tol * abs(tail_ref), (mine, ref)
@@ -83,8 +69,8 @@ FP8_CASES = [(GPT, "layernorm", "fp8-torchao"), (LLAMA, "rmsnorm", "fp8-torchao"
 
 
 @pytest.mark.parametrize("cfg,norm,fp8", FP8_CASES, ids=[f"{c.family}-{p}" for c, _, p in FP8_CASES])
-def test_fp8_tracks_bf16_within_k_times_bf16s_own_difference_from_fp32(probe, cfg, norm, fp8):
-    mine = losses(cfg, runnable(Stage("adam-fused", norm, fp8), probe))
+def test_fp8_tracks_bf16_within_k_times_bf16s_own_difference_from_fp32(probe, runnable, cfg, norm, fp8):
+    mine = losses(cfg, runnable(Stage("adam-fused", norm, fp8)))
     bf16 = losses(cfg, Stage("adam-fused", norm, "bf16"))
     fp32 = losses(cfg, Stage("adam-fused", norm, "fp32"))
     assert abs(mine[0] - bf16[0]) <= E4M3_U * abs(bf16[0]), (mine[0], bf16[0])  # step 1: the forward alone
@@ -100,8 +86,8 @@ def test_fp8_tracks_bf16_within_k_times_bf16s_own_difference_from_fp32(probe, cf
     (Stage("adam-fused", "layernorm", "bf16", head="liger-flce"), "liger_flce", None),
     (Stage("adam-fused", "layernorm", "fp8-torchao"), "fp8_gemm", None),
 ])
-def test_gpt_lever_is_proven_by_its_kernels(probe, stage, key, absent):
-    result = run_stage(GPT, runnable(stage, probe), probe)
+def test_gpt_lever_is_proven_by_its_kernels(probe, runnable, stage, key, absent):
+    result = run_stage(GPT, runnable(stage), probe)
     assert result.status == "ok" and result.verdict == "verified", (result.reason, result.warnings)
     assert result.kernels[key]
     assert absent is None or not result.kernels[absent]
@@ -112,8 +98,8 @@ def test_gpt_lever_is_proven_by_its_kernels(probe, stage, key, absent):
     (Stage("adam-fused", "apex-fusedrms", "bf16"), "apex_rmsnorm", "aten_rms_norm"),
     (Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu"), "liger_swiglu", "aten_silu"),
 ])
-def test_llama_lever_is_proven_by_its_kernels(probe, stage, key, absent):
-    result = run_stage(LLAMA, runnable(stage, probe), probe)
+def test_llama_lever_is_proven_by_its_kernels(probe, runnable, stage, key, absent):
+    result = run_stage(LLAMA, runnable(stage), probe)
     assert result.status == "ok" and result.verdict == "verified", (result.reason, result.warnings)
     assert result.kernels[key] and not result.kernels[absent]
 
@@ -122,18 +108,18 @@ LLAMA_SEED = preset("llama-seed", "llama")
 
 
 @pytest.mark.parametrize("stage", LLAMA_SEED, ids=[s.key for s in LLAMA_SEED])
-def test_llama_seed_runs_on_the_gpu(probe, stage):
+def test_llama_seed_runs_on_the_gpu(probe, runnable, stage):
     """Every stage of the llama seed ladder (Apex's skip with the probe's reason where Apex is not built)."""
-    result = run_stage(LLAMA, runnable(stage, probe), probe)
+    result = run_stage(LLAMA, runnable(stage), probe)
     assert result.status == "ok" and result.verdict == "verified", (result.reason, result.warnings)
 
 
-def test_flce_never_materialises_the_logits(probe):
+def test_flce_never_materialises_the_logits(probe, runnable):
     """The plain head holds the bf16 logits (2 B per token and vocab entry) and their fp32 copy for the loss (4 B)
     at once; Liger's FLCE holds one chunk of logits at a time. Its peak is therefore lower by at least 4 B per
     token and vocab entry (6 B less the chunk buffers, which Liger sizes to at most about the hidden states)."""
     cfg = replace(GPT, vocab_size=32768, batch_size=8)
-    flce = run_stage(cfg, runnable(Stage("adam-fused", "layernorm", "bf16", head="liger-flce"), probe), probe)
+    flce = run_stage(cfg, runnable(Stage("adam-fused", "layernorm", "bf16", head="liger-flce")), probe)
     plain = run_stage(cfg, Stage("adam-fused", "layernorm", "bf16"), probe)
     assert flce.status == plain.status == "ok"
     saved_bytes = (plain.peak_allocated_mib - flce.peak_allocated_mib) * 2 ** 20
@@ -155,15 +141,15 @@ def _verdict_in_process(stage: Stage):
                  LLAMA.batch_size * LLAMA.seq_len, LLAMA.vocab_size, PROFILE_STEPS).verdict
 
 
-def test_liger_swiglu_is_verified_in_process(probe):
-    stage = runnable(Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu"), probe)
+def test_liger_swiglu_is_verified_in_process(probe, runnable):
+    stage = runnable(Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu"))
     assert _verdict_in_process(stage) == "verified"
 
 
-def test_liger_swiglu_built_as_native_swiglu_is_a_fallback(probe, monkeypatch):
+def test_liger_swiglu_built_as_native_swiglu_is_a_fallback(probe, runnable, monkeypatch):
     """The proof must fail when the lever's builder quietly returns torch's SwiGLU: aten::silu betrays it."""
     from bench_core.levers import builders
     from bench_core.levers.registry import LEVERS
-    runnable(Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu"), probe)
+    runnable(Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu"))
     monkeypatch.setitem(LEVERS, "liger-swiglu", replace(LEVERS["liger-swiglu"], factory=builders.swiglu_mlp))
     assert _verdict_in_process(Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu")) == "fallback"

@@ -6,9 +6,8 @@ from dataclasses import replace
 import pytest
 
 from bench_core.config.bench_config import BenchConfig
-from bench_core.levers.registry import KERNEL_PACKAGES, LEVERS
+from bench_core.levers.registry import LEVERS
 from bench_core.levers.stage import Stage
-from bench_core.machine.probe import run_probe
 from bench_core.run.processes import StageJob
 
 pytestmark = pytest.mark.gpu
@@ -16,18 +15,6 @@ pytestmark = pytest.mark.gpu
 GPT = BenchConfig(family="gpt", depth=2, width=256, heads=4, seq_len=256, batch_size=4, vocab_size=4096, warmup=2,
                   iters=3, device="cuda")
 LLAMA = replace(GPT, family="llama")
-
-
-@pytest.fixture(scope="module")
-def probe():
-    return run_probe(packages=KERNEL_PACKAGES)
-
-
-def runnable(stage: Stage, probe) -> Stage:
-    reason = stage.unavailable_reason(probe, "cuda")
-    if reason:
-        pytest.skip(f"{stage.key}: {reason}")
-    return stage
 
 
 def judged(cfg: BenchConfig, stage: Stage):
@@ -57,16 +44,16 @@ def patched(stage: Stage) -> Stage:
 FP8 = Stage("adam-fused", "layernorm", "fp8-torchao")
 
 
-def test_torchao_fp8_is_verified_with_only_the_lm_head_outside_fp8(probe):
-    out = judged(GPT, runnable(FP8, probe))
+def test_torchao_fp8_is_verified_with_only_the_lm_head_outside_fp8(probe, runnable):
+    out = judged(GPT, runnable(FP8))
     assert out.verdict == "verified", out.warnings
     assert out.gemm_share is not None and 0 < out.gemm_share.share < 1
     assert out.gemm_share.unexpected == () and {g.expected for g in out.gemm_share.others} == {"lm_head"}
 
 
-def test_torchao_fp8_with_a_block_left_in_bf16_is_not_verified(probe, monkeypatch):
+def test_torchao_fp8_with_a_block_left_in_bf16_is_not_verified(probe, runnable, monkeypatch):
     """One `aten::_scaled_mm` used to verify the stage: leave block 0's Linears in BF16 and it must fail."""
-    runnable(FP8, probe)
+    runnable(FP8)
     from torchao.float8 import convert_to_float8_training
 
     def most(model):
@@ -85,15 +72,15 @@ def test_torchao_fp8_with_a_block_left_in_bf16_is_not_verified(probe, monkeypatc
 FLCE = Stage("adam-fused", "layernorm", "bf16", head="liger-flce")
 
 
-def test_liger_flce_is_verified(probe):
-    out = judged(GPT, runnable(FLCE, probe))
+def test_liger_flce_is_verified(probe, runnable):
+    out = judged(GPT, runnable(FLCE))
     assert out.verdict == "verified", out.warnings
     assert not out.seen["full_logits"] and not out.seen["log_softmax"]
 
 
-def test_liger_cross_entropy_over_full_logits_is_not_verified(probe, monkeypatch):
+def test_liger_cross_entropy_over_full_logits_is_not_verified(probe, runnable, monkeypatch):
     """Liger's plain cross-entropy launches liger_cross_entropy_kernel too, so this fallback used to pass."""
-    runnable(FLCE, probe)
+    runnable(FLCE)
 
     def full_logits_head():
         import torch.nn.functional as F
@@ -110,17 +97,17 @@ def test_liger_cross_entropy_over_full_logits_is_not_verified(probe, monkeypatch
     assert out.verdict == "fallback", out.warnings
 
 
-def test_liger_flce_replaced_by_torch_cross_entropy_is_not_verified(probe, monkeypatch):
+def test_liger_flce_replaced_by_torch_cross_entropy_is_not_verified(probe, runnable, monkeypatch):
     from bench_core.levers import builders
-    runnable(FLCE, probe)
+    runnable(FLCE)
     monkeypatch.setitem(LEVERS, "liger-flce", replace(LEVERS["liger-flce"], factory=builders.cross_entropy_head))
     out = judged(GPT, patched(FLCE))
     assert out.seen["log_softmax"] and out.verdict == "fallback"
 
 
 # --- RMSNorm under CUDA graphs, and a model holding a mix of norms --------------------------------------------------
-def test_native_rmsnorm_under_graphs_is_verified(probe):
-    out = judged(LLAMA, runnable(Stage("adam-fused", "rmsnorm", "bf16", compile="graphs"), probe))
+def test_native_rmsnorm_under_graphs_is_verified(probe, runnable):
+    out = judged(LLAMA, runnable(Stage("adam-fused", "rmsnorm", "bf16", compile="graphs")))
     assert out.seen["aten_rms_norm"] and out.verdict == "verified", out.warnings
 
 
@@ -137,8 +124,8 @@ def _mixed_rms():
 
 
 @pytest.mark.parametrize("compile_", ["eager", "graphs"])
-def test_apex_rmsnorm_is_verified_and_a_mix_with_torch_is_not(probe, monkeypatch, compile_):
-    stage = runnable(Stage("adam-fused", "apex-fusedrms", "bf16", compile=compile_), probe)
+def test_apex_rmsnorm_is_verified_and_a_mix_with_torch_is_not(probe, runnable, monkeypatch, compile_):
+    stage = runnable(Stage("adam-fused", "apex-fusedrms", "bf16", compile=compile_))
     assert judged(LLAMA, stage).verdict == "verified"
     monkeypatch.setitem(LEVERS, "apex-fusedrms", replace(LEVERS["apex-fusedrms"], factory=_mixed_rms))
     out = judged(LLAMA, patched(stage))
