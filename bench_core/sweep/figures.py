@@ -1,0 +1,93 @@
+"""A sweep's map: one axis, a line of speedups with their intervals, the crossover and its interval as a band;
+two axes, a heatmap of the speedup with each point's source marked. Measured points are filled, predicted ones
+hollow. No streamlit: the page, the HTML report and the tests draw these."""
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from bench_core.results.figures import LAYOUT
+from bench_core.sweep.records import PointResult, Source, SweepResult, crossovers
+
+MEASURED_COLOR, PREDICTED_COLOR, CROSS_COLOR = "#1565c0", "#ef6c00", "#6a1b9a"
+MARKERS = {Source.MEASURED: "circle", Source.PREDICTED: "circle-open"}
+NAMES = {Source.MEASURED: "measured end to end", Source.PREDICTED: "predicted from kernels"}
+
+
+def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, log_x: bool) -> go.Figure:
+    fig.update_layout(**LAYOUT, title=dict(text=title, x=0, xanchor="left", font=dict(size=14)), height=440)
+    fig.update_yaxes(autorange=True)   # speedups grow upwards (the stage charts list stages downwards)
+    fig.update_xaxes(title_text=x_title, type="log" if log_x else "linear")
+    fig.update_yaxes(title_text=y_title)
+    return fig
+
+
+def _text(p: PointResult) -> str:
+    est = p.estimate
+    if est is None:
+        return f"{p.label}: no figure ({p.prediction_note or 'not measured'})"
+    extra = f", peak memory {p.measurement.peak_change:+.1%}" if p.measurement and p.measurement.peak_change \
+        is not None else ""
+    return f"{p.label}: ×{est[0]:.2f} ({est[1]:.2f}–{est[2]:.2f}), {p.source}, {p.bound or 'bound unknown'}{extra}"
+
+
+def sweep_line(result: SweepResult) -> go.Figure:
+    """The speedup along the sweep's one axis (the first, for each value of a second), ×1.00 drawn across."""
+    axis = result.spec.axes[0].name
+    fig = go.Figure()
+    for source in (Source.MEASURED, Source.PREDICTED):
+        pts = [p for p in result.points if p.source == source and p.estimate]
+        if not pts:
+            continue
+        ests = [p.estimate for p in pts if p.estimate]
+        fig.add_trace(go.Scatter(
+            x=[p.value(axis) for p in pts], y=[e[0] for e in ests], mode="markers", name=NAMES[source],
+            marker=dict(symbol=MARKERS[source], size=11, color=MEASURED_COLOR if source == Source.MEASURED
+                        else PREDICTED_COLOR, line=dict(width=2)),
+            error_y=dict(type="data", symmetric=False, array=[e[2] - e[0] for e in ests],
+                         arrayminus=[e[0] - e[1] for e in ests]),
+            hovertext=[_text(p) for p in pts], hoverinfo="text"))
+    line = sorted((p for p in result.points if p.estimate), key=lambda p: p.value(axis))
+    if len(result.spec.axes) == 1 and line:
+        fig.add_trace(go.Scatter(x=[p.value(axis) for p in line], y=[p.estimate[0] for p in line if p.estimate],
+                                 mode="lines", name="best figure at each point", line=dict(color="#9e9e9e")))
+    fig.add_hline(y=1.0, line=dict(color="#757575", dash="dot"))
+    for c in crossovers(result):
+        xs = [p.value(axis) for p in result.points]
+        lo, hi = c.low if c.low is not None else min(xs), c.high if c.high is not None else max(xs)
+        fig.add_vrect(x0=lo, x1=hi, fillcolor=CROSS_COLOR, opacity=0.12, line_width=0)
+        fig.add_trace(go.Scatter(x=[c.value], y=[1.0], mode="markers", name=f"crossover: {c.text}",
+                                 marker=dict(symbol="x", size=13, color=CROSS_COLOR)))
+    title = f"{result.title}<br><sup>speedup of B over A by {axis} on {result.gpu or result.device}</sup>"
+    return _layout(fig, title, axis, "speedup (×)", log_x=True)
+
+
+def sweep_heatmap(result: SweepResult) -> go.Figure:
+    """Two axes: colour is log2 of the speedup, centred on ×1.00; each cell's marker says measured or predicted."""
+    ax, ay = (a.name for a in result.spec.axes[:2])
+    xs, ys = list(result.spec.axes[0].values), list(result.spec.axes[1].values)
+    z: list[list[float | None]] = [[None] * len(xs) for _ in ys]
+    text: list[list[str]] = [[""] * len(xs) for _ in ys]
+    for p in result.points:
+        i, j = ys.index(p.value(ay)), xs.index(p.value(ax))
+        if p.estimate:
+            z[i][j] = math.log2(p.estimate[0])
+            text[i][j] = f"×{p.estimate[0]:.2f}"
+    bound = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
+    fig = go.Figure(go.Heatmap(x=[str(v) for v in xs], y=[str(v) for v in ys], z=z, text=text,
+                               texttemplate="%{text}", colorscale="RdBu", zmid=0, zmin=-bound, zmax=bound,
+                               colorbar=dict(title="log2 ×"), hoverinfo="skip", name="speedup"))
+    for source in (Source.MEASURED, Source.PREDICTED):
+        pts = [p for p in result.points if p.source == source]
+        if pts:
+            fig.add_trace(go.Scatter(x=[str(p.value(ax)) for p in pts], y=[str(p.value(ay)) for p in pts],
+                                     mode="markers", name=NAMES[source], hovertext=[_text(p) for p in pts],
+                                     hoverinfo="text", marker=dict(symbol=MARKERS[source], size=9, color="#212121",
+                                                                   line=dict(width=1.5))))
+    title = f"{result.title}<br><sup>speedup of B over A on {result.gpu or result.device}</sup>"
+    return _layout(fig, title, ax, ay, log_x=False)
+
+
+def sweep_figure(result: SweepResult) -> go.Figure:
+    return sweep_heatmap(result) if len(result.spec.axes) == 2 else sweep_line(result)
