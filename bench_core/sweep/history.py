@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
+from bench_core.results.records import Status
 from bench_core.results.store import default_db_path
 from bench_core.sweep.records import SweepResult, crossovers, prediction_error
 
@@ -65,6 +66,16 @@ class SweepStore:
                     r.status.value, len(r.points), sum(p.measured for p in r.points),
                     "; ".join(c.text for c in found) or None, prediction_error(r), int(r.imported),
                     json.dumps(r.to_dict())))
+
+    def mark_interrupted(self) -> list[str]:
+        """After a crash or restart: a sweep still marked running keeps its finished points and says so."""
+        with self._connect() as db:
+            rows = db.execute("SELECT sweep_id, result_json FROM sweeps WHERE status=?",
+                              (Status.RUNNING.value,)).fetchall()
+            for _, blob in rows:
+                result = replace(SweepResult.from_dict(json.loads(blob)), status=Status.INTERRUPTED)
+                self._write(db, replace(result, notes=(*result.notes, "the server stopped before the sweep ended")))
+        return [r[0] for r in rows]
 
     def list_sweeps(self) -> list[dict]:
         with self._connect() as db:

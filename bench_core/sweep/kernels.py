@@ -22,6 +22,10 @@ from bench_core.sweep.predict import KernelTime, Part, PointTimings, block_gemms
 
 DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 LAUNCH_PROBE_KERNELS = 2000
+# Timed calls per part (after as many warm-up calls as WARMUP): a GPU's kernels are steady and quick; a CPU sweep
+# only exercises the path (its tiny parts take milliseconds, and the machine is often shared).
+REPEATS = {"cuda": 20, "cpu": 5}
+WARMUP = {"cuda": 5, "cpu": 1}
 FP8_MAX = 448.0   # float8_e4m3fn's largest value: dynamic scaling maps each tensor's amax onto it
 
 
@@ -189,11 +193,13 @@ def launch_us(torch, device: str) -> float:
     return elapsed / LAUNCH_PROBE_KERNELS * 1e6
 
 
-def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup: int = 3,
-               repeats: int = 10) -> tuple[PointTimings, tuple[str, ...]]:
+def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup: int | None = None,
+               repeats: int | None = None) -> tuple[PointTimings, tuple[str, ...]]:
     """The parts the stages need, timed at this config's shapes; and why any part could not be timed."""
     import torch
     cuda = device == "cuda"
+    warmup = WARMUP[device] if warmup is None else warmup
+    repeats = REPEATS[device] if repeats is None else repeats
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     needed = list(dict.fromkeys(p for stage in stages for p in stage_parts(stage)))
     times, missing = [], []
