@@ -204,10 +204,9 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
     needed = list(dict.fromkeys(p for stage in stages for p in stage_parts(stage)))
     times, missing = [], []
     for part, name in needed:
-        try:
-            fn = part_fn(torch, cfg, device, part, name, gen)
-            row, _ = measure_row(torch, part.value, name, name, name, fn, 0, cuda, warmup, repeats, None,
-                                 lambda seen: (None, None))
+        try:   # each part's tensors are freed before the next part's are made
+            row, _ = measure_row(torch, part.value, name, name, name, part_fn(torch, cfg, device, part, name, gen), 0,
+                                 cuda, warmup, repeats, None, lambda seen: (None, None))
         except Exception as exc:
             missing.append(f"{part.value} {name}: {type(exc).__name__}: {exc}"[:300])
             continue

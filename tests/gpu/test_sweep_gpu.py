@@ -50,4 +50,6 @@ def test_a_two_point_sweep_runs_end_to_end(tmp_path, monkeypatch):
     assert all(p.measured and p.prediction for p in result.points), [p.prediction_note for p in result.points]
     assert all(p.measurement.bound in ("gpu-bound", "launch-bound") for p in result.points)
     assert all(p.measurement.interval_text == "across 2 processes" for p in result.points)
-    assert crossovers(result) == [] or crossovers(result)[0].axis == "width"
+    # BF16 against FP32 on a GPU: faster at both widths, predicted and measured, so no crossing inside them
+    assert all(p.prediction.speedup > 1 and p.measurement.speedup > 1 for p in result.points)
+    assert crossovers(result) == []
