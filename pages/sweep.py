@@ -11,7 +11,7 @@ from bench_core.config.bench_config import WORKLOADS, BenchConfig, ConfigError, 
 from bench_core.levers.registry import LEVERS
 from bench_core.models.families import FAMILIES
 from bench_core.service.jobs import LimitExceeded, NotAllowed
-from bench_core.sweep.figures import sweep_figure
+from bench_core.sweep.figures import comparable, sweep_figure, sweep_line
 from bench_core.sweep.records import SweepResult, crossovers, csv_rows, prediction_error, to_csv, to_json
 from bench_core.sweep.report import render_html
 from bench_core.sweep.spec import AXES, SweepSpec, parse_axes, parse_budget, parse_comparison
@@ -121,3 +121,11 @@ else:
     loaded = sweeps.store.load(chosen) if sweeps.store and chosen else None
     if loaded is not None and not (sweeps.running and loaded.sweep_id == getattr(sweeps.current(), "sweep_id", None)):
         show(loaded, "past")
+        others = {i: sweeps.store.load(i) for i in labels if i != chosen} if sweeps.store else {}
+        peers = {i: r for i, r in others.items() if r is not None and len(r.spec.axes) == 1 and comparable(loaded, r)}
+        if len(loaded.spec.axes) == 1 and peers:
+            picked = st.multiselect("Compare with sweeps of the same comparison (other GPUs, other days)",
+                                    list(peers), format_func=lambda i: labels[i], key="sweep_compare")
+            if picked:
+                st.plotly_chart(sweep_line([loaded, *(peers[i] for i in picked)]), width="stretch",
+                                key="sweep_chart_compare")

@@ -4,10 +4,11 @@ hollow. No streamlit: the page, the HTML report and the tests draw these."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from bench_core.results.figures import LAYOUT
+from bench_core.results.figures import LAYOUT, RUN_COLORS
 from bench_core.sweep.records import PointResult, Source, SweepResult, crossovers
 
 MEASURED_COLOR, PREDICTED_COLOR, CROSS_COLOR = "#1565c0", "#ef6c00", "#6a1b9a"
@@ -32,34 +33,52 @@ def _text(p: PointResult) -> str:
     return f"{p.label}: ×{est[0]:.2f} ({est[1]:.2f}–{est[2]:.2f}), {p.source}, {p.bound or 'bound unknown'}{extra}"
 
 
-def sweep_line(result: SweepResult) -> go.Figure:
-    """The speedup along the sweep's one axis (the first, for each value of a second), ×1.00 drawn across."""
-    axis = result.spec.axes[0].name
+def comparable(a: SweepResult, b: SweepResult) -> bool:
+    """Two sweeps one chart may hold: the same two stages along the same first axis."""
+    return (a.spec.comparison.a, a.spec.comparison.b, a.spec.axes[0].name) == \
+        (b.spec.comparison.a, b.spec.comparison.b, b.spec.axes[0].name)
+
+
+def _name(result: SweepResult, several: bool) -> str:
+    return f"{result.gpu or result.device} ({result.sweep_id[:6]})" if several else ""
+
+
+def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
+    """The speedup along the sweep's first axis, ×1.00 drawn across, each crossover with its interval as a band.
+    Several sweeps of one comparison (`comparable`), from other GPUs say, share the chart, one colour each."""
+    results = [result] if isinstance(result, SweepResult) else list(result)
+    several = len(results) > 1
+    axis = results[0].spec.axes[0].name
     fig = go.Figure()
-    for source in (Source.MEASURED, Source.PREDICTED):
-        pts = [p for p in result.points if p.source == source and p.estimate]
-        if not pts:
-            continue
-        ests = [p.estimate for p in pts if p.estimate]
-        fig.add_trace(go.Scatter(
-            x=[p.value(axis) for p in pts], y=[e[0] for e in ests], mode="markers", name=NAMES[source],
-            marker=dict(symbol=MARKERS[source], size=11, color=MEASURED_COLOR if source == Source.MEASURED
-                        else PREDICTED_COLOR, line=dict(width=2)),
-            error_y=dict(type="data", symmetric=False, array=[e[2] - e[0] for e in ests],
-                         arrayminus=[e[0] - e[1] for e in ests]),
-            hovertext=[_text(p) for p in pts], hoverinfo="text"))
-    line = sorted((p for p in result.points if p.estimate), key=lambda p: p.value(axis))
-    if len(result.spec.axes) == 1 and line:
-        fig.add_trace(go.Scatter(x=[p.value(axis) for p in line], y=[p.estimate[0] for p in line if p.estimate],
-                                 mode="lines", name="best figure at each point", line=dict(color="#9e9e9e")))
+    for n, res in enumerate(results):
+        color = RUN_COLORS[n % len(RUN_COLORS)] if several else None
+        label = _name(res, several)
+        for source in (Source.MEASURED, Source.PREDICTED):
+            pts = [p for p in res.points if p.source == source and p.estimate]
+            ests = [p.estimate for p in pts if p.estimate]
+            if not pts:
+                continue
+            fig.add_trace(go.Scatter(
+                x=[p.value(axis) for p in pts], y=[e[0] for e in ests], mode="markers",
+                name=f"{label} {NAMES[source]}".strip(), hovertext=[_text(p) for p in pts], hoverinfo="text",
+                marker=dict(symbol=MARKERS[source], size=11, line=dict(width=2), color=color or (
+                    MEASURED_COLOR if source == Source.MEASURED else PREDICTED_COLOR)),
+                error_y=dict(type="data", symmetric=False, array=[e[2] - e[0] for e in ests],
+                             arrayminus=[e[0] - e[1] for e in ests])))
+        line = sorted((p for p in res.points if p.estimate), key=lambda p: p.value(axis))
+        if len(res.spec.axes) == 1 and line:
+            fig.add_trace(go.Scatter(x=[p.value(axis) for p in line], y=[p.estimate[0] for p in line if p.estimate],
+                                     mode="lines", name=f"{label} best figure at each point".strip(),
+                                     line=dict(color=color or "#9e9e9e")))
+        for c in crossovers(res):
+            xs = [p.value(axis) for p in res.points]
+            lo, hi = c.low if c.low is not None else min(xs), c.high if c.high is not None else max(xs)
+            fig.add_vrect(x0=lo, x1=hi, fillcolor=color or CROSS_COLOR, opacity=0.12, line_width=0)
+            fig.add_trace(go.Scatter(x=[c.value], y=[1.0], mode="markers", name=f"{label} crossover: {c.text}".strip(),
+                                     marker=dict(symbol="x", size=13, color=color or CROSS_COLOR)))
     fig.add_hline(y=1.0, line=dict(color="#757575", dash="dot"))
-    for c in crossovers(result):
-        xs = [p.value(axis) for p in result.points]
-        lo, hi = c.low if c.low is not None else min(xs), c.high if c.high is not None else max(xs)
-        fig.add_vrect(x0=lo, x1=hi, fillcolor=CROSS_COLOR, opacity=0.12, line_width=0)
-        fig.add_trace(go.Scatter(x=[c.value], y=[1.0], mode="markers", name=f"crossover: {c.text}",
-                                 marker=dict(symbol="x", size=13, color=CROSS_COLOR)))
-    title = f"{result.title}<br><sup>speedup of B over A by {axis} on {result.gpu or result.device}</sup>"
+    where = " and ".join(dict.fromkeys(r.gpu or r.device for r in results))
+    title = f"{results[0].title}<br><sup>speedup of B over A by {axis} on {where}</sup>"
     return _layout(fig, title, axis, "speedup (×)", log_x=True)
 
 

@@ -405,6 +405,22 @@ def test_the_line_draws_measured_filled_predicted_hollow_and_the_crossover_band(
     assert len(bands) == 1 and bands[0].x0 == pytest.approx(c.low if c.low is not None else 64)
 
 
+def test_sweeps_of_one_comparison_from_two_gpus_share_a_line_chart():
+    from dataclasses import replace
+
+    from bench_core.sweep.figures import comparable, sweep_line
+    h200, a100 = replace(_result(), gpu="NVIDIA H200", sweep_id="aaaaaa000000"), \
+        replace(_result(), gpu="NVIDIA A100", sweep_id="bbbbbb000000")
+    other = replace(h200, spec=replace(h200.spec, comparison=parse_comparison("adam-fused", "gpt")))
+    assert comparable(h200, a100) and not comparable(h200, other)
+    fig = sweep_line([h200, a100])
+    names = [t.name for t in fig.data]
+    assert "NVIDIA H200 (aaaaaa) measured end to end" in names and "NVIDIA A100 (bbbbbb) measured end to end" in names
+    colors = {t.name.split(" (")[0]: t.marker.color for t in fig.data if t.name.endswith("end to end")}
+    assert colors["NVIDIA H200"] != colors["NVIDIA A100"]
+    assert "NVIDIA H200 and NVIDIA A100" in fig.layout.title.text
+
+
 def test_two_axes_draw_a_heatmap_centred_on_one():
     fig = sweep_figure(_result(two_axes=True))
     heat = fig.data[0]
