@@ -26,6 +26,7 @@ from bench_core.config.bench_config import (
 )
 from bench_core.config.settings import load_limits
 from bench_core.models.families import FAMILIES
+from bench_core.results.records import Status
 from bench_core.sweep.records import SweepResult, crossovers, prediction_error, to_csv, to_json
 from bench_core.sweep.spec import AXES, SweepSpec, check, grid, parse_axes, parse_budget, parse_comparison
 
@@ -127,23 +128,27 @@ def summary_lines(result: SweepResult) -> list[str]:
 
 
 def _until_done(work: Callable[[], SweepResult], cancel: threading.Event, console: Any) -> SweepResult:
-    """The sweep in a thread; Ctrl-C cancels it and keeps every point that finished (then written as asked)."""
+    """The sweep in a thread; Ctrl-C cancels it and keeps every point that finished (then written as asked). The
+    main thread waits on an event, not on Thread.join, which a KeyboardInterrupt can leave returning early."""
     out: dict[str, Any] = {}
+    done = threading.Event()
 
     def target() -> None:
         try:
             out["result"] = work()
         except BaseException as exc:  # re-raised in the caller's thread
             out["error"] = exc
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
+        finally:
+            done.set()
+    threading.Thread(target=target, name="bench-sweep", daemon=True).start()
     try:
-        while thread.is_alive():
-            thread.join(0.2)
+        while not done.wait(0.2):
+            pass
     except KeyboardInterrupt:
         cancel.set()
-        console.print("cancelling: the points that finished are kept")
-        thread.join()
+        console.print("cancelling: the points that finished are kept (Ctrl-C again stops at once)")
+        while not done.wait(0.2):
+            pass
     if "error" in out:
         raise out["error"]
     return out["result"]
@@ -193,7 +198,7 @@ def command(args: argparse.Namespace) -> int:
         write_html(result, args.html)
     if store is not None:
         print(f"saved to the history: {store.path} (sweep {result.sweep_id})", file=sys.stderr)
-    return 0
+    return 130 if result.status == Status.CANCELLED else 0   # as an interrupted `run` ends, its points kept
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ from bench_core.config.bench_config import BenchConfig, resolve_device
 from bench_core.config.environment import child_env
 from bench_core.machine.ceilings import Ceilings
 from bench_core.machine.probe import Probe
+from bench_core.measure.breakdown import Bound
 from bench_core.results.records import Status
 from bench_core.results.summary import summarize
 from bench_core.run.runner import RunHooks, new_run, run_all
@@ -54,7 +55,7 @@ def predict_in_process(points: list[SweepPoint], comparison: Comparison, device:
                "configs": [p.config.to_dict() for p in points]}
     proc = subprocess.Popen([sys.executable, "-m", "bench_core.sweep.kernels"],  # noqa: S603 (our own argv)
                             env=child_env(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # Ctrl-C is the parent's
     stdin, stdout = proc.stdin, proc.stdout
     if stdin is None or stdout is None:
         raise OSError("the timing process has no pipes")
@@ -121,15 +122,17 @@ def new_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe) -> SweepR
                        tuple(PointResult(p.index, p.values) for p in points))
 
 
-def _prediction(timings: PointTimings | None, missing: tuple[str, ...],
-                comparison: Comparison) -> tuple[PointPrediction | None, str | None]:
+def _prediction(timings: PointTimings | None, missing: tuple[str, ...], comparison: Comparison,
+                device: str) -> tuple[PointPrediction | None, str | None]:
     if timings is None or missing:
         return None, "; ".join(missing) or "not timed"
     try:
         p = predict(timings, comparison.a, comparison.b)
     except MissingTiming as exc:
         return None, str(exc)
-    return PointPrediction(p.speedup, p.low, p.high, p.a.step_ms, p.b.step_ms, p.b.bound.value, timings), None
+    # on a CPU ops run as they are called: no launch queue, so no bound to predict (as a measured CPU stage says)
+    bound = p.b.bound if device == "cuda" else Bound.UNKNOWN
+    return PointPrediction(p.speedup, p.low, p.high, p.a.step_ms, p.b.step_ms, bound.value, timings), None
 
 
 def _candidate(p: PointResult) -> plan.Candidate:
@@ -161,7 +164,7 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
                                                                                        hooks.worker_env))
     done = 0
     for index, timings, missing in predictor(points, comparison, state["result"].device, hooks.cancel):
-        prediction, note = _prediction(timings, missing, comparison)
+        prediction, note = _prediction(timings, missing, comparison, state["result"].device)
         point = replace(state["result"].points[index], prediction=prediction, prediction_note=note)
         done += 1
         publish(replace(state["result"].with_point(point), progress=Progress("predicting", done, n, None)))

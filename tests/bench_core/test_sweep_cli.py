@@ -49,6 +49,26 @@ def test_a_missing_compare_exits_2(capsys):
     assert exc.value.code == 2 and "--compare" in capsys.readouterr().err
 
 
+def test_ctrl_c_cancels_the_sweep_and_keeps_what_finished():
+    """The CLI's wait: Ctrl-C (here raised in the main thread) sets the cancel and still returns the sweep's result,
+    which the runner ends with every finished point; it never returns before the sweep does."""
+    import _thread
+    import threading
+
+    from rich.console import Console
+
+    from bench_core.sweep.cli import _until_done
+    cancel, ended = threading.Event(), threading.Event()
+
+    def work():
+        cancel.wait(10)
+        ended.set()
+        return "the sweep so far"
+    threading.Timer(0.5, _thread.interrupt_main).start()
+    assert _until_done(work, cancel, Console(file=open(os.devnull, "w"))) == "the sweep so far"
+    assert cancel.is_set() and ended.is_set()
+
+
 def test_a_real_tiny_sweep_on_cpu_end_to_end_and_its_import(tmp_path):
     """Two widths of the tiny model, adam against adam-fused: both points predicted from their kernels and
     measured by real workers; the JSON, CSV and HTML written; the history has it; the JSON imports again."""
