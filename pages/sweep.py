@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from bench_core.config.bench_config import WORKLOADS, BenchConfig, ConfigError, defaults_for, workload
-from bench_core.levers.registry import LEVERS
+from bench_core.levers.registry import BASELINE_LEVERS, LEVERS
 from bench_core.models.families import FAMILIES
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from bench_core.sweep.figures import comparable, sweep_figure, sweep_line
@@ -36,7 +36,8 @@ with st.form("sweep_form"):
                             index=list(WORKLOADS).index("gpt2-small" if device == "cuda" else "tiny"))
     mode = st.radio("Compare", ["a lever against the lever it replaces", "two stage keys"], horizontal=True,
                     key="sweep_mode")
-    lever = st.selectbox("Lever", [n for n, lv in LEVERS.items() if lv.native], key="sweep_lever")
+    swept = [n for n, lv in LEVERS.items() if n != BASELINE_LEVERS[lv.kind] and lv.kind != "gpus"]
+    lever = st.selectbox("Lever", swept, key="sweep_lever")
     keys = st.text_input("Stage keys A,B (B's speedup over A)", key="sweep_keys",
                          value="adam+layernorm+fp32,adam-fused+layernorm+fp32")
     a1, v1 = st.columns([1, 3])

@@ -62,10 +62,11 @@ def predict_in_process(points: list[SweepPoint], comparison: Comparison, device:
     stdin.write(json.dumps(request))
     stdin.close()
 
-    def stop_on_cancel() -> None:
-        cancel.wait()
-        if proc.poll() is None:
-            proc.kill()
+    def stop_on_cancel() -> None:   # ends with the process, so a server's sweeps leave no thread behind
+        while proc.poll() is None:
+            if cancel.wait(0.5):
+                proc.kill()
+                return
     threading.Thread(target=stop_on_cancel, daemon=True).start()
     seen: set[int] = set()
     try:

@@ -100,6 +100,8 @@ def parse_comparison(text: str, family: str) -> Comparison:
                               "it, or two stage keys KEY_A,KEY_B")
         a = LEVER_CONTEXT.replace(**{lever.kind: reference})
         b = LEVER_CONTEXT.replace(**{lever.kind: lever.name})
+    if a.world_size != 1 or b.world_size != 1:
+        raise ConfigError("compare", text, "a sweep compares one-GPU stages (its prediction times one GPU's kernels)")
     a_f, b_f = a.for_family(family), b.for_family(family)
     if a_f is None or b_f is None:
         raise ConfigError("compare", text, f"a stage of this comparison has no form for the {family} family")

@@ -139,7 +139,8 @@ def test_a_lever_is_compared_with_the_lever_it_replaces_in_the_familys_form():
 
 @pytest.mark.parametrize("text, words", [("", "name a lever"), ("warp-drive", "unknown lever"),
                                          ("adam", "baseline"), ("a,b,c", "exactly two"),
-                                         ("adam+layernorm+fp32,adam+layernorm+fp32", "the same")])
+                                         ("adam+layernorm+fp32,adam+layernorm+fp32", "the same"),
+                                         ("adam+layernorm+fp32,adam+layernorm+fp32+gpus2", "one-GPU")])
 def test_bad_comparisons(text, words):
     with pytest.raises(ConfigError, match=words) as err:
         parse_comparison(text, "gpt")
