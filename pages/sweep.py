@@ -11,7 +11,7 @@ from bench_core.config.bench_config import WORKLOADS, BenchConfig, ConfigError, 
 from bench_core.levers.registry import BASELINE_LEVERS, LEVERS
 from bench_core.models.families import FAMILIES
 from bench_core.service.jobs import LimitExceeded, NotAllowed
-from bench_core.sweep.figures import comparable, sweep_figure, sweep_line
+from bench_core.sweep.figures import comparable, has_memory, peak_memory_map, sweep_figure, sweep_line
 from bench_core.sweep.records import SweepResult, crossovers, csv_rows, prediction_error, to_csv, to_json
 from bench_core.sweep.report import render_html
 from bench_core.sweep.spec import AXES, SweepSpec, parse_axes, parse_budget, parse_comparison
@@ -74,6 +74,8 @@ def show(result: SweepResult, key: str) -> None:
     st.markdown("\n".join(f"- {line}" for line in [*lines, *result.notes]))
     if any(p.estimate for p in result.points):
         st.plotly_chart(sweep_figure(result), width="stretch", key=f"sweep_chart_{key}")
+    if has_memory(result):
+        st.plotly_chart(peak_memory_map(result), width="stretch", key=f"sweep_memory_{key}")
     cols = ["value_1", "value_2", "source", "speedup", "speedup_low", "speedup_high", "bound", "peak_mem_change",
             "predicted_speedup", "measured_speedup", "prediction_error", "interval_scope", "measured_reason",
             "prediction_note"]

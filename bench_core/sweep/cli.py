@@ -118,6 +118,8 @@ def summary_lines(result: SweepResult) -> list[str]:
         lines.append(f"  {p.label:<32} {shown:<22} {p.source.value if p.source else '-':<9} "
                      f"{p.bound or '-':<12} predicted {f'×{pred.speedup:.2f}' if pred else '-'}"
                      + (f", error {p.prediction_error:+.1%}" if p.prediction_error is not None else "")
+                     + (f", peak memory {p.measurement.peak_change:+.1%}" if p.measurement and
+                        p.measurement.peak_change is not None else "")
                      + (f"; {p.measurement.reason}" if p.measurement and p.measurement.reason else ""))
     for c in crossovers(result):
         lines.append(f"  crossover: {c.text}")

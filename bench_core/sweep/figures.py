@@ -110,3 +110,35 @@ def sweep_heatmap(result: SweepResult) -> go.Figure:
 
 def sweep_figure(result: SweepResult) -> go.Figure:
     return sweep_heatmap(result) if len(result.spec.axes) == 2 else sweep_line(result)
+
+
+def peak_memory_map(result: SweepResult) -> go.Figure:
+    """B's peak memory against A's at each measured point (predicted points have no memory figure): a line along
+    one axis, a heatmap over two; less memory is blue."""
+    measured = [p for p in result.points if p.measurement is not None and p.measurement.peak_change is not None]
+    axes = result.spec.axes
+    where = result.gpu or result.device
+    title = f"{result.title}<br><sup>peak memory of B against A, measured points, on {where}</sup>"
+    if len(axes) == 1:
+        xs = [p.value(axes[0].name) for p in measured]
+        ys = [100 * p.measurement.peak_change for p in measured if p.measurement and p.measurement.peak_change
+              is not None]
+        fig = go.Figure(go.Scatter(x=xs, y=ys, mode="lines+markers", name="peak memory change",
+                                   marker=dict(symbol=MARKERS[Source.MEASURED], size=11, color=MEASURED_COLOR),
+                                   hovertext=[_text(p) for p in measured], hoverinfo="text"))
+        fig.add_hline(y=0.0, line=dict(color="#757575", dash="dot"))
+        return _layout(fig, title, axes[0].name, "peak memory change (%)", log_x=True)
+    xs, ys = list(axes[0].values), list(axes[1].values)
+    z: list[list[float | None]] = [[None] * len(xs) for _ in ys]
+    for p in measured:
+        if p.measurement is not None and p.measurement.peak_change is not None:
+            z[ys.index(p.value(axes[1].name))][xs.index(p.value(axes[0].name))] = 100 * p.measurement.peak_change
+    bound = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
+    fig = go.Figure(go.Heatmap(x=[str(v) for v in xs], y=[str(v) for v in ys], z=z, texttemplate="%{z:+.1f}%",
+                               colorscale="RdBu", reversescale=True, zmid=0, zmin=-bound, zmax=bound,
+                               colorbar=dict(title="%"), name="peak memory change"))
+    return _layout(fig, title, axes[0].name, axes[1].name, log_x=False)
+
+
+def has_memory(result: SweepResult) -> bool:
+    return any(p.measurement is not None and p.measurement.peak_change is not None for p in result.points)

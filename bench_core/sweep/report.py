@@ -5,7 +5,7 @@ import html
 
 from bench_core.config.bench_config import describe_shape
 from bench_core.results.report import _plotly_loader
-from bench_core.sweep.figures import sweep_figure
+from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure
 from bench_core.sweep.records import SweepResult, crossovers, csv_rows, prediction_error
 
 SHOWN = ("axis_1", "value_1", "axis_2", "value_2", "source", "speedup", "speedup_low", "speedup_high", "bound",
@@ -32,9 +32,12 @@ def render_html(result: SweepResult) -> str:
              + ("" if found else "<li>no crossover of ×1.00 inside the swept values</li>")
              + f"<li>prediction error (rms): {'no point has both' if err is None else f'{err:.1%}'}</li>"
              + "".join(f"<li>{html.escape(n)}</li>" for n in result.notes) + "</ul>",
-             "<div id='fig-sweep' class='fig'></div>",
-             f"<div class='scroll'><table><tr>{head}</tr>{body}</table></div>",
-             _plotly_loader([f'{{"id": "fig-sweep", "fig": {sweep_figure(result).to_json()}}}'])]
+             "<div id='fig-sweep' class='fig'></div>"]
+    figures = [f'{{"id": "fig-sweep", "fig": {sweep_figure(result).to_json()}}}']
+    if has_memory(result):
+        parts.append("<div id='fig-memory' class='fig'></div>")
+        figures.append(f'{{"id": "fig-memory", "fig": {peak_memory_map(result).to_json()}}}')
+    parts += [f"<div class='scroll'><table><tr>{head}</tr>{body}</table></div>", _plotly_loader(figures)]
     style = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto;padding:0 12px}"
              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:4px}"
              ".scroll{max-width:100%;overflow-x:auto}.fig{max-width:100%}")

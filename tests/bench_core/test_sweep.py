@@ -431,9 +431,18 @@ def test_two_axes_draw_a_heatmap_centred_on_one():
     assert {t.name for t in fig.data[1:]} == {"measured end to end", "predicted from kernels"}
 
 
+def test_the_peak_memory_map_draws_the_measured_points_only():
+    from bench_core.sweep.figures import peak_memory_map
+    line = peak_memory_map(_result())
+    assert list(line.data[0].x) == [128, 512] and list(line.data[0].y) == [pytest.approx(-30.0)] * 2
+    heat = peak_memory_map(_result(two_axes=True)).data[0]
+    assert heat.type == "heatmap" and heat.z[0][0] is None and heat.z[0][1] == pytest.approx(-30.0)
+
+
 def test_the_html_report_holds_the_map_and_each_point(tmp_path):
     from bench_core.sweep.report import write_html
     path = tmp_path / "s.html"
     write_html(_result(), str(path))
     text = path.read_text()
-    assert "fig-sweep" in text and "crossover: pays above width" in text and text.count("<tr>") == 5
+    assert "fig-sweep" in text and "fig-memory" in text and "crossover: pays above width" in text
+    assert text.count("<tr>") == 5
