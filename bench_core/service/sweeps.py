@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 
+from bench_core.config.bench_config import resolve_device
 from bench_core.config.settings import Limits
 from bench_core.results.records import Status
 from bench_core.service.access import OPERATOR
@@ -13,7 +14,7 @@ from bench_core.service.jobs import JobManager, LimitExceeded, NotAllowed
 from bench_core.sweep.history import SweepStore
 from bench_core.sweep.records import SweepResult
 from bench_core.sweep.runner import SweepHooks, new_sweep, run_sweep
-from bench_core.sweep.spec import SweepSpec, check
+from bench_core.sweep.spec import SweepSpec, check, check_runnable
 
 
 class SweepService:
@@ -46,6 +47,7 @@ class SweepService:
         if probe is None:
             raise LimitExceeded("probe", "the machine is still being probed: try again in a moment")
         points = check(spec, self.limits, probe.cuda_available, probe.free_bytes)
+        check_runnable(spec.comparison, probe, resolve_device(spec.base.device, probe.cuda_available))
         if not self.manager.device.acquire(timeout=1):
             raise LimitExceeded("device", "a run is using the device: start the sweep when it is over")
         first = new_sweep(spec, points, probe)

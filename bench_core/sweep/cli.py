@@ -22,13 +22,23 @@ from bench_core.config.bench_config import (
     ConfigError,
     defaults_for,
     exit_code_of,
+    resolve_device,
     workload,
 )
 from bench_core.config.settings import load_limits
 from bench_core.models.families import FAMILIES
 from bench_core.results.records import Status
 from bench_core.sweep.records import SweepResult, crossovers, prediction_error, to_csv, to_json
-from bench_core.sweep.spec import AXES, SweepSpec, check, grid, parse_axes, parse_budget, parse_comparison
+from bench_core.sweep.spec import (
+    AXES,
+    SweepSpec,
+    check,
+    check_runnable,
+    grid,
+    parse_axes,
+    parse_budget,
+    parse_comparison,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -120,7 +130,8 @@ def summary_lines(result: SweepResult) -> list[str]:
                      + (f", error {p.prediction_error:+.1%}" if p.prediction_error is not None else "")
                      + (f", peak memory {p.measurement.peak_change:+.1%}" if p.measurement and
                         p.measurement.peak_change is not None else "")
-                     + (f"; {p.measurement.reason}" if p.measurement and p.measurement.reason else ""))
+                     + (f"; {p.measurement.reason}" if p.measurement and p.measurement.reason else "")
+                     + (f"; not predicted: {p.prediction_note}" if p.prediction_note else ""))
     for c in crossovers(result):
         lines.append(f"  crossover: {c.text}")
     err = prediction_error(result)
@@ -166,6 +177,7 @@ def command(args: argparse.Namespace) -> int:
     packages = tuple(dict.fromkeys(spec.comparison.a.packages + spec.comparison.b.packages))
     probe, _ = cached_probe(packages=packages)
     points = check(spec, load_limits(), probe.cuda_available, probe.free_bytes)
+    check_runnable(spec.comparison, probe, resolve_device(spec.base.device, probe.cuda_available))
     store = None
     if not args.no_db:
         from bench_core.sweep.history import SweepStore

@@ -14,6 +14,7 @@ from bench_core.config.bench_config import BenchConfig, ConfigError
 from bench_core.config.settings import Limits
 from bench_core.levers.registry import BASELINE_LEVERS, LEVERS
 from bench_core.levers.stage import Stage
+from bench_core.machine.probe import Probe
 from bench_core.models.families import collect_errors
 
 # The shape fields a sweep may vary; heads and the MLP width follow them by the family's rules.
@@ -198,6 +199,14 @@ def grid(spec_axes: tuple[Axis, ...], base: BenchConfig) -> list[SweepPoint]:
         values = tuple(zip((a.name for a in spec_axes), reversed(combo), strict=True))
         points.append(SweepPoint(i, values, point_config(base, dict(values))))
     return points
+
+
+def check_runnable(comparison: Comparison, probe: Probe, device: str) -> None:
+    """Both stages must run on this machine (a lever's package, its GPU): otherwise no point has a figure."""
+    for stage in (comparison.a, comparison.b):
+        reason = stage.unavailable_reason(probe, device)
+        if reason:
+            raise ConfigError("compare", comparison.text, f"{stage.key} cannot run here: {reason}")
 
 
 def check(spec: SweepSpec, limits: Limits, cuda_available: bool,

@@ -43,6 +43,19 @@ def test_bad_input_exits_2_naming_the_flag_and_starts_nothing(args, flag, nothin
     assert err.startswith("error: " + flag) and "Traceback" not in err, err
 
 
+def test_a_stage_that_cannot_run_here_exits_2_before_any_point(capsys, monkeypatch, cpu_probe):
+    """FP8 on a CPU: refused with the lever's own reason, after the probe, before the sweep starts."""
+    monkeypatch.setattr("bench_core.machine.probe.cached_probe", lambda **kw: (cpu_probe, True))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("started although a stage cannot run here")
+    monkeypatch.setattr("bench_core.sweep.runner.run_sweep", refuse)
+    assert main(["sweep", "--device", "cpu", "--compare", "fp8-torchao", "--axis", "width=64", "--model", "tiny",
+                 "--no-db"]) == 2
+    err = capsys.readouterr().err
+    assert "adam-fused+layernorm+fp8-torchao cannot run here" in err and "compute capability" in err, err
+
+
 def test_a_missing_compare_exits_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["sweep", "--axis", "width=64"])
