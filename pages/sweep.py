@@ -99,7 +99,7 @@ def live() -> None:
     if progress is not None:
         eta = "" if progress.eta_s is None else f", about {progress.eta_s:.0f} s left"
         st.progress(progress.done / max(progress.total, 1),
-                    text=f"{progress.phase}: {progress.done} of {progress.total} points{eta}")
+                    text=f"{progress.phase.value}: {progress.done} of {progress.total} points{eta}")
     st.button("Cancel (keeps the points that finished)", on_click=lambda: sweeps.cancel(role()),
               disabled=not is_operator(), key="sweep_cancel")
     show(current, "live")

@@ -28,7 +28,7 @@ from bench_core.config.bench_config import (
 from bench_core.config.settings import load_limits
 from bench_core.models.families import FAMILIES
 from bench_core.results.records import Status
-from bench_core.sweep.records import SweepResult, crossovers, prediction_error, to_csv, to_json
+from bench_core.sweep.records import Phase, SweepResult, crossovers, prediction_error, to_csv, to_json
 from bench_core.sweep.spec import (
     AXES,
     SweepSpec,
@@ -189,11 +189,11 @@ def command(args: argparse.Namespace) -> int:
     cancel = threading.Event()
     with Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console, disable=args.quiet) as bar:
-        task = bar.add_task("predicting", total=len(points))
+        task = bar.add_task(Phase.PREDICTING.value, total=len(points))
 
         def on_update(current: SweepResult) -> None:
             if current.progress:
-                bar.update(task, description=current.progress.phase, completed=current.progress.done,
+                bar.update(task, description=current.progress.phase.value, completed=current.progress.done,
                            total=current.progress.total)
             if store is not None:
                 store.save(current)

@@ -141,9 +141,15 @@ class PointResult:
                    PointMeasurement.from_dict(data["measurement"]) if data.get("measurement") else None)
 
 
+class Phase(StrEnum):
+    PREDICTING = "predicting"       # every point's kernels timed, in one process
+    MEASURING = "measuring"         # points run end to end, most in doubt first
+    DONE = "done"
+
+
 @dataclass(frozen=True)
 class Progress:
-    phase: str                      # "predicting" | "measuring" | "done"
+    phase: Phase
     done: int
     total: int
     eta_s: float | None             # None until a point's cost is known

@@ -27,7 +27,7 @@ from bench_core.results.summary import summarize
 from bench_core.run.runner import RunHooks, new_run, run_all
 from bench_core.sweep import plan
 from bench_core.sweep.predict import MissingTiming, PointTimings, predict
-from bench_core.sweep.records import PointMeasurement, PointPrediction, PointResult, Progress, SweepResult
+from bench_core.sweep.records import Phase, PointMeasurement, PointPrediction, PointResult, Progress, SweepResult
 from bench_core.sweep.spec import Comparison, SweepPoint, SweepSpec
 
 Timed = tuple[int, PointTimings | None, tuple[str, ...]]   # (point index, its timings, parts not timed)
@@ -160,7 +160,7 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
         return None if spec.budget_s is None else spec.budget_s - (hooks.clock() - start)
 
     comparison, n = spec.comparison, len(points)
-    publish(replace(state["result"], progress=Progress("predicting", 0, n, None)))
+    publish(replace(state["result"], progress=Progress(Phase.PREDICTING, 0, n, None)))
     predictor = hooks.predict_points or (lambda pts, c, d, cancel: predict_in_process(pts, c, d, cancel,
                                                                                        hooks.worker_env))
     done = 0
@@ -168,7 +168,7 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
         prediction, note = _prediction(timings, missing, comparison, state["result"].device)
         point = replace(state["result"].points[index], prediction=prediction, prediction_note=note)
         done += 1
-        publish(replace(state["result"].with_point(point), progress=Progress("predicting", done, n, None)))
+        publish(replace(state["result"].with_point(point), progress=Progress(Phase.PREDICTING, done, n, None)))
     walls: list[float] = []
     tried: set[int] = set()
     while not hooks.cancel.is_set():
@@ -179,7 +179,7 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
             break
         index = chosen
         tried.add(index)
-        publish(replace(current, progress=Progress("measuring", len(tried) - 1, n,
+        publish(replace(current, progress=Progress(Phase.MEASURING, len(tried) - 1, n,
                                                    plan.eta_s(n - len(tried) + 1, left(), walls))))
         measurement = hooks.measure_point(points[index].config, comparison, probe, hooks)
         if measurement.wall_s is not None:
@@ -194,9 +194,10 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
     notes = [f"{measured} of {n} points measured end to end, {predicted_only} predicted only"]
     untried = n - len(tried)
     if untried and not cancelled:
-        notes.append(f"{untried} points kept their prediction: the {spec.budget_s:.0f} s budget was spent on the "
-                     "points nearest ×1.00" if spec.budget_s else f"{untried} points not run")
+        spent = "on the points nearest ×1.00" if tried else "predicting, before any point could run"
+        notes.append(f"{untried} points kept their prediction: the {spec.budget_s:.0f} s budget was spent {spent}"
+                     if spec.budget_s else f"{untried} points not run")
     final = replace(final, status=Status.CANCELLED if cancelled else Status.DONE, notes=tuple(notes),
-                    progress=Progress("done", len(tried), n, 0.0))
+                    progress=Progress(Phase.DONE, len(tried), n, 0.0))
     publish(final)
     return final
