@@ -43,20 +43,26 @@ def _fp8_mm(torch, a, b_t):
 
 
 def gemm_fn(torch, cfg: BenchConfig, device: str, rate: str, gen) -> Callable[[], Any]:
-    """One block's GEMMs: for each layer the forward product and both backward ones (dX, dW)."""
+    """One block's GEMMs: for each layer the forward product and both backward ones (dX, dW). Under autocast
+    (bf16, fp16) the fp32 weight is cast down for the products and its gradient cast back up, as autocast does."""
     m = cfg.batch_size * cfg.seq_len
     dtype = getattr(torch, DTYPES.get(rate, "bfloat16"))
+    cast = rate in ("bf16", "fp16")
     layers = []
     for k, n in block_gemms(cfg.family, cfg.width, mlp_hidden(cfg)):
         x = torch.randn(m, k, device=device, dtype=dtype, generator=gen)
-        w = torch.randn(n, k, device=device, dtype=dtype, generator=gen) * 0.02
+        w = torch.randn(n, k, device=device, dtype=torch.float32 if cast else dtype, generator=gen) * 0.02
         dy = torch.randn(m, n, device=device, dtype=dtype, generator=gen)
-        layers.append((x, w, dy, dy.t().contiguous(), x.t().contiguous(), w.t().contiguous()))
+        w_t = w.t().contiguous() if rate == "fp8" else w   # FP8's dX product takes the weight row-major, transposed
+        layers.append((x, w, dy, dy.t().contiguous(), x.t().contiguous(), w_t))
 
     def run() -> None:
         for x, w, dy, dy_t, x_t, w_t in layers:
             if rate == "fp8":
                 _fp8_mm(torch, x, w), _fp8_mm(torch, dy, w_t), _fp8_mm(torch, dy_t, x_t)
+            elif cast:
+                low = w.to(dtype)
+                x @ low.t(), dy @ low, (dy_t @ x).float()
             else:
                 x @ w.t(), dy @ w, dy_t @ x
 
