@@ -1,4 +1,4 @@
-"""``python -m bench_core run|probe|import|components``: the engine from a terminal."""
+"""``python -m bench_core run|probe|import|components|sweep``: the engine from a terminal."""
 from __future__ import annotations
 
 import argparse
@@ -75,6 +75,9 @@ def parser() -> argparse.ArgumentParser:
     imp.add_argument("file")
     _db_args(imp, allow_none=False)
     apex_commands.add_parser(sub)
+    sub.add_parser("sweep", add_help=False,
+                   help="a lever's speedup across model shapes, predicted and measured: where it starts to pay "
+                        "(python -m bench_core sweep --help)")
     sub.add_parser("components", add_help=False,
                    help="the optimizer step and LayerNorm alone, against this GPU's measured ceilings "
                         "(python -m bench_core components --help)")
@@ -262,8 +265,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     from bench_core.components.report import is_components_json, parse_report
     from bench_core.results.formats import ImportRejected, parse_upload
     limit = load_limits().max_upload_mib * 2**20
+    from bench_core.sweep.records import is_sweep_json
     try:
         data = read_import(args.file)
+        if is_sweep_json(data):
+            return _import_sweep(args, data)
         components = is_components_json(data)
         report = parse_report(args.file, data, limit) if components else None
         runs = [] if components else parse_upload(args.file, data, max_bytes=limit)
@@ -277,6 +283,22 @@ def cmd_import(args: argparse.Namespace) -> int:
         new_id, renamed = store.import_run(run)
         print(f"imported run {new_id}" + (f" (run {run.run_id} already exists: imported under a new id)"
                                           if renamed else "") + f" into {store.path}")
+    return 0
+
+
+def _import_sweep(args: argparse.Namespace, data: bytes) -> int:
+    """A sweep's JSON (`sweep --json`) into the history's sweeps; ImportRejected when it does not parse."""
+    from bench_core.results.formats import ImportRejected
+    from bench_core.sweep.history import SweepStore
+    from bench_core.sweep.records import from_json
+    try:
+        result = from_json(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ImportRejected(f"{args.file} is a sweep file but cannot be read: {type(exc).__name__}: {exc}") from None
+    store = SweepStore(args.db)
+    new_id, renamed = store.import_sweep(result)
+    print(f"imported sweep {new_id}" + (f" (sweep {result.sweep_id} already exists: imported under a new id)"
+                                        if renamed else "") + f" into {store.path}")
     return 0
 
 
@@ -300,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["components"]:  # its own parser and entry point
         from bench_core.components.cli import main as components_main
         return components_main(argv[1:])
+    if argv[:1] == ["sweep"]:
+        from bench_core.sweep.cli import main as sweep_main
+        return sweep_main(argv[1:])
     args = parser().parse_args(argv)
     commands = {"probe": cmd_probe, "import": cmd_import, "apex": apex_commands.run}
     return exit_code_of(lambda: commands.get(args.command, cmd_run)(args))

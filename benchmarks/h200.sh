@@ -82,6 +82,17 @@ run() {  # run NAME ARGS...: one CLI run, its JSON and log kept
   log "run $name exit $? wall $(python3 -c "print(round($(date +%s.%N)-$t0,1))") s"
 }
 
+sweep() {  # sweep NAME ARGS...: one `python -m bench_core sweep`, budgeted to end inside this call; JSON, CSV, HTML kept
+  local name=$1; shift
+  local left=$(( CALL_BUDGET_S - ($(date +%s) - START) ))
+  if [ "$left" -lt 120 ]; then log "sweep $name skipped: ${left} s left in this call"; return; fi
+  log "sweep $name (budget $(( left - 60 )) s): $*"
+  local t0=$(date +%s.%N)
+  timeout "$left" python3 -m bench_core sweep --quiet --no-db --budget "$(( left - 60 ))s" --json "$OUT/sweep_$name.json" \
+    --csv "$OUT/sweep_$name.csv" --html "$OUT/sweep_$name.html" "$@" > "$OUT/sweep_$name.log" 2>&1
+  log "sweep $name exit $? wall $(python3 -c "print(round($(date +%s.%N)-$t0,1))") s"; tail -4 "$OUT/sweep_$name.log" | tee -a "$OUT/steps.log"
+}
+
 for mode in "$@"; do
   case $mode in
     apex) apex ;;
@@ -187,6 +198,21 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
         for s in json.load(open(sys.argv[1]))['summary']]" "$OUT/noise_small_$i.json" 2>&1 | tee -a "$OUT/steps.log"; done
       log "gpu test: conditions"; timeout 120 python3 -m pytest -q -m gpu tests/gpu/test_conditions_gpu.py \
         -p no:cacheprovider -rs > "$OUT/gpu_tests_conditions.log" 2>&1; log "exit $?" ;;
+    sweep:*)  # sweep:MAP[:EXTRA,ARGS] (issue 21), one map a device call; `wheels` first for fp8 and flce, `apex` for apex.
+      # fp8:  torchao FP8 compiled against compiled BF16, llama widths 1024-4096 x batch 2 and 4 (llama-1b's 16 x 2048)
+      # apex: the Apex BF16 stage against native BF16 on GPT, batch 1-32 at widths 768 and 1280 (gpt2-small's depth)
+      # flce: Liger's fused linear cross-entropy against the LM head + CE: peak memory by vocabulary x batch (tokens)
+      IFS=: read -r _ map extra <<< "$mode"
+      case $map in
+        # shellcheck disable=SC2086  # EXTRA is split on purpose
+        fp8) sweep fp8_llama --compare adam-fused+rmsnorm+bf16+compile,adam-fused+rmsnorm+fp8-torchao+compile \
+               --model llama-1b --axis width=1024,2048,3072,4096 --axis batch_size=2,4 ${extra//,/ } ;;
+        apex) sweep apex_gpt --compare adam-fused+layernorm+bf16,apex-fusedadam+apex-fusedln+bf16 --model gpt2-small \
+               --axis batch_size=1:32:x2 --axis width=768,1280 ${extra//,/ } ;;
+        flce) sweep flce_gpt --compare liger-flce --model gpt2-medium --axis vocab_size=32000,50304,128256 \
+               --axis batch_size=4,8,16 ${extra//,/ } ;;
+        *) log "unknown sweep map $map (fp8, apex, flce)" ;;
+      esac ;;
     run:*)  # run:NAME:PRESET:MODEL[:EXTRA,ARGS]: one CLI run, e.g. run:peers_llama-1b_1:peers:llama-1b:--iters,15
       IFS=: read -r _ name preset model extra <<< "$mode"
       # shellcheck disable=SC2086  # EXTRA is split on purpose

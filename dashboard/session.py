@@ -16,8 +16,11 @@ from bench_core.machine.probe import Probe
 from bench_core.results.store import Store
 from bench_core.service.access import OPERATOR, Throttle, configured_token, role_for
 from bench_core.service.jobs import JobManager
+from bench_core.service.sweeps import SweepService
+from bench_core.sweep.runner import SweepHooks
 
 PROBE_OVERRIDE: Probe | None = None  # tests set a ready probe here instead of waiting for a fresh one
+SWEEP_HOOKS_OVERRIDE: SweepHooks | None = None  # tests set fake kernel timings and runs for the Sweep page here
 
 
 @st.cache_resource(show_spinner=False, on_release=lambda manager: manager.shutdown())
@@ -26,6 +29,13 @@ def get_manager() -> JobManager:
     address = cluster_address()  # BENCH_RAY_ADDRESS: runs go to the cluster; unset, to this machine (no Ray)
     return JobManager(Store(), load_limits(), probe=PROBE_OVERRIDE,
                       executor=executor_for(address) if address else None)
+
+
+@st.cache_resource(show_spinner=False)
+def get_sweeps() -> SweepService:
+    """One per server process, beside the job manager and on its device lock: a sweep outlives its browser tab."""
+    from bench_core.sweep.history import SweepStore
+    return SweepService(get_manager(), SweepStore(history().path), load_limits(), hooks=SWEEP_HOOKS_OVERRIDE)
 
 
 def cluster_nodes(wait_s: float = 0.0) -> list[Node] | None:

@@ -14,9 +14,10 @@ from bench_core.results.formats import ImportRejected, neutralise, to_csv
 from bench_core.results.headline import headline
 from bench_core.results.summary import summarize
 from bench_core.service.jobs import NotAllowed
+from bench_core.sweep.records import is_sweep_json
 from dashboard import job_view
 from dashboard.live import verdict_card
-from dashboard.session import access_panel, get_manager, history, is_operator, persistence_banner, role
+from dashboard.session import access_panel, get_manager, get_sweeps, history, is_operator, persistence_banner, role
 
 manager = get_manager()
 access_panel()
@@ -27,7 +28,9 @@ PASTE_MAX_CHARS = manager.limits.max_upload_mib * 2**20
 
 def import_file(name: str, data: bytes) -> None:
     try:
-        st.session_state["import_message"] = ("success", manager.import_file(name, data, role=role()))
+        message = (get_sweeps().import_file(data, role=role()) if is_sweep_json(data) else
+                   manager.import_file(name, data, role=role()))
+        st.session_state["import_message"] = ("success", message)
     except ImportRejected as exc:
         st.session_state["import_message"] = ("error", f"Import rejected, nothing was imported: {exc}")
     except NotAllowed as exc:
@@ -133,13 +136,29 @@ else:
                            mime="text/csv", key="dl_selected")
 
 st.divider()
+st.subheader("Sweeps")
+try:
+    sweep_store = get_sweeps().store
+    sweep_rows = sweep_store.list_sweeps() if sweep_store is not None else []
+except sqlite3.Error as exc:
+    st.error(f"Cannot read the sweeps: {exc}")
+    sweep_rows = []
+if not sweep_rows:
+    st.caption("No sweep yet: the Sweep page runs one, `python -m bench_core sweep` too.")
+else:
+    st.dataframe(pd.DataFrame([{**r, "open": f"/sweep?sweep={r['sweep_id']}"} for r in sweep_rows])[
+        ["created_at", "compare", "family", "axes", "gpu", "status", "points", "measured", "crossover",
+         "prediction_error", "open"]], hide_index=True, width="stretch", key="sweeps",
+        column_config={"open": st.column_config.LinkColumn("open", display_text="on the Sweep page")})
+
+st.divider()
 st.subheader("Import a run from another machine")
 if not is_operator():
     st.caption("Only operators may import runs.")
 else:
-    st.caption(f"A CSV or JSON written by `python -m bench_core run --out/--json` or by this dashboard "
-               f"(at most {manager.limits.max_upload_mib} MiB). A run that is already here is imported under a "
-               "new id; nothing is overwritten.")
+    st.caption(f"A CSV or JSON written by `python -m bench_core run --out/--json` or `sweep --json`, or by "
+               f"this dashboard (at most {manager.limits.max_upload_mib} MiB). A run or sweep that is already here "
+               "is imported under a new id; nothing is overwritten.")
     upload = st.file_uploader("CSV or JSON file", type=["csv", "json"], key="upload")
     st.button("Import file", disabled=upload is None,
               on_click=lambda: import_file(st.session_state["upload"].name, st.session_state["upload"].getvalue()))

@@ -29,6 +29,7 @@ class Limits:
     max_upload_mib: int = 5
     stage_timeout_s: int = 900
     max_gpus: int = 8
+    max_sweep_points: int = 64             # a sweep's grid, all axes together
 
 
 def load_limits(env: Mapping[str, str] | None = None) -> Limits:

@@ -178,6 +178,11 @@ class JobManager:
             raise LimitExceeded("components", (proc.stderr.strip().splitlines() or ["failed"])[-1])
         return self.store.save_components(json.loads(proc.stdout))
 
+    @property
+    def device(self) -> threading.Lock:
+        """Held by whatever measures on the device (a job, the components view, a sweep): one at a time."""
+        return self._device
+
     def probe(self, timeout: float | None = 0) -> Probe | None:
         """The latest probe; None while the first one is still running (after waiting `timeout` s)."""
         self._probe_ready.wait(timeout)

@@ -1,0 +1,223 @@
+"""``python -m bench_core sweep``: one lever comparison across model shapes, from a terminal.
+
+``python -m bench_core sweep --compare LEVER|KEY_A,KEY_B --family gpt|llama --axis width=256,512,1024
+[--axis batch_size=4,8] [--budget 10m] [--device auto] [--json F] [--csv F] [--html F] [--db PATH | --no-db]``
+Every input is checked before anything starts; bad input exits 2 with the flag named.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from bench_core.config.bench_config import (
+    FIELD_HELP,
+    INT_FIELDS,
+    WORKLOADS,
+    BenchConfig,
+    ConfigError,
+    defaults_for,
+    exit_code_of,
+    resolve_device,
+    workload,
+)
+from bench_core.config.settings import load_limits
+from bench_core.models.families import FAMILIES
+from bench_core.results.records import Status
+from bench_core.sweep.records import Phase, SweepResult, crossovers, prediction_error, to_csv, to_json
+from bench_core.sweep.spec import (
+    AXES,
+    SweepSpec,
+    check,
+    check_runnable,
+    grid,
+    parse_axes,
+    parse_budget,
+    parse_comparison,
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, like the rest of the engine's bad-input answers
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m bench_core sweep",
+                description="Where does a lever start to pay? Its speedup across model shapes on this machine: "
+                            "each point predicted from its own kernels timed alone, the points in doubt measured "
+                            "end to end")
+    p.add_argument("--compare", required=True, help="a lever (against the lever it replaces, in native BF16 "
+                   "eager; e.g. fp8-torchao, liger-flce) or two stage keys KEY_A,KEY_B (B's speedup over A)")
+    p.add_argument("--axis", action="append", default=[], help=f"NAME=VALUES, once or twice; NAME one of "
+                   f"{', '.join(AXES)}; VALUES 256,512,1024 or a range 256:4096:x2 / 4:32:+4. Heads follow the "
+                   "width at the base head size; the MLP width is the family's own")
+    p.add_argument("--family", default=None, help=f"{', '.join(FAMILIES)} (default: the model size's, else gpt)")
+    p.add_argument("--model", default=None, help=f"the base shape: {', '.join(WORKLOADS)}")
+    for name in INT_FIELDS:   # the base shape and run settings; an axis overrides its own field at each point
+        p.add_argument("--" + name.replace("_", "-"), dest=name, default=None, help=FIELD_HELP[name].replace("%", "%%"))
+    p.add_argument("--budget", default=None, help="time for the whole sweep, e.g. 10m, 90s, 1h (default: no limit, "
+                   "every point measured end to end)")
+    p.add_argument("--device", default="auto", help="auto, cuda or cpu")
+    p.add_argument("--json", dest="json_path", default=None, help="write the sweep as JSON here")
+    p.add_argument("--csv", dest="csv_path", default=None, help="write one row per point as CSV here")
+    p.add_argument("--html", default=None, help="write a static HTML report with the map")
+    p.add_argument("--db", default=None, help="history database (default: the dashboard's, $BENCH_DB)")
+    p.add_argument("--no-db", action="store_true", help="do not save the sweep to the history")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def _int(name: str, raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(name, raw, "must be an integer") from None
+
+
+def base_config(args: argparse.Namespace, device_kind: str) -> BenchConfig:
+    cfg = replace(defaults_for(device_kind), device=args.device)
+    if args.model:
+        cfg = workload(args.model, cfg)
+    if args.family:
+        if args.family not in FAMILIES:
+            raise ConfigError("family", args.family, f"must be one of {', '.join(FAMILIES)}")
+        cfg = replace(cfg, family=args.family)
+    sizes = {n: _int(n, getattr(args, n)) for n in INT_FIELDS if getattr(args, n, None) is not None}
+    return BenchConfig.from_dict({**cfg.to_dict(), **sizes})
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    for flag, path in (("json", args.json_path), ("csv", args.csv_path), ("html", args.html), ("db", args.db)):
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+            raise ConfigError(flag, path, f"folder {folder} does not exist or is not writable")
+
+
+def resolve(args: argparse.Namespace) -> SweepSpec:
+    """The sweep the flags ask for, checked without the machine (its own rules are checked after the probe)."""
+    if args.device not in ("auto", "cuda", "cpu"):
+        raise ConfigError("device", args.device, "must be one of auto, cuda, cpu")
+    axes = parse_axes(args.axis)
+    budget = parse_budget(args.budget)
+    _check_outputs(args)
+    from bench_core.machine.telemetry import has_nvidia_gpu
+    device_kind = "cpu" if args.device == "cpu" else ("cuda" if has_nvidia_gpu() else "cpu")
+    base = base_config(args, device_kind)
+    comparison = parse_comparison(args.compare, base.family)
+    spec = SweepSpec(comparison, base, axes, budget)
+    limit = load_limits().max_sweep_points
+    n = len(grid(axes, base))
+    if n > limit:
+        raise ConfigError("axis", n, f"{n} points exceed the limit of {limit} points per sweep "
+                          "(BENCH_MAX_SWEEP_POINTS)")
+    return spec
+
+
+def summary_lines(result: SweepResult) -> list[str]:
+    lines = [f"sweep {result.sweep_id}: {result.title} on {result.gpu or result.device} ({result.status.value})"]
+    for p in result.points:
+        est = p.estimate
+        pred = p.prediction
+        shown = f"×{est[0]:.2f} ({est[1]:.2f}–{est[2]:.2f})" if est else "no figure"
+        lines.append(f"  {p.label:<32} {shown:<22} {p.source.value if p.source else '-':<9} "
+                     f"{p.bound or '-':<12} predicted {f'×{pred.speedup:.2f}' if pred else '-'}"
+                     + (f", error {p.prediction_error:+.1%}" if p.prediction_error is not None else "")
+                     + (f", peak memory {p.measurement.peak_change:+.1%}" if p.measurement and
+                        p.measurement.peak_change is not None else "")
+                     + (f"; {p.measurement.reason}" if p.measurement and p.measurement.reason else "")
+                     + (f"; not predicted: {p.prediction_note}" if p.prediction_note else ""))
+    for c in crossovers(result):
+        lines.append(f"  crossover: {c.text}")
+    err = prediction_error(result)
+    lines.append("  prediction error (rms): " + (f"{err:.1%}" if err is not None else "no point has both"))
+    lines += [f"  {n}" for n in result.notes]
+    return lines
+
+
+def _until_done(work: Callable[[], SweepResult], cancel: threading.Event, console: Any) -> SweepResult:
+    """The sweep in a thread; Ctrl-C cancels it and keeps every point that finished (then written as asked). The
+    main thread waits on an event, not on Thread.join, which a KeyboardInterrupt can leave returning early."""
+    out: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            out["result"] = work()
+        except BaseException as exc:  # re-raised in the caller's thread
+            out["error"] = exc
+        finally:
+            done.set()
+    threading.Thread(target=target, name="bench-sweep", daemon=True).start()
+    try:
+        while not done.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        cancel.set()
+        console.print("cancelling: the points that finished are kept (Ctrl-C again stops at once)")
+        while not done.wait(0.2):
+            pass
+    if "error" in out:
+        raise out["error"]
+    return out["result"]
+
+
+def command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from bench_core.machine.probe import cached_probe
+    from bench_core.sweep.runner import SweepHooks, new_sweep, run_sweep
+    spec = resolve(args)
+    packages = tuple(dict.fromkeys(spec.comparison.a.packages + spec.comparison.b.packages))
+    probe, _ = cached_probe(packages=packages)
+    points = check(spec, load_limits(), probe.cuda_available, probe.free_bytes)
+    check_runnable(spec.comparison, probe, resolve_device(spec.base.device, probe.cuda_available))
+    store = None
+    if not args.no_db:
+        from bench_core.sweep.history import SweepStore
+        store = SweepStore(args.db)
+    console = Console(stderr=True)
+    result = new_sweep(spec, points, probe)
+    console.print(f"[bold]sweep[/] {result.title} · {len(points)} points · {result.device} {result.gpu or ''}"
+                  f" · budget {'none' if spec.budget_s is None else f'{spec.budget_s:.0f} s'}", highlight=False)
+    cancel = threading.Event()
+    with Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=console, disable=args.quiet) as bar:
+        task = bar.add_task(Phase.PREDICTING.value, total=len(points))
+
+        def on_update(current: SweepResult) -> None:
+            if current.progress:
+                bar.update(task, description=current.progress.phase.value, completed=current.progress.done,
+                           total=current.progress.total)
+            if store is not None:
+                store.save(current)
+
+        hooks = SweepHooks(on_update=on_update, cancel=cancel, timeout_s=load_limits().stage_timeout_s)
+        result = _until_done(lambda: run_sweep(spec, points, probe, hooks, result), cancel, console)
+    print("\n".join(summary_lines(result)))
+    if args.json_path:
+        with open(args.json_path, "w") as fh:
+            fh.write(to_json(result))
+    if args.csv_path:
+        with open(args.csv_path, "w", newline="") as fh:
+            fh.write(to_csv(result))
+    if args.html:
+        from bench_core.sweep.report import write_html
+        write_html(result, args.html)
+    if store is not None:
+        print(f"saved to the history: {store.path} (sweep {result.sweep_id})", file=sys.stderr)
+    return 130 if result.status == Status.CANCELLED else 0   # as an interrupted `run` ends, its points kept
+
+
+def main(argv: list[str] | None = None) -> int:
+    return exit_code_of(lambda: command(parser().parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Where a speedup crosses ×1.00 along one axis: log-speedup interpolated linearly against the log of the axis
+value between the two neighbouring points whose speedups lie on either side, and the crossing's interval from the
+points' own intervals (the crossing of the upper bounds and of the lower bounds). Pure arithmetic, no torch.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Direction(StrEnum):
+    PAYS_ABOVE = "pays above"    # slower below the crossing, faster above it
+    PAYS_BELOW = "pays below"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One point of a line: the axis value, the speedup and its 95% interval (low, high)."""
+    x: float
+    speedup: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Crossover:
+    axis: str
+    value: float                 # the axis value where the speedup is ×1.00
+    low: float | None            # its interval; None: that side lies beyond the swept values
+    high: float | None
+    direction: Direction
+
+    @property
+    def text(self) -> str:
+        lo = "below the range" if self.low is None else f"{self.low:,.0f}"
+        hi = "beyond the range" if self.high is None else f"{self.high:,.0f}"
+        return f"{self.direction.value} {self.axis} ≈ {self.value:,.0f} ({lo}–{hi})"
+
+    def to_dict(self) -> dict:
+        return {"axis": self.axis, "value": self.value, "low": self.low, "high": self.high,
+                "direction": self.direction.value}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Crossover:
+        return cls(data["axis"], data["value"], data.get("low"), data.get("high"), Direction(data["direction"]))
+
+
+def _crossings(xs: list[float], ys: list[float]) -> list[tuple[float, Direction]]:
+    """Every place a piecewise-linear y(log x) crosses zero, with the sign it changes to."""
+    out = []
+    for (x1, y1), (x2, y2) in zip(zip(xs, ys, strict=True), zip(xs[1:], ys[1:], strict=True), strict=False):
+        if y1 == 0:
+            out.append((x1, Direction.PAYS_ABOVE if y2 > 0 else Direction.PAYS_BELOW))
+        elif y1 * y2 < 0:
+            lx = math.log(x1) + (0 - y1) * (math.log(x2) - math.log(x1)) / (y2 - y1)
+            out.append((math.exp(lx), Direction.PAYS_ABOVE if y2 > 0 else Direction.PAYS_BELOW))
+    if ys and ys[-1] == 0 and len(ys) > 1:
+        out.append((xs[-1], Direction.PAYS_ABOVE if ys[-2] < 0 else Direction.PAYS_BELOW))
+    return out
+
+
+def crossover(axis: str, points: list[Estimate]) -> Crossover | None:
+    """The first crossing of ×1.00 along the axis, or None where every point is on one side. Its interval: the
+    curve of upper bounds crosses ×1.00 earlier (for a lever that pays above) and the curve of lower bounds later;
+    a bound curve that never crosses inside the swept values leaves that side open (None)."""
+    pts = sorted(points, key=lambda p: p.x)
+    xs = [p.x for p in pts]
+    found = _crossings(xs, [math.log(p.speedup) for p in pts])
+    if not found:
+        return None
+    value, direction = found[0]
+    ups = _crossings(xs, [math.log(p.high) for p in pts])
+    downs = _crossings(xs, [math.log(p.low) for p in pts])
+    near_up = min((x for x, _ in ups), key=lambda x: abs(math.log(x / value)), default=None)
+    near_down = min((x for x, _ in downs), key=lambda x: abs(math.log(x / value)), default=None)
+    # paying above: the optimistic (upper) curve crosses first, so it bounds the crossing from below
+    low, high = (near_up, near_down) if direction == Direction.PAYS_ABOVE else (near_down, near_up)
+    if low is not None and low > value:
+        low = None
+    if high is not None and high < value:
+        high = None
+    return Crossover(axis, value, low, high, direction)

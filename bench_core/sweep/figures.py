@@ -1,0 +1,144 @@
+"""A sweep's map: one axis, a line of speedups with their intervals, the crossover and its interval as a band;
+two axes, a heatmap of the speedup with each point's source marked. Measured points are filled, predicted ones
+hollow. No streamlit: the page, the HTML report and the tests draw these."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from bench_core.results.figures import LAYOUT, RUN_COLORS
+from bench_core.sweep.records import PointResult, Source, SweepResult, crossovers
+
+MEASURED_COLOR, PREDICTED_COLOR, CROSS_COLOR = "#1565c0", "#ef6c00", "#6a1b9a"
+MARKERS = {Source.MEASURED: "circle", Source.PREDICTED: "circle-open"}
+NAMES = {Source.MEASURED: "measured end to end", Source.PREDICTED: "predicted from kernels"}
+
+
+def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, log_x: bool) -> go.Figure:
+    fig.update_layout(**LAYOUT, title=dict(text=title, x=0, xanchor="left", font=dict(size=14)), height=440)
+    fig.update_yaxes(autorange=True)   # speedups grow upwards (the stage charts list stages downwards)
+    fig.update_xaxes(title_text=x_title, type="log" if log_x else "linear")
+    fig.update_yaxes(title_text=y_title)
+    return fig
+
+
+def _text(p: PointResult) -> str:
+    est = p.estimate
+    if est is None:
+        return f"{p.label}: no figure ({p.prediction_note or 'not measured'})"
+    extra = f", peak memory {p.measurement.peak_change:+.1%}" if p.measurement and p.measurement.peak_change \
+        is not None else ""
+    return f"{p.label}: ×{est[0]:.2f} ({est[1]:.2f}–{est[2]:.2f}), {p.source}, {p.bound or 'bound unknown'}{extra}"
+
+
+def comparable(a: SweepResult, b: SweepResult) -> bool:
+    """Two sweeps one chart may hold: the same two stages along the same first axis."""
+    return (a.spec.comparison.a, a.spec.comparison.b, a.spec.axes[0].name) == \
+        (b.spec.comparison.a, b.spec.comparison.b, b.spec.axes[0].name)
+
+
+def _name(result: SweepResult, several: bool) -> str:
+    return f"{result.gpu or result.device} ({result.sweep_id[:6]})" if several else ""
+
+
+def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
+    """The speedup along the sweep's first axis, ×1.00 drawn across, each crossover with its interval as a band.
+    Several sweeps of one comparison (`comparable`), from other GPUs say, share the chart, one colour each."""
+    results = [result] if isinstance(result, SweepResult) else list(result)
+    several = len(results) > 1
+    axis = results[0].spec.axes[0].name
+    fig = go.Figure()
+    for n, res in enumerate(results):
+        color = RUN_COLORS[n % len(RUN_COLORS)] if several else None
+        label = _name(res, several)
+        for source in (Source.MEASURED, Source.PREDICTED):
+            pts = [p for p in res.points if p.source == source and p.estimate]
+            ests = [p.estimate for p in pts if p.estimate]
+            if not pts:
+                continue
+            fig.add_trace(go.Scatter(
+                x=[p.value(axis) for p in pts], y=[e[0] for e in ests], mode="markers",
+                name=f"{label} {NAMES[source]}".strip(), hovertext=[_text(p) for p in pts], hoverinfo="text",
+                marker=dict(symbol=MARKERS[source], size=11, line=dict(width=2), color=color or (
+                    MEASURED_COLOR if source == Source.MEASURED else PREDICTED_COLOR)),
+                error_y=dict(type="data", symmetric=False, array=[e[2] - e[0] for e in ests],
+                             arrayminus=[e[0] - e[1] for e in ests])))
+        line = sorted((p for p in res.points if p.estimate), key=lambda p: p.value(axis))
+        if len(res.spec.axes) == 1 and line:
+            fig.add_trace(go.Scatter(x=[p.value(axis) for p in line], y=[p.estimate[0] for p in line if p.estimate],
+                                     mode="lines", name=f"{label} best figure at each point".strip(),
+                                     line=dict(color=color or "#9e9e9e")))
+        for c in crossovers(res):
+            xs = [p.value(axis) for p in res.points]
+            lo, hi = c.low if c.low is not None else min(xs), c.high if c.high is not None else max(xs)
+            fig.add_vrect(x0=lo, x1=hi, fillcolor=color or CROSS_COLOR, opacity=0.12, line_width=0)
+            fig.add_trace(go.Scatter(x=[c.value], y=[1.0], mode="markers", name=f"{label} crossover: {c.text}".strip(),
+                                     marker=dict(symbol="x", size=13, color=color or CROSS_COLOR)))
+    fig.add_hline(y=1.0, line=dict(color="#757575", dash="dot"))
+    where = " and ".join(dict.fromkeys(r.gpu or r.device for r in results))
+    title = f"{results[0].title}<br><sup>speedup of B over A by {axis} on {where}</sup>"
+    return _layout(fig, title, axis, "speedup (×)", log_x=True)
+
+
+def sweep_heatmap(result: SweepResult) -> go.Figure:
+    """Two axes: colour is log2 of the speedup, centred on ×1.00; each cell's marker says measured or predicted."""
+    ax, ay = (a.name for a in result.spec.axes[:2])
+    xs, ys = list(result.spec.axes[0].values), list(result.spec.axes[1].values)
+    z: list[list[float | None]] = [[None] * len(xs) for _ in ys]
+    text: list[list[str]] = [[""] * len(xs) for _ in ys]
+    for p in result.points:
+        i, j = ys.index(p.value(ay)), xs.index(p.value(ax))
+        if p.estimate:
+            z[i][j] = math.log2(p.estimate[0])
+            text[i][j] = f"×{p.estimate[0]:.2f}"
+    bound = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
+    fig = go.Figure(go.Heatmap(x=[str(v) for v in xs], y=[str(v) for v in ys], z=z, text=text,
+                               texttemplate="%{text}", colorscale="RdBu", zmid=0, zmin=-bound, zmax=bound,
+                               colorbar=dict(title="log2 ×"), hoverinfo="skip", name="speedup"))
+    for source in (Source.MEASURED, Source.PREDICTED):
+        pts = [p for p in result.points if p.source == source]
+        if pts:
+            fig.add_trace(go.Scatter(x=[str(p.value(ax)) for p in pts], y=[str(p.value(ay)) for p in pts],
+                                     mode="markers", name=NAMES[source], hovertext=[_text(p) for p in pts],
+                                     hoverinfo="text", marker=dict(symbol=MARKERS[source], size=9, color="#212121",
+                                                                   line=dict(width=1.5))))
+    title = f"{result.title}<br><sup>speedup of B over A on {result.gpu or result.device}</sup>"
+    return _layout(fig, title, ax, ay, log_x=False)
+
+
+def sweep_figure(result: SweepResult) -> go.Figure:
+    return sweep_heatmap(result) if len(result.spec.axes) == 2 else sweep_line(result)
+
+
+def peak_memory_map(result: SweepResult) -> go.Figure:
+    """B's peak memory against A's at each measured point (predicted points have no memory figure): a line along
+    one axis, a heatmap over two; less memory is blue."""
+    measured = [p for p in result.points if p.measurement is not None and p.measurement.peak_change is not None]
+    axes = result.spec.axes
+    where = result.gpu or result.device
+    title = f"{result.title}<br><sup>peak memory of B against A, measured points, on {where}</sup>"
+    if len(axes) == 1:
+        xs = [p.value(axes[0].name) for p in measured]
+        ys = [100 * p.measurement.peak_change for p in measured if p.measurement and p.measurement.peak_change
+              is not None]
+        fig = go.Figure(go.Scatter(x=xs, y=ys, mode="lines+markers", name="peak memory change",
+                                   marker=dict(symbol=MARKERS[Source.MEASURED], size=11, color=MEASURED_COLOR),
+                                   hovertext=[_text(p) for p in measured], hoverinfo="text"))
+        fig.add_hline(y=0.0, line=dict(color="#757575", dash="dot"))
+        return _layout(fig, title, axes[0].name, "peak memory change (%)", log_x=True)
+    xs, ys = list(axes[0].values), list(axes[1].values)
+    z: list[list[float | None]] = [[None] * len(xs) for _ in ys]
+    for p in measured:
+        if p.measurement is not None and p.measurement.peak_change is not None:
+            z[ys.index(p.value(axes[1].name))][xs.index(p.value(axes[0].name))] = 100 * p.measurement.peak_change
+    bound = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
+    fig = go.Figure(go.Heatmap(x=[str(v) for v in xs], y=[str(v) for v in ys], z=z, texttemplate="%{z:+.1f}%",
+                               colorscale="RdBu", reversescale=True, zmid=0, zmin=-bound, zmax=bound,
+                               colorbar=dict(title="%"), name="peak memory change"))
+    return _layout(fig, title, axes[0].name, axes[1].name, log_x=False)
+
+
+def has_memory(result: SweepResult) -> bool:
+    return any(p.measurement is not None and p.measurement.peak_change is not None for p in result.points)

@@ -1,0 +1,90 @@
+"""Sweeps in the run history's SQLite file (results.store's database), in a table of their own: each sweep's
+summary columns for the History list and its whole JSON. Created when missing, as the store creates its tables."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+from bench_core.results.records import Status
+from bench_core.results.store import default_db_path
+from bench_core.sweep.records import SweepResult, crossovers, prediction_error
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sweeps (
+    sweep_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, compare TEXT NOT NULL, family TEXT, axes TEXT,
+    device TEXT, gpu TEXT, status TEXT NOT NULL, points INTEGER, measured INTEGER, crossover TEXT,
+    prediction_error REAL, imported INTEGER NOT NULL DEFAULT 0, result_json TEXT NOT NULL);
+"""
+# Columns added after the table's first version: (name, SQL type), added to an older history when it is opened.
+LATER_COLUMNS: tuple[tuple[str, str], ...] = ()
+
+
+class SweepStore:
+    def __init__(self, path: str | None = None, timeout_s: float = 2.0):
+        self.path = path or default_db_path()
+        self.timeout_s = timeout_s
+        with self._connect() as db:
+            db.executescript(SCHEMA)
+            have = {row[1] for row in db.execute("PRAGMA table_info(sweeps)")}
+            for name, kind in LATER_COLUMNS:
+                if name not in have:
+                    db.execute(f"ALTER TABLE sweeps ADD COLUMN {name} {kind}")
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=self.timeout_s)
+        try:
+            with db:
+                yield db
+        finally:
+            db.close()
+
+    def save(self, result: SweepResult) -> None:
+        """Written, then rewritten as the sweep progresses."""
+        with self._connect() as db:
+            self._write(db, result)
+
+    def import_sweep(self, result: SweepResult) -> tuple[str, bool]:
+        """An imported sweep never overwrites one already here: it gets a new id. Returns (id, renamed)."""
+        with self._connect() as db:
+            renamed = db.execute("SELECT 1 FROM sweeps WHERE sweep_id=?", (result.sweep_id,)).fetchone() is not None
+            if renamed:
+                result = replace(result, sweep_id=f"{result.sweep_id[:12]}-imp-{uuid.uuid4().hex[:6]}")
+            self._write(db, replace(result, imported=True))
+        return result.sweep_id, renamed
+
+    @staticmethod
+    def _write(db: sqlite3.Connection, r: SweepResult) -> None:
+        found = crossovers(r)
+        db.execute("INSERT OR REPLACE INTO sweeps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                   (r.sweep_id, r.created_at, r.title, r.spec.base.family,
+                    " × ".join(f"{a.name} {a.values[0]}–{a.values[-1]}" for a in r.spec.axes), r.device, r.gpu,
+                    r.status.value, len(r.points), sum(p.measured for p in r.points),
+                    "; ".join(c.text for c in found) or None, prediction_error(r), int(r.imported),
+                    json.dumps(r.to_dict())))
+
+    def mark_interrupted(self) -> list[str]:
+        """After a crash or restart: a sweep still marked running keeps its finished points and says so."""
+        with self._connect() as db:
+            rows = db.execute("SELECT sweep_id, result_json FROM sweeps WHERE status=?",
+                              (Status.RUNNING.value,)).fetchall()
+            for _, blob in rows:
+                result = replace(SweepResult.from_dict(json.loads(blob)), status=Status.INTERRUPTED)
+                self._write(db, replace(result, notes=(*result.notes, "the server stopped before the sweep ended")))
+        return [r[0] for r in rows]
+
+    def list_sweeps(self) -> list[dict]:
+        with self._connect() as db:
+            db.row_factory = sqlite3.Row
+            return [dict(row) for row in db.execute(
+                "SELECT sweep_id, created_at, compare, family, axes, device, gpu, status, points, measured, "
+                "crossover, prediction_error, imported FROM sweeps ORDER BY created_at DESC")]
+
+    def load(self, sweep_id: str) -> SweepResult | None:
+        with self._connect() as db:
+            row = db.execute("SELECT result_json FROM sweeps WHERE sweep_id=?", (sweep_id,)).fetchone()
+        return SweepResult.from_dict(json.loads(row[0])) if row else None

@@ -1,0 +1,244 @@
+"""Each part of a stage's step timed alone at the point's real shapes, through the components engine's row
+measurement (components.bench.measure_row: the stages' timer, kernels counted by the profiler on CUDA); imports
+torch, so it runs in the sweep's own measuring process, never in the dashboard's.
+
+Only the (part, variant) pairs the two stages need are timed (sweep.predict.stage_parts). A part that cannot run
+here (an FP8 GEMM below compute capability 8.9, a vendor's kernel without its package) is left out: the point then
+has no prediction and is measured end to end.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench_core.components.bench import measure_row, param_shapes
+from bench_core.config.bench_config import BenchConfig
+from bench_core.levers.registry import LEVERS, HeadLever, NormLever, OptimizerLever
+from bench_core.levers.stage import Stage
+from bench_core.models.families import mlp_hidden
+from bench_core.sweep.predict import KernelTime, Part, PointTimings, block_gemms, stage_parts
+
+DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+LAUNCH_PROBE_KERNELS = 2000
+# Timed calls per part (after as many warm-up calls as WARMUP): a GPU's kernels are steady and quick; a CPU sweep
+# only exercises the path (its tiny parts take milliseconds, and the machine is often shared).
+REPEATS = {"cuda": 20, "cpu": 5}
+WARMUP = {"cuda": 5, "cpu": 1}
+FP8_MAX = 448.0   # float8_e4m3fn's largest value: dynamic scaling maps each tensor's amax onto it
+
+
+def _autocast(torch, device: str, dtype: str):
+    return contextlib.nullcontext() if dtype == "fp32" else torch.autocast(device, dtype=getattr(torch, DTYPES[dtype]))
+
+
+def _fp8_mm(torch, a, b_t):
+    """a @ b_t.T in float8 with tensorwise dynamic scales, the casts included (what torchao's float8 does)."""
+    sa = (FP8_MAX / a.abs().amax().clamp(min=1e-12)).float()
+    sb = (FP8_MAX / b_t.abs().amax().clamp(min=1e-12)).float()
+    a8 = (a * sa).to(torch.float8_e4m3fn)
+    b8 = (b_t * sb).to(torch.float8_e4m3fn)
+    return torch._scaled_mm(a8, b8.t(), scale_a=sa.reciprocal(), scale_b=sb.reciprocal(), out_dtype=torch.bfloat16)
+
+
+def gemm_fn(torch, cfg: BenchConfig, device: str, rate: str, gen) -> Callable[[], Any]:
+    """One block's GEMMs: for each layer the forward product and both backward ones (dX, dW). Under autocast
+    (bf16, fp16) the fp32 weight is cast down for the products and its gradient cast back up, as autocast does."""
+    m = cfg.batch_size * cfg.seq_len
+    dtype = getattr(torch, DTYPES.get(rate, "bfloat16"))
+    cast = rate in ("bf16", "fp16")
+    layers = []
+    for k, n in block_gemms(cfg.family, cfg.width, mlp_hidden(cfg)):
+        x = torch.randn(m, k, device=device, dtype=dtype, generator=gen)
+        w = torch.randn(n, k, device=device, dtype=torch.float32 if cast else dtype, generator=gen) * 0.02
+        dy = torch.randn(m, n, device=device, dtype=dtype, generator=gen)
+        w_t = w.t().contiguous() if rate == "fp8" else w   # FP8's dX product takes the weight row-major, transposed
+        layers.append((x, w, dy, dy.t().contiguous(), x.t().contiguous(), w_t))
+
+    def run() -> None:
+        for x, w, dy, dy_t, x_t, w_t in layers:
+            if rate == "fp8":
+                _fp8_mm(torch, x, w), _fp8_mm(torch, dy, w_t), _fp8_mm(torch, dy_t, x_t)
+            elif cast:
+                low = w.to(dtype)
+                x @ low.t(), dy @ low, (dy_t @ x).float()
+            else:
+                x @ w.t(), dy @ w, dy_t @ x
+
+    if rate != "tf32":
+        return run
+
+    def tf32() -> None:
+        before = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            run()
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = before
+    return tf32
+
+
+def attention_fn(torch, cfg: BenchConfig, device: str, dtype: str, gen) -> Callable[[], Any]:
+    shape = (cfg.batch_size, cfg.heads, cfg.seq_len, cfg.width // cfg.heads)
+    t = getattr(torch, DTYPES[dtype])
+    q, k, v = (torch.randn(shape, device=device, dtype=t, generator=gen).requires_grad_() for _ in range(3))
+    dy = torch.randn(shape, device=device, dtype=t, generator=gen)
+
+    def run() -> None:
+        q.grad = k.grad = v.grad = None
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).backward(dy)
+    return run
+
+
+def norm_fn(torch, cfg: BenchConfig, device: str, name: str, dtype: str, gen) -> Callable[[], Any]:
+    lever: NormLever = LEVERS[name]  # type: ignore[assignment]
+    module = lever.build()(cfg.width).to(device)
+    x = torch.randn(cfg.batch_size * cfg.seq_len, cfg.width, device=device, generator=gen).requires_grad_()
+
+    def run() -> None:
+        x.grad = None
+        with _autocast(torch, device, dtype):
+            y = module(x)
+        y.backward(torch.ones_like(y))
+    return run
+
+
+def activation_fn(torch, cfg: BenchConfig, device: str, name: str, dtype: str, gen) -> Callable[[], Any]:
+    rows, hidden = cfg.batch_size * cfg.seq_len, mlp_hidden(cfg)
+    t = getattr(torch, DTYPES[dtype])
+    a, b = (torch.randn(rows, hidden, device=device, dtype=t, generator=gen).requires_grad_() for _ in range(2))
+    dy = torch.randn(rows, hidden, device=device, dtype=t, generator=gen)
+    F = torch.nn.functional
+    if name == "gelu":
+        def act() -> Any:
+            return F.gelu(a, approximate="tanh")
+    elif name == "swiglu":
+        def act() -> Any:
+            return F.silu(a) * b
+    elif name == "liger-swiglu":
+        from liger_kernel.ops.swiglu import LigerSiLUMulFunction
+
+        def act() -> Any:
+            return LigerSiLUMulFunction.apply(a, b)
+    else:
+        raise LookupError(f"no activation timing for {name}")
+
+    def run() -> None:
+        a.grad = b.grad = None
+        act().backward(dy)
+    return run
+
+
+def loss_fn(torch, cfg: BenchConfig, device: str, name: str, dtype: str, gen) -> Callable[[], Any]:
+    """The LM head's GEMMs and the loss, forward and backward, through the head lever's own function."""
+    lever: HeadLever = LEVERS[name]  # type: ignore[assignment]
+    head = lever.build()
+    rows = cfg.batch_size * cfg.seq_len
+    hidden = torch.randn(rows, cfg.width, device=device, generator=gen).requires_grad_()
+    weight = (torch.randn(cfg.vocab_size, cfg.width, device=device, generator=gen) * 0.02).requires_grad_()
+    targets = torch.randint(0, cfg.vocab_size, (rows,), device=device, generator=gen)
+
+    def run() -> None:
+        hidden.grad = weight.grad = None
+        with _autocast(torch, device, dtype):
+            _, loss = head(hidden, weight, targets)
+        loss.backward()
+    return run
+
+
+def optimizer_fn(torch, cfg: BenchConfig, device: str, name: str, gen) -> Callable[[], Any]:
+    lever: OptimizerLever = LEVERS[name]  # type: ignore[assignment]
+    params = []
+    for shape in param_shapes(cfg):
+        p = torch.nn.Parameter(torch.randn(shape, device=device, generator=gen) * 0.02)
+        p.grad = torch.randn(shape, device=device, generator=gen) * 1e-2
+        params.append(p)
+    return lever.build(params).step
+
+
+def calls_per_step(part: Part, cfg: BenchConfig) -> int:
+    """How often a step runs the part: per block, the norms twice per block plus the final one, the rest once."""
+    return {Part.GEMM: cfg.depth, Part.ATTENTION: cfg.depth, Part.NORM: 2 * cfg.depth + 1,
+            Part.ACTIVATION: cfg.depth}.get(part, 1)
+
+
+def _split(name: str) -> tuple[str, str]:
+    lever, _, dtype = name.partition("@")
+    return lever, dtype
+
+
+def part_fn(torch, cfg: BenchConfig, device: str, part: Part, name: str, gen) -> Callable[[], Any]:
+    lever, dtype = _split(name)
+    if part == Part.GEMM:
+        return gemm_fn(torch, cfg, device, name, gen)
+    if part == Part.ATTENTION:
+        return attention_fn(torch, cfg, device, name, gen)
+    if part == Part.NORM:
+        return norm_fn(torch, cfg, device, lever, dtype, gen)
+    if part == Part.ACTIVATION:
+        return activation_fn(torch, cfg, device, lever, dtype, gen)
+    if part == Part.LOSS:
+        return loss_fn(torch, cfg, device, lever, dtype, gen)
+    return optimizer_fn(torch, cfg, device, name, gen)
+
+
+def launch_us(torch, device: str) -> float:
+    """The host's time to enqueue one small kernel, measured without waiting for the GPU; 0 on CPU."""
+    if device != "cuda":
+        return 0.0
+    x = torch.zeros(1, device="cuda")
+    for _ in range(100):
+        x.add_(1)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(LAUNCH_PROBE_KERNELS):
+        x.add_(1)
+    elapsed = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    return elapsed / LAUNCH_PROBE_KERNELS * 1e6
+
+
+def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup: int | None = None,
+               repeats: int | None = None) -> tuple[PointTimings, tuple[str, ...]]:
+    """The parts the stages need, timed at this config's shapes; and why any part could not be timed."""
+    import torch
+    cuda = device == "cuda"
+    warmup = WARMUP[device] if warmup is None else warmup
+    repeats = REPEATS[device] if repeats is None else repeats
+    gen = torch.Generator(device=device).manual_seed(cfg.seed)
+    needed = list(dict.fromkeys(p for stage in stages for p in stage_parts(stage)))
+    times, missing = [], []
+    for part, name in needed:
+        try:   # each part's tensors are freed before the next part's are made
+            row, _ = measure_row(torch, part.value, name, name, name, part_fn(torch, cfg, device, part, name, gen), 0,
+                                 cuda, warmup, repeats, None, lambda seen: (None, None))
+        except Exception as exc:
+            missing.append(f"{part.value} {name}: {type(exc).__name__}: {exc}"[:300])
+            continue
+        finally:
+            if cuda:
+                torch.cuda.empty_cache()
+        if row.status != "ok" or row.median_ms is None:
+            missing.append(f"{part.value} {name}: {row.reason}")
+            continue
+        times.append(KernelTime(part, name, row.median_ms, row.p10_ms or row.median_ms, row.p90_ms or row.median_ms,
+                                row.kernels_per_call or 0, calls_per_step(part, cfg)))
+    return PointTimings(tuple(times), launch_us(torch, device)), tuple(missing)
+
+
+def main() -> int:
+    """`python -m bench_core.sweep.kernels`: one process times every point of a sweep (torch imported once).
+    stdin: {"device", "a", "b", "configs": [BenchConfig dicts]}; stdout: one JSON line per point, in order."""
+    import json
+    import sys
+    request = json.loads(sys.stdin.read())
+    stages = (Stage.from_key(request["a"]), Stage.from_key(request["b"]))
+    for i, data in enumerate(request["configs"]):
+        timings, missing = time_point(BenchConfig.from_dict(data), stages, request["device"])
+        print(json.dumps({"index": i, "timings": timings.to_dict(), "missing": list(missing)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

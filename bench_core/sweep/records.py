@@ -1,0 +1,269 @@
+"""What a sweep found: each point's prediction and (where it ran end to end) its measurement, the whole sweep, and
+every figure derived from them, computed once here (the CLI, the figures, the report, the store and the page read
+these). JSON round trip and CSV rows.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from bench_core.results.records import Status
+from bench_core.sweep.crossover import Crossover, Estimate, crossover
+from bench_core.sweep.predict import PointTimings
+from bench_core.sweep.spec import SweepSpec
+
+FORMAT = "bench_core.sweep/1"   # a sweep JSON's first key says what it is (import tells it from a run's file)
+
+
+class Source(StrEnum):
+    """Where a point's shown speedup comes from."""
+    PREDICTED = "predicted"
+    MEASURED = "measured"
+
+
+@dataclass(frozen=True)
+class PointPrediction:
+    speedup: float
+    low: float
+    high: float
+    a_ms: float
+    b_ms: float
+    bound: str                      # B's predicted bound (gpu-bound | launch-bound)
+    timings: PointTimings
+
+    def to_dict(self) -> dict:
+        return {**{k: v for k, v in self.__dict__.items() if k != "timings"}, "timings": self.timings.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PointPrediction:
+        return cls(**{**data, "timings": PointTimings.from_dict(data["timings"])})
+
+
+@dataclass(frozen=True)
+class PointMeasurement:
+    status: Status                  # ok, or why there is no figure (failed, unavailable, oom, cancelled...)
+    reason: str | None = None
+    speedup: float | None = None
+    low: float | None = None
+    high: float | None = None
+    interval_text: str | None = None   # what the interval covers ("across 3 processes", "within one process")
+    a_ms: float | None = None
+    b_ms: float | None = None
+    bound: str | None = None        # B's measured bottleneck
+    a_peak_mib: float | None = None
+    b_peak_mib: float | None = None
+    wall_s: float | None = None     # what the point cost end to end (the planner's cost estimate)
+
+    @property
+    def peak_change(self) -> float | None:
+        """B's peak memory against A's, -0.297 for 29.7% less."""
+        if not self.a_peak_mib or self.b_peak_mib is None:
+            return None
+        return self.b_peak_mib / self.a_peak_mib - 1
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "status": self.status.value}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PointMeasurement:
+        return cls(**{**data, "status": Status(data["status"])})
+
+
+@dataclass(frozen=True)
+class PointResult:
+    index: int
+    values: tuple[tuple[str, int], ...]
+    prediction: PointPrediction | None = None
+    prediction_note: str | None = None     # why there is no prediction (a part could not be timed here)
+    measurement: PointMeasurement | None = None
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.values)
+
+    def value(self, axis: str) -> int:
+        return dict(self.values)[axis]
+
+    @property
+    def measured_speedup(self) -> float | None:
+        """The end-to-end speedup, where the point ran and both stages finished ok."""
+        m = self.measurement
+        return m.speedup if m is not None and m.status == Status.OK else None
+
+    @property
+    def measured(self) -> bool:
+        return self.measured_speedup is not None
+
+    @property
+    def source(self) -> Source | None:
+        return Source.MEASURED if self.measured else Source.PREDICTED if self.prediction else None
+
+    @property
+    def estimate(self) -> tuple[float, float, float] | None:
+        """(speedup, low, high): measured where measured, else predicted."""
+        m, speedup = self.measurement, self.measured_speedup
+        if m is not None and speedup is not None:
+            return speedup, m.low if m.low is not None else speedup, m.high if m.high is not None else speedup
+        p = self.prediction
+        return (p.speedup, p.low, p.high) if p else None
+
+    @property
+    def prediction_error(self) -> float | None:
+        """measured / predicted - 1, where both exist."""
+        measured = self.measured_speedup
+        if measured is None or self.prediction is None:
+            return None
+        return measured / self.prediction.speedup - 1
+
+    @property
+    def bound(self) -> str | None:
+        if self.measured:
+            return self.measurement.bound if self.measurement else None
+        return self.prediction.bound if self.prediction else None
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "values": [list(v) for v in self.values],
+                "prediction": self.prediction.to_dict() if self.prediction else None,
+                "prediction_note": self.prediction_note,
+                "measurement": self.measurement.to_dict() if self.measurement else None}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PointResult:
+        return cls(int(data["index"]), tuple((str(k), int(v)) for k, v in data["values"]),
+                   PointPrediction.from_dict(data["prediction"]) if data.get("prediction") else None,
+                   data.get("prediction_note"),
+                   PointMeasurement.from_dict(data["measurement"]) if data.get("measurement") else None)
+
+
+class Phase(StrEnum):
+    PREDICTING = "predicting"       # every point's kernels timed, in one process
+    MEASURING = "measuring"         # points run end to end, most in doubt first
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class Progress:
+    phase: Phase
+    done: int
+    total: int
+    eta_s: float | None             # None until a point's cost is known
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    spec: SweepSpec
+    device: str
+    gpu: str | None
+    points: tuple[PointResult, ...]
+    status: Status = Status.RUNNING
+    sweep_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    notes: tuple[str, ...] = ()
+    imported: bool = False
+    progress: Progress | None = None
+
+    def with_point(self, point: PointResult) -> SweepResult:
+        return replace(self, points=tuple(point if p.index == point.index else p for p in self.points))
+
+    @property
+    def title(self) -> str:
+        return f"{self.spec.comparison.b.key} vs {self.spec.comparison.a.key}"
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "sweep_id": self.sweep_id, "created_at": self.created_at,
+                "status": self.status.value, "device": self.device, "gpu": self.gpu, "spec": self.spec.to_dict(),
+                "points": [p.to_dict() for p in self.points], "notes": list(self.notes),
+                "crossovers": [c.to_dict() for c in crossovers(self)], "prediction_error": prediction_error(self),
+                "imported": self.imported}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SweepResult:
+        return cls(SweepSpec.from_dict(data["spec"]), str(data["device"]), data.get("gpu"),
+                   tuple(PointResult.from_dict(p) for p in data["points"]), Status(data["status"]),
+                   str(data["sweep_id"]), str(data["created_at"]), tuple(data.get("notes") or ()),
+                   bool(data.get("imported", False)))
+
+
+def is_sweep_json(data: bytes | str | dict) -> bool:
+    if isinstance(data, (bytes, str)):
+        try:
+            data = json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            return False
+    return isinstance(data, dict) and data.get("format") == FORMAT
+
+
+def to_json(result: SweepResult) -> str:
+    return json.dumps(result.to_dict(), indent=1)
+
+
+def from_json(text: str | bytes) -> SweepResult:
+    return SweepResult.from_dict(json.loads(text))
+
+
+def crossovers(result: SweepResult) -> list[Crossover]:
+    """Along the first axis: one line, or one per value of the second axis; from each point's best estimate."""
+    axes = result.spec.axes
+    if not axes or len(axes[0].values) < 2:
+        return []
+    rows = [()] if len(axes) == 1 else [((axes[1].name, v),) for v in axes[1].values]
+    out = []
+    for fixed in rows:
+        pts = [p for p in result.points if all(p.value(k) == v for k, v in fixed)]
+        line = [Estimate(p.value(axes[0].name), *p.estimate) for p in pts if p.estimate]
+        found = crossover(axes[0].name, line) if len(line) >= 2 else None
+        if found:
+            out.append(replace(found, axis=axes[0].name + "".join(f" at {k}={v}" for k, v in fixed)))
+    return out
+
+
+def prediction_error(result: SweepResult) -> float | None:
+    """The root-mean-square of log(measured / predicted) over the points that have both, as a ratio (0.08: the
+    prediction is typically 8% off); None without such a point."""
+    logs = [math.log1p(e) for e in (p.prediction_error for p in result.points) if e is not None]
+    return math.expm1(math.sqrt(sum(x * x for x in logs) / len(logs))) if logs else None
+
+
+CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_1", "value_1", "axis_2", "value_2",
+              "source", "speedup", "speedup_low", "speedup_high", "bound", "peak_mem_change", "predicted_speedup",
+              "predicted_low", "predicted_high", "predicted_bound", "prediction_error", "measured_speedup",
+              "measured_low", "measured_high", "interval_scope", "measured_status", "measured_reason",
+              "prediction_note")
+
+
+def csv_rows(result: SweepResult) -> list[dict]:
+    spec = result.spec
+    out = []
+    for p in result.points:
+        names = [k for k, _ in p.values] + [None]
+        vals = [v for _, v in p.values] + [None]
+        pred, meas, est = p.prediction, p.measurement, p.estimate
+        out.append({"sweep_id": result.sweep_id, "compare": spec.comparison.text, "a": spec.comparison.a.key,
+                    "b": spec.comparison.b.key, "family": spec.base.family, "device": result.device,
+                    "gpu": result.gpu, "axis_1": names[0], "value_1": vals[0], "axis_2": names[1],
+                    "value_2": vals[1], "source": p.source.value if p.source else None,
+                    "speedup": est[0] if est else None, "speedup_low": est[1] if est else None,
+                    "speedup_high": est[2] if est else None, "bound": p.bound,
+                    "peak_mem_change": meas.peak_change if meas else None,
+                    "predicted_speedup": pred.speedup if pred else None, "predicted_low": pred.low if pred else None,
+                    "predicted_high": pred.high if pred else None, "predicted_bound": pred.bound if pred else None,
+                    "prediction_error": p.prediction_error, "measured_speedup": meas.speedup if meas else None,
+                    "measured_low": meas.low if meas else None, "measured_high": meas.high if meas else None,
+                    "interval_scope": meas.interval_text if meas else None,
+                    "measured_status": meas.status.value if meas else None,
+                    "measured_reason": meas.reason if meas else None, "prediction_note": p.prediction_note})
+    return out
+
+
+def to_csv(result: SweepResult) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
+    writer.writeheader()
+    writer.writerows(csv_rows(result))
+    return buf.getvalue()

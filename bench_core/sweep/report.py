@@ -1,0 +1,51 @@
+"""A sweep's static HTML report: its map, its crossovers, and a row per point (predicted beside measured)."""
+from __future__ import annotations
+
+import html
+
+from bench_core.config.bench_config import describe_shape
+from bench_core.results.report import _plotly_loader
+from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure
+from bench_core.sweep.records import SweepResult, crossovers, csv_rows, prediction_error
+
+SHOWN = ("axis_1", "value_1", "axis_2", "value_2", "source", "speedup", "speedup_low", "speedup_high", "bound",
+         "peak_mem_change", "predicted_speedup", "measured_speedup", "prediction_error", "interval_scope",
+         "measured_status", "measured_reason", "prediction_note")
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def render_html(result: SweepResult) -> str:
+    rows = csv_rows(result)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in SHOWN)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r[c]))}</td>" for c in SHOWN) + "</tr>" for r in rows)
+    found = crossovers(result)
+    err = prediction_error(result)
+    parts = [f"<h1>{html.escape(result.title)} on {html.escape(result.gpu or result.device)}</h1>",
+             f"<p>sweep {result.sweep_id} · {result.created_at} · base {html.escape(describe_shape(result.spec.base))}"
+             "</p>",
+             "<ul>" + "".join(f"<li>crossover: {html.escape(c.text)}</li>" for c in found)
+             + ("" if found else "<li>no crossover of ×1.00 inside the swept values</li>")
+             + f"<li>prediction error (rms): {'no point has both' if err is None else f'{err:.1%}'}</li>"
+             + "".join(f"<li>{html.escape(n)}</li>" for n in result.notes) + "</ul>",
+             "<div id='fig-sweep' class='fig'></div>"]
+    figures = [f'{{"id": "fig-sweep", "fig": {sweep_figure(result).to_json()}}}']
+    if has_memory(result):
+        parts.append("<div id='fig-memory' class='fig'></div>")
+        figures.append(f'{{"id": "fig-memory", "fig": {peak_memory_map(result).to_json()}}}')
+    parts += [f"<div class='scroll'><table><tr>{head}</tr>{body}</table></div>", _plotly_loader(figures)]
+    style = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto;padding:0 12px}"
+             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:4px}"
+             ".scroll{max-width:100%;overflow-x:auto}.fig{max-width:100%}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' "
+            f"content='width=device-width,initial-scale=1'><title>sweep {result.sweep_id}</title>"
+            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
+
+
+def write_html(result: SweepResult, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(render_html(result))

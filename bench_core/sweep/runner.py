@@ -1,0 +1,203 @@
+"""A sweep's loop: every point's kernels timed in one measuring process (sweep.kernels) and its speedup predicted;
+then points run end to end, two stages each through the stages' own loop (run.runner.run_all), in the order the
+planner picks (sweep.plan) while the budget lasts. Cancelling keeps every finished point.
+
+Workers are not reused across points: each builds the point's own model, so its process is the point's. Compile
+caches are: torch.compile's inductor and FX-graph caches live in one per-user folder every worker shares, so a
+shape compiled once is loaded from there (compile time is not measured: it falls in the warm-up).
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+
+from bench_core.config.bench_config import BenchConfig, resolve_device
+from bench_core.config.environment import child_env
+from bench_core.machine.ceilings import Ceilings
+from bench_core.machine.probe import Probe
+from bench_core.measure.breakdown import Bound
+from bench_core.results.records import Status
+from bench_core.results.summary import summarize
+from bench_core.run.runner import RunHooks, new_run, run_all
+from bench_core.sweep import plan
+from bench_core.sweep.predict import MissingTiming, PointTimings, predict
+from bench_core.sweep.records import Phase, PointMeasurement, PointPrediction, PointResult, Progress, SweepResult
+from bench_core.sweep.spec import Comparison, SweepPoint, SweepSpec
+
+Timed = tuple[int, PointTimings | None, tuple[str, ...]]   # (point index, its timings, parts not timed)
+PredictPoints = Callable[[list[SweepPoint], Comparison, str, threading.Event], Iterator[Timed]]
+MeasurePoint = Callable[[BenchConfig, Comparison, Probe, "SweepHooks"], PointMeasurement]
+
+
+class _NoCeilings:
+    """A sweep's speedups are ratios: its points never measure the GPU's ceilings."""
+
+    def start(self) -> None:
+        pass
+
+    def measure(self) -> Ceilings | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def predict_in_process(points: list[SweepPoint], comparison: Comparison, device: str,
+                       cancel: threading.Event, env: dict | None = None) -> Iterator[Timed]:
+    """Every point's timings from one `python -m bench_core.sweep.kernels` process; killed on cancel."""
+    request = {"device": device, "a": comparison.a.key, "b": comparison.b.key,
+               "configs": [p.config.to_dict() for p in points]}
+    proc = subprocess.Popen([sys.executable, "-m", "bench_core.sweep.kernels"],  # noqa: S603 (our own argv)
+                            env=child_env(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # Ctrl-C is the parent's
+    stdin, stdout = proc.stdin, proc.stdout
+    if stdin is None or stdout is None:
+        raise OSError("the timing process has no pipes")
+    stdin.write(json.dumps(request))
+    stdin.close()
+
+    def stop_on_cancel() -> None:   # ends with the process, so a server's sweeps leave no thread behind
+        while proc.poll() is None:
+            if cancel.wait(0.5):
+                proc.kill()
+                return
+    threading.Thread(target=stop_on_cancel, daemon=True).start()
+    seen: set[int] = set()
+    try:
+        for line in stdout:
+            if not line.startswith("{"):
+                continue
+            data = json.loads(line)
+            point = points[data["index"]]
+            seen.add(point.index)
+            yield point.index, PointTimings.from_dict(data["timings"]), tuple(data["missing"])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        err = (proc.stderr.read() if proc.stderr else "").strip().splitlines()
+        proc.wait()
+    if not cancel.is_set():
+        for p in points:
+            if p.index not in seen:
+                yield p.index, None, (f"the timing process ended early: {err[-1] if err else 'no message'}",)
+
+
+def measure_end_to_end(cfg: BenchConfig, comparison: Comparison, probe: Probe, hooks: SweepHooks) -> PointMeasurement:
+    """Stage A then stage B as one two-stage run; B's speedup, interval, bottleneck and peak memory against A."""
+    started = time.monotonic()
+    run = run_all(new_run(cfg, [comparison.a, comparison.b], probe, "sweep"), probe,
+                  RunHooks(cancel=hooks.cancel, worker_env=hooks.worker_env, timeout_s=hooks.timeout_s,
+                           ceilings=_NoCeilings()))
+    wall = time.monotonic() - started
+    summary = summarize(run)
+    sa, sb = summary.stage(0), summary.stage(1)
+    if not (sa.ok and sb.ok and sb.speedup is not None):
+        bad = sa if not sa.ok else sb
+        return PointMeasurement(bad.status, f"{bad.key}: {bad.reason or bad.status.value}", wall_s=wall)
+    ci = sb.interval
+    return PointMeasurement(Status.OK, None, sb.speedup, ci.low if ci else None, ci.high if ci else None,
+                            ci.text if ci else None, sa.timing.median_ms, sb.timing.median_ms,
+                            sb.bottleneck.verdict.value, sa.peak_mem_mib, sb.peak_mem_mib, wall)
+
+
+@dataclass
+class SweepHooks:
+    on_update: Callable[[SweepResult], None] | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)
+    worker_env: dict | None = None
+    timeout_s: float = 900.0
+    clock: Callable[[], float] = time.monotonic
+    predict_points: PredictPoints | None = None     # None: predict_in_process
+    measure_point: MeasurePoint = measure_end_to_end
+
+
+def new_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe) -> SweepResult:
+    device = resolve_device(spec.base.device, probe.cuda_available)
+    return SweepResult(spec, device, probe.gpu_name if device == "cuda" else "CPU",
+                       tuple(PointResult(p.index, p.values) for p in points))
+
+
+def _prediction(timings: PointTimings | None, missing: tuple[str, ...], comparison: Comparison,
+                device: str) -> tuple[PointPrediction | None, str | None]:
+    if timings is None or missing:
+        return None, "; ".join(missing) or "not timed"
+    try:
+        p = predict(timings, comparison.a, comparison.b)
+    except MissingTiming as exc:
+        return None, str(exc)
+    # on a CPU ops run as they are called: no launch queue, so no bound to predict (as a measured CPU stage says)
+    bound = p.b.bound if device == "cuda" else Bound.UNKNOWN
+    return PointPrediction(p.speedup, p.low, p.high, p.a.step_ms, p.b.step_ms, bound.value, timings), None
+
+
+def _candidate(p: PointResult) -> plan.Candidate:
+    pred = p.prediction
+    return plan.Candidate(p.index, pred.speedup, pred.low, pred.high) if pred else plan.Candidate(p.index, None)
+
+
+def _log_errors(result: SweepResult) -> list[float]:
+    return [math.log1p(e) for e in (p.prediction_error for p in result.points) if e is not None]
+
+
+def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: SweepHooks | None = None,
+              result: SweepResult | None = None) -> SweepResult:
+    hooks = hooks or SweepHooks()
+    state = {"result": result or new_sweep(spec, points, probe)}
+    start = hooks.clock()
+
+    def publish(new: SweepResult) -> None:
+        state["result"] = new
+        if hooks.on_update:
+            hooks.on_update(new)
+
+    def left() -> float | None:
+        return None if spec.budget_s is None else spec.budget_s - (hooks.clock() - start)
+
+    comparison, n = spec.comparison, len(points)
+    publish(replace(state["result"], progress=Progress(Phase.PREDICTING, 0, n, None)))
+    predictor = hooks.predict_points or (lambda pts, c, d, cancel: predict_in_process(pts, c, d, cancel,
+                                                                                       hooks.worker_env))
+    done = 0
+    for index, timings, missing in predictor(points, comparison, state["result"].device, hooks.cancel):
+        prediction, note = _prediction(timings, missing, comparison, state["result"].device)
+        point = replace(state["result"].points[index], prediction=prediction, prediction_note=note)
+        done += 1
+        publish(replace(state["result"].with_point(point), progress=Progress(Phase.PREDICTING, done, n, None)))
+    walls: list[float] = []
+    tried: set[int] = set()
+    while not hooks.cancel.is_set():
+        current = state["result"]
+        candidates = [_candidate(p) for p in current.points if p.index not in tried]
+        chosen = plan.next_point(candidates, plan.calibrated_error(_log_errors(current)), left(), walls)
+        if chosen is None:
+            break
+        index = chosen
+        tried.add(index)
+        publish(replace(current, progress=Progress(Phase.MEASURING, len(tried) - 1, n,
+                                                   plan.eta_s(n - len(tried) + 1, left(), walls))))
+        measurement = hooks.measure_point(points[index].config, comparison, probe, hooks)
+        if measurement.wall_s is not None:
+            walls.append(measurement.wall_s)
+        if measurement.status == Status.CANCELLED:
+            break
+        publish(state["result"].with_point(replace(state["result"].points[index], measurement=measurement)))
+    final = state["result"]
+    cancelled = hooks.cancel.is_set()
+    measured = sum(p.measured for p in final.points)
+    predicted_only = sum(p.source is not None and not p.measured for p in final.points)
+    notes = [f"{measured} of {n} points measured end to end, {predicted_only} predicted only"]
+    untried = n - len(tried)
+    if untried and not cancelled:
+        spent = "on the points nearest ×1.00" if tried else "predicting, before any point could run"
+        notes.append(f"{untried} points kept their prediction: the {spec.budget_s:.0f} s budget was spent {spent}"
+                     if spec.budget_s else f"{untried} points not run")
+    final = replace(final, status=Status.CANCELLED if cancelled else Status.DONE, notes=tuple(notes),
+                    progress=Progress(Phase.DONE, len(tried), n, 0.0))
+    publish(final)
+    return final

@@ -1,0 +1,134 @@
+"""Sweep: where a lever starts to pay. One comparison across shapes: each point predicted from its own kernels,
+the points in doubt measured end to end; a line with its crossover, or a heatmap."""
+from __future__ import annotations
+
+import sqlite3
+
+import pandas as pd
+import streamlit as st
+
+from bench_core.config.bench_config import WORKLOADS, BenchConfig, ConfigError, defaults_for, workload
+from bench_core.levers.registry import BASELINE_LEVERS, LEVERS
+from bench_core.models.families import FAMILIES
+from bench_core.service.jobs import LimitExceeded, NotAllowed
+from bench_core.sweep.figures import comparable, has_memory, peak_memory_map, sweep_figure, sweep_line
+from bench_core.sweep.records import SweepResult, crossovers, csv_rows, prediction_error, to_csv, to_json
+from bench_core.sweep.report import render_html
+from bench_core.sweep.spec import AXES, SweepSpec, parse_axes, parse_budget, parse_comparison
+from dashboard.session import access_panel, get_manager, get_sweeps, is_operator, persistence_banner, role
+
+manager = get_manager()
+sweeps = get_sweeps()
+access_panel()
+st.title("Sweep: where does a lever start to pay?")
+st.caption("One comparison across model shapes on this machine. Each point is first predicted from the model's "
+           "own kernels timed alone at its real shapes (GEMMs, attention, norms, activation, loss head, optimizer, "
+           "and the host's launch cost); then the points nearest ×1.00 run end to end, two stages each in fresh "
+           "processes, while the budget lasts. Measured points are filled, predicted ones hollow.")
+persistence_banner(manager)
+probe = manager.probe(timeout=0)
+device = "cuda" if probe is not None and probe.cuda_available else "cpu"
+
+with st.form("sweep_form"):
+    left, right = st.columns(2)
+    family = left.selectbox("Model family", FAMILIES, key="sweep_family")
+    model = right.selectbox("Base shape", list(WORKLOADS), key="sweep_model",
+                            index=list(WORKLOADS).index("gpt2-small" if device == "cuda" else "tiny"))
+    mode = st.radio("Compare", ["a lever against the lever it replaces", "two stage keys"], horizontal=True,
+                    key="sweep_mode")
+    swept = [n for n, lv in LEVERS.items() if n != BASELINE_LEVERS[lv.kind] and lv.kind != "gpus"]
+    lever = st.selectbox("Lever", swept, key="sweep_lever")
+    keys = st.text_input("Stage keys A,B (B's speedup over A)", key="sweep_keys",
+                         value="adam+layernorm+fp32,adam-fused+layernorm+fp32")
+    a1, v1 = st.columns([1, 3])
+    axis1 = a1.selectbox("Axis", AXES, key="sweep_axis1")
+    values1 = v1.text_input("Values (list, or START:STOP:xFACTOR)", key="sweep_values1", value="64,128")
+    a2, v2 = st.columns([1, 3])
+    axis2 = a2.selectbox("Second axis (optional)", ("none", *AXES), key="sweep_axis2")
+    values2 = v2.text_input("Its values", key="sweep_values2", value="")
+    budget = st.text_input("Budget (e.g. 10m; empty: every point measured)", key="sweep_budget", value="")
+    start = st.form_submit_button("Start the sweep", type="primary", disabled=not is_operator() or sweeps.running)
+
+if start:
+    try:
+        base = workload(model, defaults_for(device))
+        base = BenchConfig.from_dict({**base.to_dict(), "family": family, "device": device})
+        texts = [f"{axis1}={values1}"] + ([f"{axis2}={values2}"] if axis2 != "none" else [])
+        comparison = parse_comparison(lever if mode.startswith("a lever") else keys, family)
+        spec = SweepSpec(comparison, base, parse_axes(texts), parse_budget(budget))
+        st.session_state["sweep_shown"] = sweeps.start(spec, role())
+    except ConfigError as exc:
+        st.error(f"{exc.field}: {exc.limit} (got {exc.value!r})")
+    except (LimitExceeded, NotAllowed) as exc:
+        st.error(str(exc))
+if not is_operator():
+    st.caption("Only operators start and cancel sweeps.")
+
+
+def show(result: SweepResult, key: str) -> None:
+    found = crossovers(result)
+    err = prediction_error(result)
+    lines = [f"crossover: **{c.text}**" for c in found] or ["no crossover of ×1.00 inside the swept values"]
+    lines.append("prediction error (rms of measured against predicted): "
+                 + ("no point has both" if err is None else f"**{err:.1%}**"))
+    st.markdown("\n".join(f"- {line}" for line in [*lines, *result.notes]))
+    if any(p.estimate for p in result.points):
+        st.plotly_chart(sweep_figure(result), width="stretch", key=f"sweep_chart_{key}")
+    if has_memory(result):
+        st.plotly_chart(peak_memory_map(result), width="stretch", key=f"sweep_memory_{key}")
+    cols = ["value_1", "value_2", "source", "speedup", "speedup_low", "speedup_high", "bound", "peak_mem_change",
+            "predicted_speedup", "measured_speedup", "prediction_error", "interval_scope", "measured_reason",
+            "prediction_note"]
+    st.dataframe(pd.DataFrame(csv_rows(result))[cols], hide_index=True, width="stretch")
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("JSON", to_json(result), f"sweep_{result.sweep_id}.json", "application/json",
+                       key=f"sweep_json_{key}")
+    c2.download_button("CSV", to_csv(result), f"sweep_{result.sweep_id}.csv", "text/csv", key=f"sweep_csv_{key}")
+    c3.download_button("HTML report", render_html(result), f"sweep_{result.sweep_id}.html", "text/html",
+                       key=f"sweep_html_{key}")
+
+
+@st.fragment(run_every=1.0)
+def live() -> None:
+    current = sweeps.current()
+    if current is None or not sweeps.running:
+        if sweeps.error:
+            st.error(f"The sweep failed: {sweeps.error}")
+        return
+    progress = current.progress
+    if progress is not None:
+        eta = "" if progress.eta_s is None else f", about {progress.eta_s:.0f} s left"
+        st.progress(progress.done / max(progress.total, 1),
+                    text=f"{progress.phase.value}: {progress.done} of {progress.total} points{eta}")
+    st.button("Cancel (keeps the points that finished)", on_click=lambda: sweeps.cancel(role()),
+              disabled=not is_operator(), key="sweep_cancel")
+    show(current, "live")
+
+
+live()
+st.divider()
+st.subheader("Past sweeps")
+try:
+    rows = sweeps.store.list_sweeps() if sweeps.store else []
+except sqlite3.Error as exc:
+    st.error(f"Cannot read the history database: {exc}")
+    rows = []
+if not rows:
+    st.info("No sweep yet.")
+else:
+    labels = {r["sweep_id"]: f"{r['created_at'][:16]} · {r['compare']} · {r['axes']} · {r['gpu'] or r['device']} · "
+              f"{r['status']}" for r in rows}
+    wanted = st.query_params.get("sweep") or st.session_state.get("sweep_shown")
+    chosen = st.selectbox("Sweep", list(labels), format_func=lambda i: labels[i], key="sweep_pick",
+                          index=list(labels).index(wanted) if wanted in labels else 0)
+    loaded = sweeps.store.load(chosen) if sweeps.store and chosen else None
+    if loaded is not None and not (sweeps.running and loaded.sweep_id == getattr(sweeps.current(), "sweep_id", None)):
+        show(loaded, "past")
+        others = {i: sweeps.store.load(i) for i in labels if i != chosen} if sweeps.store else {}
+        peers = {i: r for i, r in others.items() if r is not None and len(r.spec.axes) == 1 and comparable(loaded, r)}
+        if len(loaded.spec.axes) == 1 and peers:
+            picked = st.multiselect("Compare with sweeps of the same comparison (other GPUs, other days)",
+                                    list(peers), format_func=lambda i: labels[i], key="sweep_compare")
+            if picked:
+                st.plotly_chart(sweep_line([loaded, *(peers[i] for i in picked)]), width="stretch",
+                                key="sweep_chart_compare")

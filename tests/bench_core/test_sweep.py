@@ -1,0 +1,448 @@
+"""The sweep's engine on CPU: the grid and its family rules, the crossover on synthetic data with a known answer,
+the predictor's arithmetic against hand-computed cases, the budget planner, storage and import, the map's traces
+and the command line's refusals. The real end-to-end sweep is in test_sweep_cli.py."""
+import math
+import threading
+
+import pytest
+
+from bench_core.config.bench_config import BenchConfig, ConfigError
+from bench_core.config.settings import Limits
+from bench_core.levers.stage import Stage
+from bench_core.machine.probe import Probe
+from bench_core.models.families import mlp_hidden
+from bench_core.results.records import Status
+from bench_core.sweep import plan
+from bench_core.sweep.crossover import Direction, Estimate, crossover
+from bench_core.sweep.figures import sweep_figure
+from bench_core.sweep.history import SweepStore
+from bench_core.sweep.predict import (
+    KernelTime,
+    Part,
+    PointTimings,
+    block_gemms,
+    gemm_flops_per_step,
+    predict,
+    predict_stage,
+)
+from bench_core.sweep.records import (
+    PointMeasurement,
+    PointPrediction,
+    PointResult,
+    Source,
+    SweepResult,
+    crossovers,
+    csv_rows,
+    from_json,
+    is_sweep_json,
+    prediction_error,
+    to_json,
+)
+from bench_core.sweep.runner import SweepHooks, run_sweep
+from bench_core.sweep.spec import (
+    Axis,
+    SweepSpec,
+    check,
+    grid,
+    parse_axes,
+    parse_budget,
+    parse_comparison,
+)
+
+FP32 = Stage("adam-fused", "layernorm", "fp32")
+BF16 = Stage("adam-fused", "layernorm", "bf16")
+NO_GPU = Probe.from_dict({})   # a machine without CUDA; the fakes below run nothing on it
+GPT2_SMALL = BenchConfig(depth=12, width=768, heads=12, seq_len=1024, batch_size=8, vocab_size=50304)
+
+
+# ---------------------------------------------------------------- the grid and its input
+def test_grid_varies_the_first_axis_fastest_and_heads_follow_the_width():
+    points = grid((Axis("width", (256, 512)), Axis("batch_size", (4, 8))), GPT2_SMALL)
+    assert [p.values for p in points] == [(("width", 256), ("batch_size", 4)), (("width", 512), ("batch_size", 4)),
+                                          (("width", 256), ("batch_size", 8)), (("width", 512), ("batch_size", 8))]
+    assert [(p.config.width, p.config.heads, p.config.batch_size) for p in points] == [
+        (256, 4, 4), (512, 8, 4), (256, 4, 8), (512, 8, 8)]     # head size 64, as the base's 768/12
+    assert all(p.config.depth == 12 and p.config.seq_len == 1024 for p in points)
+
+
+def test_the_mlp_width_is_the_familys_own_at_each_point():
+    llama = BenchConfig(family="llama", depth=2, width=768, heads=12, seq_len=64, batch_size=2, vocab_size=512)
+    points = grid((Axis("width", (768, 2048)),), llama)
+    assert [mlp_hidden(p.config) for p in points] == [2048, 5632]   # 2/3 of 4·d, rounded up to 256
+    gpt = grid((Axis("width", (256,)),), GPT2_SMALL)[0]
+    assert mlp_hidden(gpt.config) == 1024
+
+
+def test_a_point_that_breaks_a_family_rule_is_refused_by_its_axis_values():
+    llama = BenchConfig(family="llama", depth=2, width=64, heads=4, seq_len=64, batch_size=2, vocab_size=512)
+    ok = SweepSpec(parse_comparison("adam-fused", "llama"), llama, (Axis("width", (64, 128)),), None)
+    assert len(check(ok, Limits(), False, {"cpu": None})) == 2
+    odd = BenchConfig(family="llama", depth=2, width=60, heads=4, seq_len=64, batch_size=2, vocab_size=512)
+    bad = SweepSpec(ok.comparison, odd, (Axis("width", (60,)),), None)   # head size 15: rotary needs an even one
+    with pytest.raises(ConfigError, match="even head size") as err:
+        check(bad, Limits(), False, {"cpu": None})
+    assert err.value.field == "axis (width=60)"
+    indivisible = SweepSpec(parse_comparison("adam-fused", "gpt"), GPT2_SMALL, (Axis("width", (200,)),), None)
+    with pytest.raises(ConfigError) as err:       # 200 // 64 = 3 heads, and 200 is not divisible by 3
+        check(indivisible, Limits(), False, {"cpu": None})
+    assert err.value.field == "axis (width=200)" and "heads" in str(err.value)
+
+
+def test_too_many_points_are_refused_before_anything_runs():
+    spec = SweepSpec(parse_comparison("adam-fused", "gpt"), GPT2_SMALL,
+                     parse_axes(["width=256,512,768", "batch_size=1,2"]), None)
+    with pytest.raises(ConfigError, match="6 points exceed the limit of 5"):
+        check(spec, Limits(max_sweep_points=5), False, {"cpu": None})
+
+
+@pytest.mark.parametrize("text, values", [("width=1024,256,512", (256, 512, 1024)), ("width=256:2048:x2", (256, 512,
+                         1024, 2048)), ("batch_size=4:16:+4", (4, 8, 12, 16)), ("seq_len = 128", (128,))])
+def test_axis_values_as_lists_or_ranges(text, values):
+    assert parse_axes([text])[0].values == values
+
+
+@pytest.mark.parametrize("texts, field, words", [
+    (["heads=4,8"], "axis", "unknown axis"), (["width="], "axis width", "at least one value"),
+    (["width=a,b"], "axis width", "positive integers"), (["width=0,64"], "axis width", "positive integers"),
+    (["width=64,64"], "axis width", "twice"), (["width=512:256:x2"], "axis width", "START <= STOP"),
+    (["width=64", "width=128"], "axis", "named twice"), (["width=64", "depth=2", "seq_len=64"], "axis", "at most 2"),
+    ([], "axis", "one or two axes"), (["width"], "axis", "NAME=VALUES")])
+def test_bad_axes_name_the_flag(texts, field, words):
+    with pytest.raises(ConfigError, match=words) as err:
+        parse_axes(texts)
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize("text, seconds", [("10m", 600), ("90s", 90), ("1h30m", 5400), ("45", 45), (None, None),
+                                           ("", None)])
+def test_budget(text, seconds):
+    assert parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["ten minutes", "10x", "0", "0m", "5m10"])
+def test_bad_budget(text):
+    with pytest.raises(ConfigError) as err:
+        parse_budget(text)
+    assert err.value.field == "budget"
+
+
+def test_a_lever_is_compared_with_the_lever_it_replaces_in_the_familys_form():
+    fp8 = parse_comparison("fp8-torchao", "llama")
+    assert (fp8.a.key, fp8.b.key) == ("adam-fused+rmsnorm+bf16", "adam-fused+rmsnorm+fp8-torchao")
+    flce = parse_comparison("liger-flce", "gpt")
+    assert (flce.a.head, flce.b.head) == ("ce", "liger-flce")
+    compiled = parse_comparison("compile", "gpt")           # a native lever: against its kind's baseline
+    assert (compiled.a.compile, compiled.b.compile) == ("eager", "compile")
+    keys = parse_comparison("adam-fused+layernorm+bf16+compile,adam-fused+layernorm+fp8-torchao+compile", "gpt")
+    assert keys.b.precision == "fp8-torchao" and keys.a.compile == keys.b.compile == "compile"
+
+
+@pytest.mark.parametrize("text, words", [("", "name a lever"), ("warp-drive", "unknown lever"),
+                                         ("adam", "baseline"), ("a,b,c", "exactly two"),
+                                         ("adam+layernorm+fp32,adam+layernorm+fp32", "the same"),
+                                         ("adam+layernorm+fp32,adam+layernorm+fp32+gpus2", "one-GPU")])
+def test_bad_comparisons(text, words):
+    with pytest.raises(ConfigError, match=words) as err:
+        parse_comparison(text, "gpt")
+    assert err.value.field == "compare"
+
+
+# ---------------------------------------------------------------- the crossover
+def _line(f, xs, spread):
+    return [Estimate(x, f(x), f(x) / spread, f(x) * spread) for x in xs]
+
+
+def test_crossover_of_a_known_line_and_its_interval():
+    """speedup = w/1000: ×1.00 at 1000; the upper bounds (×1.1) cross at 1000/1.1, the lower ones at 1100."""
+    found = crossover("width", _line(lambda w: w / 1000, [250, 500, 2000, 4000], 1.1))
+    assert found is not None and found.direction == Direction.PAYS_ABOVE
+    assert found.value == pytest.approx(1000)
+    assert found.low == pytest.approx(1000 / 1.1) and found.high == pytest.approx(1100)
+
+
+def test_crossover_of_a_lever_that_pays_below():
+    found = crossover("batch_size", _line(lambda b: 8 / b, [1, 2, 4, 16, 32], 1.25))
+    assert found is not None and found.direction == Direction.PAYS_BELOW
+    assert found.value == pytest.approx(8) and found.low == pytest.approx(8 / 1.25) and found.high == \
+        pytest.approx(8 * 1.25)
+
+
+def test_a_crossing_interval_beyond_the_swept_values_is_open():
+    found = crossover("width", _line(lambda w: w / 1000, [500, 2000], 3.0))
+    assert found is not None and found.value == pytest.approx(1000)
+    assert found.low is None and found.high is None
+    assert "below the range" in found.text and "beyond the range" in found.text
+
+
+def test_no_crossover_when_every_point_is_on_one_side():
+    assert crossover("width", _line(lambda w: 1 + w / 1000, [256, 512, 1024], 1.05)) is None
+
+
+# ---------------------------------------------------------------- the predictor's arithmetic
+def _timings(launch_us=10.0, spread=0.1, **ms):
+    """Hand-set parts: (part, variant) -> (ms per call, kernels per call, calls per step)."""
+    table = {(Part.GEMM, "fp32"): (2.0, 12, 2), (Part.GEMM, "bf16"): (0.5, 12, 2),
+             (Part.ATTENTION, "fp32"): (1.0, 3, 2), (Part.ATTENTION, "bf16"): (0.5, 3, 2),
+             (Part.NORM, "layernorm@fp32"): (0.1, 2, 5), (Part.NORM, "layernorm@bf16"): (0.1, 2, 5),
+             (Part.ACTIVATION, "gelu@fp32"): (0.2, 2, 2), (Part.ACTIVATION, "gelu@bf16"): (0.1, 2, 2),
+             (Part.LOSS, "ce@fp32"): (1.0, 6, 1), (Part.LOSS, "ce@bf16"): (0.5, 6, 1),
+             (Part.OPTIMIZER, "adam-fused"): (0.3, 4, 1), (Part.OPTIMIZER, "adam"): (0.6, 40, 1)}
+    for key, value in ms.items():
+        part, variant = key.split("__")
+        table[(Part(part), variant.replace("_at_", "@"))] = value
+    return PointTimings(tuple(KernelTime(p, v, t, t * (1 - spread), t * (1 + spread), k, c)
+                              for (p, v), (t, k, c) in table.items()), launch_us)
+
+
+def test_a_gpu_bound_stage_is_the_sum_of_its_parts():
+    a = predict_stage(_timings(), FP32)
+    # 2·2 GEMM + 1·2 attention + 0.1·5 norm + 0.2·2 GELU + 1 loss + 0.3 Adam = 8.2 ms
+    assert a.gpu_ms == pytest.approx(8.2)
+    assert a.kernels == 12 * 2 + 3 * 2 + 2 * 5 + 2 * 2 + 6 + 4 == 54
+    assert a.host_ms == pytest.approx(54 * 10 / 1000) and a.step_ms == pytest.approx(8.2)
+    assert a.bound.value == "gpu-bound"
+
+
+def test_the_speedup_and_its_interval_from_two_predictions():
+    p = predict(_timings(), FP32, BF16)
+    # BF16: 0.5·2 + 0.5·2 + 0.1·5 + 0.1·2 + 0.5 + 0.3 = 3.5 ms
+    assert p.b.step_ms == pytest.approx(3.5) and p.speedup == pytest.approx(8.2 / 3.5)
+    assert p.low == pytest.approx(8.2 * 0.9 / (3.5 * 1.1)) and p.high == pytest.approx(8.2 * 1.1 / (3.5 * 0.9))
+
+
+def test_a_slow_host_makes_the_stage_launch_bound():
+    a = predict_stage(_timings(launch_us=200.0), FP32)
+    assert a.host_ms == pytest.approx(54 * 0.2) and a.step_ms == pytest.approx(10.8)
+    assert a.bound.value == "launch-bound"
+
+
+def test_compile_fuses_the_elementwise_launches_and_a_graph_launches_once():
+    compiled = predict_stage(_timings(launch_us=200.0), BF16.replace(compile="compile"))
+    assert compiled.kernels == 24 + 6 + 1 * 5 + 1 * 2 + 1 + 4 == 42
+    assert compiled.host_ms == pytest.approx(42 * 0.2)
+    graphed = predict_stage(_timings(launch_us=200.0), BF16.replace(compile="graphs"))
+    assert graphed.host_ms == pytest.approx(0.2) and graphed.bound.value == "gpu-bound"
+
+
+def test_a_part_not_timed_here_leaves_no_prediction():
+    from bench_core.sweep.predict import MissingTiming
+    with pytest.raises(MissingTiming, match="fp8"):
+        predict_stage(_timings(), BF16.replace(precision="fp8-torchao"))
+
+
+def test_block_gemms_follow_the_family():
+    assert block_gemms("gpt", 768, 3072) == [(768, 2304), (768, 768), (768, 3072), (3072, 768)]
+    assert block_gemms("llama", 2048, 5632) == [(2048, 6144), (2048, 2048), (2048, 5632), (2048, 5632),
+                                                (5632, 2048)]
+    # gpt2-small's blocks: 12 · 6 · 8192 tokens · (12·768²) = 6 · N_blocks · tokens
+    assert gemm_flops_per_step(8192, block_gemms("gpt", 768, 3072), 12) == 6 * 8192 * 12 * 12 * 768 ** 2
+
+
+# ---------------------------------------------------------------- the planner
+def test_without_a_calibrated_error_points_run_nearest_one_first_and_unpredicted_first_of_all():
+    cands = [plan.Candidate(0, 2.0), plan.Candidate(1, 1.02), plan.Candidate(2, None), plan.Candidate(3, 0.5),
+             plan.Candidate(4, 0.9)]
+    assert plan.order(cands, None) == [2, 1, 4, 0, 3]
+    assert not any(plan.decided(c, None) for c in cands)
+
+
+def test_a_calibrated_error_decides_the_far_points():
+    assert plan.calibrated_error([0.1]) is None
+    error = plan.calibrated_error([0.1, -0.1])
+    assert error == pytest.approx(0.1)
+    far, near = plan.Candidate(0, 2.0, 1.9, 2.1), plan.Candidate(1, 1.1, 1.05, 1.15)
+    spread = (math.log(2.1) - math.log(1.9)) / (2 * 1.96)
+    assert plan.doubt(far, error) == pytest.approx(math.log(2.0) / math.sqrt(spread ** 2 + 0.01))
+    assert plan.decided(far, error) and not plan.decided(near, error)
+
+
+def test_the_budget_stops_the_next_point_when_a_typical_point_no_longer_fits():
+    cands = [plan.Candidate(0, 1.1), plan.Candidate(1, 3.0)]
+    assert plan.next_point(cands, None, 1.0, []) == 0          # the first point's cost is unknown: it runs
+    assert plan.next_point(cands, None, 20.0, [30.0]) is None   # 30 s a point, 20 s left
+    assert plan.next_point(cands, None, 40.0, [30.0]) == 0
+    assert plan.next_point(cands, None, None, [30.0] * 50) == 0   # no budget: every point runs
+    assert plan.next_point([], None, None, []) is None
+    assert plan.eta_s(3, 50.0, [30.0]) == 50.0 and plan.eta_s(3, None, [30.0]) == 90.0
+
+
+# ---------------------------------------------------------------- the runner, with fake kernels and runs
+def _optimizer_timings(a_ms, b_ms):
+    """Every part free but the optimizer: the predicted speedup of adam-fused over adam is a_ms / b_ms."""
+    zero = [(Part.GEMM, "fp32"), (Part.ATTENTION, "fp32"), (Part.NORM, "layernorm@fp32"),
+            (Part.ACTIVATION, "gelu@fp32"), (Part.LOSS, "ce@fp32")]
+    return PointTimings(tuple(KernelTime(p, v, 0.0, 0.0, 0.0, 0, 1) for p, v in zero)
+                        + (KernelTime(Part.OPTIMIZER, "adam", a_ms, a_ms, a_ms, 0, 1),
+                           KernelTime(Part.OPTIMIZER, "adam-fused", b_ms, b_ms, b_ms, 0, 1)), 0.0)
+
+
+def _spec(budget=None, widths=(64, 128, 256, 512)):
+    base = BenchConfig(depth=1, width=64, heads=2, seq_len=16, batch_size=2, vocab_size=128, device="cpu")
+    return SweepSpec(parse_comparison("adam+layernorm+fp32,adam-fused+layernorm+fp32", "gpt"), base,
+                     (Axis("width", widths),), budget)
+
+
+class _Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def _fake_run(speedups, predicted, clock, cost_s=60.0, measured=None):
+    def predict_points(points, comparison, device, cancel):
+        for p in points:
+            yield p.index, _optimizer_timings(predicted[p.index], 1.0), ()
+
+    def measure_point(cfg, comparison, probe, hooks):
+        clock.t += cost_s
+        index = (64, 128, 256, 512).index(cfg.width)
+        if measured is not None:
+            measured.append(index)
+        s = speedups[index]
+        return PointMeasurement(Status.OK, None, s, s / 1.05, s * 1.05, "across 3 processes", 10.0 * s, 10.0,
+                                "gpu-bound", 100.0, 80.0, cost_s)
+    return predict_points, measure_point
+
+
+def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
+    clock, measured = _Clock(), []
+    predicted = [0.5, 0.95, 1.3, 2.5]          # point 1 is nearest ×1.00, then point 2
+    fake_predict, fake_measure = _fake_run([0.55, 0.97, 1.2, 2.4], predicted, clock, measured=measured)
+    result = run_sweep(_spec(budget=150.0), [*_points(_spec())], NO_GPU,
+                       SweepHooks(clock=clock, predict_points=fake_predict, measure_point=fake_measure))
+    assert measured == [1, 2]                 # 60 s each: a third would not fit in the 30 s left
+    assert [p.source for p in result.points] == [Source.PREDICTED, Source.MEASURED, Source.MEASURED,
+                                                 Source.PREDICTED]
+    assert result.status == Status.DONE and "2 points kept their prediction" in " ".join(result.notes)
+    assert result.points[1].prediction_error == pytest.approx(0.97 / 0.95 - 1)
+    assert prediction_error(result) == pytest.approx(math.expm1(math.sqrt(
+        (math.log(0.97 / 0.95) ** 2 + math.log(1.2 / 1.3) ** 2) / 2)))
+    assert result.points[2].measurement.peak_change == pytest.approx(-0.2)
+    (c,) = crossovers(result)                 # 0.97 at 128 (measured), 1.2 at 256 (measured)
+    assert c.value == pytest.approx(math.exp(math.log(128) + (-math.log(0.97)) * math.log(2) /
+                                             (math.log(1.2) - math.log(0.97))))
+
+
+def test_without_a_budget_every_point_runs_and_a_cancel_keeps_what_finished():
+    clock = _Clock()
+    fake_predict, fake_measure = _fake_run([0.55, 0.97, 1.2, 2.4], [0.5, 0.95, 1.3, 2.5], clock)
+    everything = run_sweep(_spec(), _points(_spec()), NO_GPU,
+                           SweepHooks(clock=clock, predict_points=fake_predict, measure_point=fake_measure))
+    assert all(p.measured for p in everything.points)
+    cancel = threading.Event()
+
+    def measure_then_cancel(cfg, comparison, probe, hooks):
+        cancel.set()                           # the user cancels while the first point runs; it still finishes
+        return fake_measure(cfg, comparison, probe, hooks)
+    cancelled = run_sweep(_spec(), _points(_spec()), NO_GPU,
+                          SweepHooks(clock=clock, cancel=cancel, predict_points=fake_predict,
+                                     measure_point=measure_then_cancel))
+    assert cancelled.status == Status.CANCELLED and sum(p.measured for p in cancelled.points) == 1
+
+
+def _points(spec):
+    return grid(spec.axes, spec.base)
+
+
+# ---------------------------------------------------------------- records, storage, import, figures
+def _result(two_axes=False):
+    spec = _spec()
+    if two_axes:
+        spec = SweepSpec(spec.comparison, spec.base, (Axis("width", (64, 128)), Axis("batch_size", (2, 4))), None)
+    points = []
+    for i, point in enumerate(grid(spec.axes, spec.base)):
+        s = 0.5 * (i + 1)
+        pred = PointPrediction(s * 1.1, s, s * 1.2, 2.0, 2.0 / s, "gpu-bound", _optimizer_timings(s, 1.0))
+        meas = PointMeasurement(Status.OK, None, s, s * 0.9, s * 1.1, "within one process", 20.0, 20.0 / s,
+                                "unknown", 100.0, 70.0, 12.5) if i % 2 else None
+        points.append(PointResult(point.index, point.values, pred, None, meas))
+    return SweepResult(spec, "cpu", "CPU", tuple(points), Status.DONE, notes=("a note",))
+
+
+def test_json_round_trip_and_csv_rows():
+    result = _result()
+    text = to_json(result)
+    assert is_sweep_json(text) and not is_sweep_json('{"stages": []}') and not is_sweep_json(bytes([255]))
+    assert from_json(text) == result
+    rows = csv_rows(result)
+    assert [r["source"] for r in rows] == ["predicted", "measured", "predicted", "measured"]
+    assert rows[1]["speedup"] == 1.0 and rows[1]["predicted_speedup"] == pytest.approx(1.1)
+    assert rows[1]["peak_mem_change"] == pytest.approx(-0.3) and rows[0]["peak_mem_change"] is None
+
+
+def test_store_saves_lists_loads_and_never_overwrites_on_import(tmp_path):
+    store = SweepStore(str(tmp_path / "h.sqlite3"))
+    result = _result()
+    store.save(result)
+    assert store.load(result.sweep_id) == result
+    (row,) = store.list_sweeps()
+    assert row["points"] == 4 and row["measured"] == 2 and row["status"] == "done" and row["imported"] == 0
+    assert row["crossover"] and row["crossover"].startswith("pays above width")
+    new_id, renamed = store.import_sweep(result)
+    assert renamed and new_id != result.sweep_id and store.load(new_id).imported
+    assert len(store.list_sweeps()) == 2
+
+
+def test_the_run_history_and_the_sweeps_share_one_database(tmp_path):
+    from bench_core.results.store import Store
+    path = str(tmp_path / "h.sqlite3")
+    Store(path)
+    SweepStore(path).save(_result())
+    assert Store(path).list_runs() == [] and len(SweepStore(path).list_sweeps()) == 1
+
+
+def test_the_line_draws_measured_filled_predicted_hollow_and_the_crossover_band():
+    fig = sweep_figure(_result())
+    by_name = {t.name: t for t in fig.data}
+    assert by_name["measured end to end"].marker.symbol == "circle"
+    assert by_name["predicted from kernels"].marker.symbol == "circle-open"
+    assert list(by_name["measured end to end"].x) == [128, 512]
+    (cross,) = [t for t in fig.data if t.name.startswith("crossover")]
+    c = crossovers(_result())[0]
+    assert list(cross.x) == [pytest.approx(c.value)]
+    bands = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert len(bands) == 1 and bands[0].x0 == pytest.approx(c.low if c.low is not None else 64)
+
+
+def test_sweeps_of_one_comparison_from_two_gpus_share_a_line_chart():
+    from dataclasses import replace
+
+    from bench_core.sweep.figures import comparable, sweep_line
+    h200, a100 = replace(_result(), gpu="NVIDIA H200", sweep_id="aaaaaa000000"), \
+        replace(_result(), gpu="NVIDIA A100", sweep_id="bbbbbb000000")
+    other = replace(h200, spec=replace(h200.spec, comparison=parse_comparison("adam-fused", "gpt")))
+    assert comparable(h200, a100) and not comparable(h200, other)
+    fig = sweep_line([h200, a100])
+    names = [t.name for t in fig.data]
+    assert "NVIDIA H200 (aaaaaa) measured end to end" in names and "NVIDIA A100 (bbbbbb) measured end to end" in names
+    colors = {t.name.split(" (")[0]: t.marker.color for t in fig.data if t.name.endswith("end to end")}
+    assert colors["NVIDIA H200"] != colors["NVIDIA A100"]
+    assert "NVIDIA H200 and NVIDIA A100" in fig.layout.title.text
+
+
+def test_two_axes_draw_a_heatmap_centred_on_one():
+    fig = sweep_figure(_result(two_axes=True))
+    heat = fig.data[0]
+    assert heat.type == "heatmap" and heat.zmid == 0
+    assert heat.z[0][0] == pytest.approx(math.log2(0.5 * 1.1))      # predicted only at (64, 2)
+    assert heat.z[0][1] == pytest.approx(math.log2(1.0))            # measured at (128, 2)
+    assert {t.name for t in fig.data[1:]} == {"measured end to end", "predicted from kernels"}
+
+
+def test_the_peak_memory_map_draws_the_measured_points_only():
+    from bench_core.sweep.figures import peak_memory_map
+    line = peak_memory_map(_result())
+    assert list(line.data[0].x) == [128, 512] and list(line.data[0].y) == [pytest.approx(-30.0)] * 2
+    heat = peak_memory_map(_result(two_axes=True)).data[0]
+    assert heat.type == "heatmap" and heat.z[0][0] is None and heat.z[0][1] == pytest.approx(-30.0)
+
+
+def test_the_html_report_holds_the_map_and_each_point(tmp_path):
+    from bench_core.sweep.report import write_html
+    path = tmp_path / "s.html"
+    write_html(_result(), str(path))
+    text = path.read_text()
+    assert "fig-sweep" in text and "fig-memory" in text and "crossover: pays above width" in text
+    assert text.count("<tr>") == 5

@@ -1,0 +1,113 @@
+"""`python -m bench_core sweep` as a person runs it: refusals before anything starts, and one real tiny sweep on
+CPU end to end (native levers, two points, real kernel timings and real worker processes), imported back."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import bench_core
+from bench_core.cli import main
+from bench_core.sweep.history import SweepStore
+
+COMPARE = "adam+layernorm+fp32,adam-fused+layernorm+fp32"
+
+
+@pytest.fixture
+def nothing_starts(monkeypatch):
+    """Any probe or sweep started is a failure: bad input must be refused before either."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("started although the input is bad")
+    monkeypatch.setattr("bench_core.machine.probe.cached_probe", refuse)
+    monkeypatch.setattr("bench_core.sweep.runner.run_sweep", refuse)
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--axis", "heads=4,8"], "axis='heads'"),
+    (["--axis", "width="], "axis width="),
+    (["--axis", "width=64", "--budget", "ten minutes"], "budget="),
+    (["--axis", "width=64,128", "--axis", "batch_size=1,2,3"], "axis=6"),   # over BENCH_MAX_SWEEP_POINTS=5
+    (["--axis", "width=64", "--compare", "warp-drive"], "compare="),
+    (["--axis", "width=64", "--device", "tpu"], "device="),
+    (["--axis", "width=64", "--json", "/no/such/folder/s.json"], "json="),
+    (["--axis", "width=64", "--family", "bert"], "family="),
+])
+def test_bad_input_exits_2_naming_the_flag_and_starts_nothing(args, flag, nothing_starts, capsys, monkeypatch):
+    monkeypatch.setenv("BENCH_MAX_SWEEP_POINTS", "5")
+    argv = ["sweep", "--device", "cpu", "--compare", COMPARE, *args]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: " + flag) and "Traceback" not in err, err
+
+
+def test_a_stage_that_cannot_run_here_exits_2_before_any_point(capsys, monkeypatch, cpu_probe):
+    """FP8 on a CPU: refused with the lever's own reason, after the probe, before the sweep starts."""
+    monkeypatch.setattr("bench_core.machine.probe.cached_probe", lambda **kw: (cpu_probe, True))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("started although a stage cannot run here")
+    monkeypatch.setattr("bench_core.sweep.runner.run_sweep", refuse)
+    assert main(["sweep", "--device", "cpu", "--compare", "fp8-torchao", "--axis", "width=64", "--model", "tiny",
+                 "--no-db"]) == 2
+    err = capsys.readouterr().err
+    assert "adam-fused+layernorm+fp8-torchao cannot run here" in err and "compute capability" in err, err
+
+
+def test_a_missing_compare_exits_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["sweep", "--axis", "width=64"])
+    assert exc.value.code == 2 and "--compare" in capsys.readouterr().err
+
+
+def test_ctrl_c_cancels_the_sweep_and_keeps_what_finished():
+    """The CLI's wait: Ctrl-C (here raised in the main thread) sets the cancel and still returns the sweep's result,
+    which the runner ends with every finished point; it never returns before the sweep does."""
+    import _thread
+    import threading
+
+    from rich.console import Console
+
+    from bench_core.sweep.cli import _until_done
+    cancel, ended = threading.Event(), threading.Event()
+
+    def work():
+        cancel.wait(10)
+        ended.set()
+        return "the sweep so far"
+    threading.Timer(0.5, _thread.interrupt_main).start()
+    assert _until_done(work, cancel, Console(file=open(os.devnull, "w"))) == "the sweep so far"
+    assert cancel.is_set() and ended.is_set()
+
+
+def test_a_real_tiny_sweep_on_cpu_end_to_end_and_its_import(tmp_path):
+    """Two widths of the tiny model, adam against adam-fused: both points predicted from their kernels and
+    measured by real workers; the JSON, CSV and HTML written; the history has it; the JSON imports again."""
+    # the bench_core under test, also where the installed one is another checkout's
+    env = {**os.environ, "PYTHONPATH": str(Path(bench_core.__file__).resolve().parents[1]),
+           "BENCH_WARMUP_MIN_S": "0", "BENCH_CACHE_DIR": str(tmp_path / "cache"), "BENCH_DB": str(tmp_path / "h.db")}
+    out, csv_path, html = tmp_path / "s.json", tmp_path / "s.csv", tmp_path / "s.html"
+    proc = subprocess.run([sys.executable, "-m", "bench_core", "sweep", "--compare", COMPARE, "--model", "tiny",
+                           "--device", "cpu", "--axis", "width=64,128", "--iters", "5", "--warmup", "1", "--quiet",
+                           "--json", str(out), "--csv", str(csv_path), "--html", str(html)],
+                          cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["status"] == "done" and data["spec"]["b"] == "adam-fused+layernorm+fp32"
+    assert [p["values"] for p in data["points"]] == [[["width", 64]], [["width", 128]]]
+    for p in data["points"]:
+        assert p["measurement"]["status"] == "ok" and p["measurement"]["speedup"] > 0
+        assert p["prediction"]["speedup"] > 0, p["prediction_note"]
+        parts = {(t["part"], t["variant"]): t for t in p["prediction"]["timings"]["times"]}
+        assert parts[("optimizer", "adam-fused")]["ms"] > 0 and parts[("norm", "layernorm@fp32")]["calls"] == 5
+    assert "prediction error (rms)" in proc.stdout and "2 of 2 points measured end to end" in proc.stdout
+    assert csv_path.read_text().count("\n") == 3 and "fig-sweep" in html.read_text()
+    store = SweepStore(env["BENCH_DB"])
+    (row,) = store.list_sweeps()
+    assert row["sweep_id"] == data["sweep_id"] and row["measured"] == 2
+    imported = subprocess.run([sys.executable, "-m", "bench_core", "import", str(out)], cwd=tempfile.gettempdir(),
+                              capture_output=True, text=True, timeout=60, env=env)
+    assert imported.returncode == 0 and "already exists: imported under a new id" in imported.stdout
+    assert len(store.list_sweeps()) == 2

@@ -1,0 +1,55 @@
+"""The sweep's predictor and runner on a real GPU: every part timed with its kernels counted, the host's launch
+cost measured, FP8 GEMMs where the GPU has them, and a two-point sweep end to end. Skipped without CUDA."""
+import pytest
+
+from bench_core.config.bench_config import BenchConfig
+from bench_core.levers.stage import Stage
+from bench_core.sweep.kernels import time_point
+from bench_core.sweep.predict import Part, predict
+from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
+
+pytestmark = pytest.mark.gpu
+
+LLAMA = BenchConfig(family="llama", depth=2, width=1024, heads=16, seq_len=1024, batch_size=4, vocab_size=32000,
+                    warmup=3, iters=10, repeats=2, device="cuda")
+BF16 = Stage("adam-fused", "rmsnorm", "bf16")
+
+
+def test_every_part_is_timed_with_its_kernels_and_the_launch_cost_is_measured():
+    timings, missing = time_point(LLAMA, (BF16, BF16.replace(compile="compile")), "cuda")
+    assert missing == ()
+    assert {t.part for t in timings.times} == set(Part)
+    assert all(t.ms > 0 and t.kernels >= 1 for t in timings.times), timings.times
+    gemm = timings.find(Part.GEMM, "bf16")
+    assert gemm is not None and gemm.kernels >= 3 * 5   # fwd, dX, dW for each of the llama block's 5 linears
+    assert 0.5 < timings.launch_us < 100                 # a host enqueues a kernel in microseconds
+    p = predict(timings, BF16, BF16.replace(compile="compile"))
+    assert p.b.kernels < p.a.kernels                      # compile fuses the elementwise launches
+
+
+def test_fp8_gemms_are_timed_where_the_gpu_has_them():
+    import torch
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("FP8 GEMMs need compute capability 8.9")
+    fp8 = BF16.replace(precision="fp8-torchao")
+    timings, missing = time_point(LLAMA, (BF16, fp8), "cuda")
+    assert not [m for m in missing if m.startswith("gemm")], missing
+    fp8_gemm, bf16_gemm = timings.find(Part.GEMM, "fp8"), timings.find(Part.GEMM, "bf16")
+    assert fp8_gemm is not None and bf16_gemm is not None and fp8_gemm.ms > 0
+
+
+def test_a_two_point_sweep_runs_end_to_end(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+    from bench_core.machine.probe import cached_probe
+    from bench_core.sweep.records import crossovers
+    from bench_core.sweep.runner import run_sweep
+    probe, _ = cached_probe()
+    spec = SweepSpec(parse_comparison("adam-fused+rmsnorm+fp32,adam-fused+rmsnorm+bf16", "llama"), LLAMA,
+                     (Axis("width", (512, 1024)),), None)
+    result = run_sweep(spec, grid(spec.axes, spec.base), probe)
+    assert all(p.measured and p.prediction for p in result.points), [p.prediction_note for p in result.points]
+    assert all(p.measurement.bound in ("gpu-bound", "launch-bound") for p in result.points)
+    assert all(p.measurement.interval_text == "across 2 processes" for p in result.points)
+    # BF16 against FP32 on a GPU: faster at both widths, predicted and measured, so no crossing inside them
+    assert all(p.prediction.speedup > 1 and p.measurement.speedup > 1 for p in result.points)
+    assert crossovers(result) == []

@@ -1,0 +1,76 @@
+"""The Sweep page under AppTest: the form starts a sweep through the server's sweep service (fake kernel timings
+and runs, so it ends at once), the map and the table show it, History lists it, a viewer cannot start one."""
+import json
+
+import pytest
+
+import dashboard.session
+from bench_core.results.records import Status
+from bench_core.sweep.predict import KernelTime, Part, PointTimings
+from bench_core.sweep.records import PointMeasurement
+from bench_core.sweep.runner import SweepHooks
+
+
+def _timings(speedup):
+    zero = [(Part.GEMM, "fp32"), (Part.ATTENTION, "fp32"), (Part.NORM, "layernorm@fp32"),
+            (Part.ACTIVATION, "gelu@fp32"), (Part.LOSS, "ce@fp32")]
+    return PointTimings(tuple(KernelTime(p, v, 0.0, 0.0, 0.0, 0, 1) for p, v in zero)
+                        + (KernelTime(Part.OPTIMIZER, "adam", speedup, speedup, speedup, 0, 1),
+                           KernelTime(Part.OPTIMIZER, "adam-fused", 1.0, 1.0, 1.0, 0, 1)), 0.0)
+
+
+@pytest.fixture
+def fake_sweeps(monkeypatch):
+    """Speedup = width / 96 predicted, and measured 2% above: ×1.00 crossed between widths 64 and 128."""
+    def predict_points(points, comparison, device, cancel):
+        for p in points:
+            yield p.index, _timings(p.config.width / 96), ()
+
+    def measure_point(cfg, comparison, probe, hooks):
+        s = cfg.width / 96 * 1.02
+        return PointMeasurement(Status.OK, None, s, s * 0.95, s * 1.05, "within one process", 10 * s, 10.0,
+                                "unknown", 100.0, 90.0, 1.0)
+    monkeypatch.setattr(dashboard.session, "SWEEP_HOOKS_OVERRIDE",
+                        SweepHooks(predict_points=predict_points, measure_point=measure_point))
+
+
+def test_the_form_starts_a_sweep_and_the_page_draws_its_map(app, fake_sweeps):
+    at = app("pages/sweep.py")
+    assert at.title[0].value.startswith("Sweep")
+    at.text_input(key="sweep_values1").set_value("64,128")
+    [start] = [b for b in at.button if b.label == "Start the sweep"]
+    start.click()
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    result = dashboard.session.get_sweeps().wait(timeout=30)
+    assert result is not None and result.status == Status.DONE and all(p.measured for p in result.points)
+    at.run()
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert any(t.get("name", "").startswith("crossover: pays above width") for c in charts for t in c["data"])
+    assert any("crossover: **pays above width" in m.value for m in at.markdown)
+    history = at.switch_page("pages/history.py").run()
+    table = [d.value for d in history.dataframe if "compare" in d.value.columns]
+    assert len(table) == 1 and table[0]["measured"].tolist() == [2]
+
+
+def test_a_bad_axis_is_named_and_nothing_starts(app, fake_sweeps):
+    at = app("pages/sweep.py")
+    at.text_input(key="sweep_values1").set_value("64,sixty")
+    [start] = [b for b in at.button if b.label == "Start the sweep"]
+    start.click()
+    at.run()
+    assert any("axis width" in e.value and "positive integers" in e.value for e in at.error)
+    assert dashboard.session.get_sweeps().current() is None
+
+
+def test_a_viewer_cannot_start_a_sweep(app_env, monkeypatch, root, fake_sweeps):
+    from streamlit.testing.v1 import AppTest
+    monkeypatch.setenv("BENCH_OPERATOR_TOKEN", "secret")
+    at = AppTest.from_file(str(root / "app.py"), default_timeout=90)
+    at.run()
+    at.switch_page("pages/sweep.py").run()
+    [start] = [b for b in at.button if b.label == "Start the sweep"]
+    assert start.disabled
+    from bench_core.service.jobs import NotAllowed
+    with pytest.raises(NotAllowed):
+        dashboard.session.get_sweeps().cancel("viewer")
