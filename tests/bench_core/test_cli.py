@@ -72,7 +72,7 @@ def test_run_writes_csv_json_html_and_lands_in_the_history(cli, tmp_path):
     assert "adam+layernorm+fp32" in proc.stdout and "\u200b" not in proc.stdout  # copies as it reads
     # each stage says why it did not run: on a CPU it is the device, before any question of installing Apex
     assert [r["reason"] for r in rows] == [APEX_ON_CPU if a else "" for a in apex] and sum(apex) == 4
-    page = html.read_text()
+    page = html.read_text().replace("<wbr>", "")  # stage names may break after '+' on a phone
     assert all(f"<td>{r['stage']}" in page for r in rows) and "Plotly.newPlot" in page  # twins: marked so
     assert json.loads(js.read_text())["run_id"] == rows[0]["run_id"]
     # the history has the run, as it finished
