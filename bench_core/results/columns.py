@@ -84,18 +84,18 @@ def _conditions(s: StageSummary) -> str | None:
     c = s.conditions
     if c is None:
         return None
-    parts = []
+    parts = []  # short: a cell in a wide table; the column's help says what each figure is
     if c.sm_clock_mhz_min is not None:
-        parts.append(f"SM clock {c.sm_clock_mhz_min:,} MHz min" + (
-            f", {c.sm_clock_mhz_median:,.0f} median" if c.sm_clock_mhz_median is not None else ""))
-        parts.append("clock events: " + (", ".join(c.throttle_reasons) or "none"))
+        parts.append(f"SM {c.sm_clock_mhz_min:,} MHz min" + (
+            f" ({c.sm_clock_mhz_median:,.0f} median)" if c.sm_clock_mhz_median is not None else ""))
+        parts.append("throttled: " + ", ".join(c.throttle_reasons) if c.throttle_reasons else "no clock events")
     parts += [f"{c.power_w_median:,.0f} W" if c.power_w_median is not None else "",
-              f"{c.temp_c_max:.0f} °C max" if c.temp_c_max is not None else "",
-              f"other GPU processes: {c.gpu_other_processes}" if c.gpu_other_processes is not None else "",
-              f"host load {c.host_load_avg:.1f} on {c.host_cores} cores" if c.host_load_avg is not None else "",
+              f"{c.temp_c_max:.0f} °C" if c.temp_c_max is not None else "",
+              f"{c.gpu_other_processes} other GPU processes" if c.gpu_other_processes is not None else "",
+              f"load {c.host_load_avg:.1f}/{c.host_cores} cores" if c.host_load_avg is not None else "",
               f"worker CPU {c.worker_cpu_share:.0%}" if c.worker_cpu_share is not None else "",
               f"clocks locked: {c.clocks_locked}" if c.clocks_locked else ""]
-    return "; ".join(p for p in parts if p) or None
+    return " · ".join(p for p in parts if p) or None
 
 
 def _noise(s: StageSummary) -> str | None:

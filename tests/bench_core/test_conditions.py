@@ -247,8 +247,8 @@ def test_a_steady_stage_measured_on_a_busy_host_is_noisy_with_that_cause():
 def test_the_conditions_column_says_each_figure():
     s = summarize(with_conditions(replace(BUSY, throttle_reasons=("hw_thermal",)))).stages[3]
     column = next(c for c in DISPLAY_COLUMNS if c.key == "conditions")
-    assert column.cell(s) == ("SM clock 1,965 MHz min, 1,980 median; clock events: hw_thermal; 430 W; 52 °C max; "
-                              "other GPU processes: 0; host load 17.0 on 16 cores; worker CPU 97%; clocks locked: no")
+    assert column.cell(s) == ("SM 1,965 MHz min (1,980 median) · throttled: hw_thermal · 430 W · 52 °C · "
+                              "0 other GPU processes · load 17.0/16 cores · worker CPU 97% · clocks locked: no")
 
 
 # ---------------------------------------------------------------- merged across processes
