@@ -1,5 +1,6 @@
 """The warm-up's record (worker → event → fold → JSON → back) and the rule for when a process had settled."""
 import json
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -168,3 +169,37 @@ def test_a_malformed_warm_up_record_is_rejected_naming_its_field(edit, message):
     edit(doc["stages"][0]["warmups"][1])
     with pytest.raises(ImportRejected, match=message.replace("[", r"\[").replace("]", r"\]")):
         parse_json(json.dumps(doc).encode())
+
+
+class _FakeEvent:
+    """torch.cuda.Event's part the recorder uses: the time between two records, here perf_counter's."""
+
+    def __init__(self, enable_timing):
+        assert enable_timing
+
+    def record(self):
+        self.at = time.perf_counter()
+
+    def elapsed_time(self, end):
+        return (end.at - self.at) * 1e3
+
+
+def test_on_cuda_the_steps_are_timed_by_events_and_the_clock_sampled_with_its_times(monkeypatch):
+    """The CUDA path without a GPU: events stand in for CUDA's, a scripted NVML for the GPU's clock (ramping,
+    then flat). Every clock sample comes back with its time from the warm-up's start, in order."""
+    clocks = iter([1500, 1700, 1900] + [1980] * 10_000)
+    nvml = SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None, NVML_CLOCK_SM=0,
+                           nvmlDeviceGetHandleByIndex=lambda i: "gpu0",
+                           nvmlDeviceGetClockInfo=lambda h, kind: next(clocks))
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setattr(step_module, "WARMUP_MIN_S", 0.25)
+    fake_torch = SimpleNamespace(cuda=SimpleNamespace(current_device=lambda: 0, Event=_FakeEvent))
+    record = WarmupRecorder(cuda=True, torch=fake_torch)
+    record._sampler.every_s = 0.02
+    built = SimpleNamespace(capture=None, step=lambda: time.sleep(0.01), sync=lambda: None,
+                            cfg=SimpleNamespace(warmup=1), ddp=SimpleNamespace(enabled=False))
+    got = record.trace(*step_module.warm_up(built, None, lambda *_: None, fake_torch, record))
+    assert got.steps == len(got.step_ms) >= 10 and all(ms >= 10 for ms in got.step_ms)
+    assert got.clock_mhz[:4] == (1500, 1700, 1900, 1980) and len(got.clock_mhz) == len(got.clock_s) >= 5
+    assert list(got.clock_s) == sorted(got.clock_s) and 0 <= got.clock_s[0] and got.clock_s[-1] <= got.seconds + 0.05
+    assert 0 < clock_settled_s(got, 1980) < got.seconds   # the ramp's end, from the samples' own times
