@@ -187,7 +187,7 @@ for mode in "$@"; do
       model=${mode#warmup:}
       python3 -m bench_core probe > /dev/null 2>&1   # cached, as ttr3 runs it
       run "warmup_seed_$model" --preset seed --model "$model"
-      python3 benchmarks/warmup_settle.py "$OUT/warmup_seed_$model.json" > "$OUT/warmup_settle_$model.txt" 2>&1
+      PYTHONPATH=$ROOT:${PYTHONPATH:-} python3 benchmarks/warmup_settle.py "$OUT/warmup_seed_$model.json" > "$OUT/warmup_settle_$model.txt" 2>&1
       tail -3 "$OUT/warmup_settle_$model.txt" | tee -a "$OUT/steps.log" ;;
     gpu_file:*)  # gpu_file:FILE:TIMEOUT: one file of tests/gpu, each test's outcome named (-rA)
       IFS=: read -r _ file limit <<< "$mode"; log "gpu tests: $file"

@@ -62,7 +62,8 @@ def header(stage: StageSummary) -> str:
 def summary_lines(rows: list[ProcessSettle]) -> list[str]:
     settled = [r for r in rows if r.settled is not None]
     lines = [f"rule: SM clock within {CLOCK_STEP_MHZ} MHz of the timed median, then {SETTLED_RUN} steps in a row "
-             f"inside the stage's timed p10-p90 (measure.warmup.settle); WARMUP_MIN_S today {WARMUP_MIN_S:g} s"]
+             f"inside the stage's timed p10-p90 (measure.warmup.settle); this checkout's WARMUP_MIN_S: "
+             f"{WARMUP_MIN_S:g} s"]
     if settled:
         worst = max(settled, key=lambda r: r.settled.seconds if r.settled else 0.0)
         assert worst.settled is not None
