@@ -181,6 +181,14 @@ for mode in "$@"; do
       for i in 1 2; do log "time to result, 3 processes a stage, $i"; python3 benchmarks/time_to_result.py -- --preset \
         seed --model gpt2-small --no-db --json "$OUT/ttr3_$i.json" > "$OUT/ttr3_$i.log" 2>&1
         tail -1 "$OUT/ttr3_$i.log" | tee -a "$OUT/steps.log"; done ;;
+    warmup:*)  # warmup:MODEL (issue 19 item 2; run `apex` first): the seed ladder once, 3 processes a stage (the
+      # default), every warm-up recorded (steps, SM clock); then from which step each process had settled, and the
+      # warm-up it spared (benchmarks/warmup_settle.py)
+      model=${mode#warmup:}
+      python3 -m bench_core probe > /dev/null 2>&1   # cached, as ttr3 runs it
+      run "warmup_seed_$model" --preset seed --model "$model"
+      PYTHONPATH=$ROOT:${PYTHONPATH:-} python3 benchmarks/warmup_settle.py "$OUT/warmup_seed_$model.json" > "$OUT/warmup_settle_$model.txt" 2>&1
+      tail -3 "$OUT/warmup_settle_$model.txt" | tee -a "$OUT/steps.log" ;;
     gpu_file:*)  # gpu_file:FILE:TIMEOUT: one file of tests/gpu, each test's outcome named (-rA)
       IFS=: read -r _ file limit <<< "$mode"; log "gpu tests: $file"
       timeout "${limit:-200}" python3 -m pytest -q -m gpu "tests/gpu/$file" -p no:cacheprovider -rA \

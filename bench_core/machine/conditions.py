@@ -143,6 +143,7 @@ class ConditionsSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._clocks: list[int] = []
+        self._clock_at: list[float] = []   # perf_counter of each clock sample (the warm-up's record times them)
         self._power: list[float] = []
         self._temps: list[float] = []
         self._mask = 0
@@ -187,6 +188,7 @@ class ConditionsSampler:
         clock = _safe(lambda: int(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)))
         if clock is not None:
             self._clocks.append(clock)
+            self._clock_at.append(time.perf_counter())
         mask = self._reasons()
         if mask is not None:
             self._mask |= mask
@@ -208,6 +210,11 @@ class ConditionsSampler:
             return ClocksLocked.YES
         return ClocksLocked.NO if app is not None and default is not None and self._reasons_read else \
             ClocksLocked.UNKNOWN
+
+    @property
+    def clock_samples(self) -> tuple[tuple[float, int], ...]:
+        """(perf_counter, MHz) of each SM clock sample so far; read after stop()."""
+        return tuple(zip(self._clock_at, self._clocks, strict=True))
 
     def stop(self) -> Conditions:
         wall, cpu = time.perf_counter() - self._wall0, time.process_time() - self._cpu0

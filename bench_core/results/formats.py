@@ -22,6 +22,7 @@ from bench_core.machine.conditions import ClocksLocked
 from bench_core.measure.noise import FILE_FIELDS
 from bench_core.measure.proof import KEY_KERNELS
 from bench_core.measure.stats import IntervalScope
+from bench_core.measure.warmup import traces_from
 from bench_core.models.families import collect_errors
 from bench_core.results.columns import DISPLAY_COLUMNS, DisplayColumn, Field, Getter, display_fields
 from bench_core.results.records import OLD_SCHEMAS, SCHEMA, STAGE_FINISHED, RunResult, StageResult, Status
@@ -295,6 +296,10 @@ def _check_json_stage(i: int, stage: Any) -> None:
         v = stage.get(name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
             raise ImportRejected(f"{where}, field {name}: {v!r} is not a non-negative number")
+    try:
+        traces_from(stage.get("warmups"))
+    except ValueError as exc:
+        raise ImportRejected(f"{where}, {exc}") from None
     stage.update(saved_names(stage))
     for name in ("key", "label", "reason", *KINDS):
         v = stage.get(name, "")

@@ -16,6 +16,7 @@ from bench_core.machine.conditions import Conditions
 from bench_core.machine.probe import Probe
 from bench_core.measure.breakdown import StageProfile
 from bench_core.measure.gemms import GemmShare
+from bench_core.measure.warmup import WarmupTrace, traces_from
 
 SCHEMA = "bench_core.run/2"
 OLD_SCHEMAS = ("bench_core.run/1",)
@@ -58,6 +59,7 @@ class StageResult:
     rounds: tuple[int, ...] = ()         # iterations of each finished round: splits times_ms into rounds
     warmup_s: float | None = None
     warmup_steps: int | None = None
+    warmups: tuple[WarmupTrace, ...] = ()   # every process's warm-up, round after round (raw JSON only)
     wall_s: float | None = None
     peak_allocated_mib: float | None = None
     peak_reserved_mib: float | None = None
@@ -117,6 +119,7 @@ class StageResult:
         data["profile"] = self.profile.to_dict() if self.profile else None
         data["conditions"] = self.conditions.to_dict() if self.conditions else None
         data["gemm_share"] = self.gemm_share.to_dict() if self.gemm_share else None
+        data["warmups"] = [w.to_dict() for w in self.warmups]
         for name in _TUPLES:
             data[name] = list(getattr(self, name))
         return data
@@ -132,6 +135,7 @@ class StageResult:
         clean["profile"] = StageProfile.from_dict(clean["profile"]) if clean.get("profile") else None
         clean["conditions"] = Conditions.from_dict(clean["conditions"]) if clean.get("conditions") else None
         clean["gemm_share"] = GemmShare.from_dict(clean["gemm_share"]) if clean.get("gemm_share") else None
+        clean["warmups"] = traces_from(clean.get("warmups"))   # absent before warm-ups were recorded
         if "rounds" not in data and clean["times_ms"] and clean["status"] == Status.OK:
             clean["rounds"] = (len(clean["times_ms"]),)  # a schema-1 run: one round
         return cls(**clean)

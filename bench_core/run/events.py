@@ -59,6 +59,7 @@ class Warmup(Event):
     name: ClassVar[str] = "warmup"
     seconds: float = 0.0
     iters: int = 0
+    trace: dict[str, Any] | None = None   # measure.warmup.WarmupTrace.to_dict(): each step, the SM clock
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from bench_core.levers.stage import Stage
 from bench_core.machine.ceilings import Ceilings, CeilingsProcess
 from bench_core.machine.conditions import Conditions
 from bench_core.machine.probe import Probe
+from bench_core.measure.warmup import WarmupTrace
 from bench_core.models.families import estimate_memory, param_count
 from bench_core.results.records import STAGE_FINISHED, RunResult, StageResult, Status, initial_stage
 from bench_core.run import events as ev
@@ -83,8 +84,10 @@ class StageFold:
             self.update(replace(self.result, status=Status.RUNNING))
         elif isinstance(event, ev.WarmupProgress) and not r.rounds:  # the first round's warm-up is the one kept
             self.update(replace(self.result, warmup_steps=event.steps, warmup_s=event.seconds))
-        elif isinstance(event, ev.Warmup) and not r.rounds:
-            self.update(replace(self.result, warmup_s=event.seconds, warmup_steps=event.iters))
+        elif isinstance(event, ev.Warmup):  # every process's trace is kept, in round order
+            traces = r.warmups + ((WarmupTrace.from_dict(event.trace),) if event.trace is not None else ())
+            first = self.result if r.rounds else replace(self.result, warmup_s=event.seconds, warmup_steps=event.iters)
+            self.update(replace(first, warmups=traces))
         elif isinstance(event, ev.Iter):
             host = (float(event.host_ms),) if event.host_ms is not None else ()
             self.update(replace(self.result, times_ms=r.times_ms + (float(event.ms),),

@@ -22,6 +22,7 @@ from bench_core.measure.stats import enough_steps
 from bench_core.models.families import ModelParts, build_model
 from bench_core.run.faults import broken_build
 from bench_core.run.processes import StageJob
+from bench_core.run.warmup_record import WarmupRecorder
 
 PROFILE_STEPS = 5
 GRAPH_WARMUP_STEPS = 3  # eager steps on a side stream before capture, as torch.cuda.graphs requires
@@ -153,15 +154,23 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
     return built
 
 
-def warm_up(built: Built, job: StageJob, progress: Callable[[int, float], None], torch: Any) -> tuple[int, float]:
-    """At least cfg.warmup steps and WARMUP_MIN_S seconds, so clocks and the allocator settle; (steps, s)."""
+def warm_up(built: Built, job: StageJob, progress: Callable[[int, float], None], torch: Any,
+            record: WarmupRecorder | None = None) -> tuple[int, float]:
+    """At least cfg.warmup steps and WARMUP_MIN_S seconds, so clocks and the allocator settle; (steps, s).
+    `record` (the worker's) times each loop step and samples the SM clock, for measure.warmup."""
     start = last = time.perf_counter()
+    if record is not None:
+        record.start(start)
     steps = 0
     if built.capture is not None:
         built.capture()
         steps += GRAPH_WARMUP_STEPS
     while True:
+        if record is not None:
+            record.begin()
         built.step()
+        if record is not None:
+            record.end()
         built.sync()
         steps += 1
         now = time.perf_counter()

@@ -16,6 +16,7 @@ from bench_core.run import events as ev
 from bench_core.run.faults import apply_test_fault
 from bench_core.run.processes import StageJob, die_with_parent
 from bench_core.run.step import PROFILE_STEPS, build_stage, measure, profile, warm_up
+from bench_core.run.warmup_record import WarmupRecorder
 
 SPAWNED_AT = time.perf_counter()
 
@@ -72,8 +73,9 @@ def run(job: StageJob, emit: Emitter, torch: Any) -> None:
     if job.build_ahead:
         wait_for_go()
     emit(ev.Started())
-    warm = warm_up(built, job, lambda steps, s: emit(ev.WarmupProgress(steps=steps, seconds=s)), torch)
-    emit(ev.Warmup(seconds=warm[1], iters=warm[0]))
+    record = WarmupRecorder(built.cuda, torch)
+    warm = warm_up(built, job, lambda steps, s: emit(ev.WarmupProgress(steps=steps, seconds=s)), torch, record)
+    emit(ev.Warmup(seconds=warm[1], iters=warm[0], trace=record.trace(*warm).to_dict()))
     timed = measure(built, lambda s: emit(ev.Iter(i=s.i, ms=s.ms, loss=s.loss, host_ms=s.host_ms)), torch)
     emit(ev.Memory(peak_allocated_mib=timed.peak_allocated_mib, peak_reserved_mib=timed.peak_reserved_mib,
                    peak_rss_mib=timed.peak_rss_mib, rank_peak_mib=list(timed.rank_peak_mib),

@@ -203,6 +203,10 @@ def test_repeats_run_every_stage_each_round_in_alternating_order(tiny_cfg, cpu_p
         assert s.rounds == (3, 3) and len(s.times_ms) == 6 and len(s.losses) == 6
         # warm-up: at least `warmup` steps and at least BENCH_WARMUP_MIN_S (0.2 s, tests/conftest.py) of them
         assert s.warmup_steps >= cfg.warmup and s.warmup_s >= float(os.environ["BENCH_WARMUP_MIN_S"])
+        # every process's warm-up recorded, step by step (CPU: perf_counter times, no clock), in round order
+        assert len(s.warmups) == 2 and (s.warmups[0].steps, s.warmups[0].seconds) == (s.warmup_steps, s.warmup_s)
+        assert all(len(w.step_ms) == len(w.step_start_s) == w.steps and min(w.step_ms) > 0 and w.clock_mhz == ()
+                   for w in s.warmups)
     a, b = run.stages
     # forwards then backwards: adam, adam-fused | adam-fused, adam
     assert a.started_at < b.started_at and b.finished_at < a.finished_at
