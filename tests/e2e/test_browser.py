@@ -65,7 +65,9 @@ def test_seed_run_in_the_browser(page, server):
     seen, deadline = set(), time.time() + 240
     while time.time() < deadline:
         for text in page.get_by_text(re.compile(r"iteration \d+/80")).all_inner_texts():
-            seen.add(int(re.search(r"iteration (\d+)/80", text).group(1)))
+            found = re.search(r"iteration (\d+)/80", text)  # the element may have been redrawn since it matched
+            if found:
+                seen.add(int(found.group(1)))
         if page.get_by_text("Latest result").count():
             break
         time.sleep(0.25)
