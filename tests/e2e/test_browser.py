@@ -75,6 +75,8 @@ def test_seed_run_in_the_browser(page, server):
     assert len({n for n in seen if 0 < n < 80}) >= 2, f"progress was seen only at {sorted(seen)}"
 
     wait_idle(page)
+    # the finished job's page may be redrawn once more after "Latest result" first shows: wait for its parts
+    page.get_by_test_id("stDataFrame").first.wait_for(state="attached", timeout=30_000)
     assert page.get_by_test_id("stPlotlyChart").count() >= 4
     assert page.get_by_test_id("stDataFrame").count() >= 1
     with page.expect_download() as download:
