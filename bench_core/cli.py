@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bench_core.apex_build import commands as apex_commands
-from bench_core.cluster.executor import Executor, check_address
+from bench_core.cluster.address import check_address
+from bench_core.cluster.executor import Executor
 from bench_core.cluster.nodes import Retry
 from bench_core.config.bench_config import (
     FIELD_HELP,

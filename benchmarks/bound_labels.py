@@ -15,8 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from _raw_runs import raw_runs
+
 from bench_core.measure.breakdown import BUSY_THRESHOLD, Bound
-from bench_core.results.formats import ImportRejected, parse_upload
 from bench_core.results.summary import summarize
 
 
@@ -26,17 +27,11 @@ def old_label(busy: float) -> str:
 
 def rows(data: Path) -> list[tuple[str, str, float, str, float, str]]:
     out = []
-    for path in sorted(data.glob("*.json")):
-        try:
-            runs = parse_upload(path.name, path.read_bytes(), max_bytes=64 * 2**20)
-        except ImportRejected:
-            continue  # a probe or components file: no runs
-        for run in runs:
-            for s in summarize(run).stages:
-                b = s.bottleneck
-                if b.busy is None or b.host_wait_share is None:
-                    continue
-                out.append((path.name, s.result.key, b.busy, old_label(b.busy), b.host_wait_share, b.verdict))
+    for name, run in raw_runs(data):
+        for s in summarize(run).stages:
+            b = s.bottleneck
+            if b.busy is not None and b.host_wait_share is not None:
+                out.append((name, s.result.key, b.busy, old_label(b.busy), b.host_wait_share, b.verdict))
     return out
 
 

@@ -11,8 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from _raw_runs import raw_runs
+
 from bench_core.config.bench_config import WORKLOADS
-from bench_core.results.formats import ImportRejected, parse_upload
 from bench_core.results.records import RunResult
 from bench_core.results.summary import summarize
 
@@ -27,18 +28,12 @@ def model_of(run: RunResult) -> str:
 
 def rows(key: str, model: str | None, data: Path) -> list[tuple[str, str, float, str, bool | None]]:
     out = []
-    for path in sorted(data.glob("*.json")):
-        try:
-            runs = parse_upload(path.name, path.read_bytes(), max_bytes=64 * 2**20)
-        except ImportRejected:
-            continue  # a probe or components file: no runs
-        for run in runs:
-            if model and model_of(run) != model:
-                continue
-            for s in summarize(run).stages:
-                if s.result.key == key and s.timing.median_ms:
-                    spread = s.spread_text or "—"
-                    out.append((path.name, model_of(run), s.timing.median_ms, spread, s.noisy))
+    for name, run in raw_runs(data):
+        if model and model_of(run) != model:
+            continue
+        for s in summarize(run).stages:
+            if s.result.key == key and s.timing.median_ms:
+                out.append((name, model_of(run), s.timing.median_ms, s.spread_text or "—", s.noisy))
     return out
 
 

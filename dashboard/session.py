@@ -9,7 +9,7 @@ import uuid
 
 import streamlit as st
 
-from bench_core.cluster.executor import cluster_address, executor_for
+from bench_core.cluster.address import cluster_address, executor_for
 from bench_core.cluster.nodes import Node, NodeLister
 from bench_core.config.settings import load_limits
 from bench_core.machine.probe import Probe

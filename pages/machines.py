@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from bench_core.cluster.executor import ADDRESS_ENV
+from bench_core.cluster.address import ADDRESS_ENV
 from bench_core.cluster.nodes import Node
 from bench_core.machine.probe import Probe
 from dashboard.session import access_panel, cluster_nodes, get_manager

@@ -1,26 +1,24 @@
 """The executor interface: submit a run → a handle → its messages, its result, cancel.
 
 Shaped like submitit's (submit → job → result/cancel) so a SLURM executor can sit beside the two built here:
-`LocalExecutor` (this machine, the default, no Ray imported) and `cluster.ray_executor.RayExecutor`. One `drive`
+`LocalExecutor` (this machine, the default, no Ray imported) and `cluster.ray_executor.RayExecutor`
+(`cluster.address.executor_for` picks one). One `drive`
 loop turns any handle's messages into the run loop's hooks, so the job manager sees the same events either way.
 """
 from __future__ import annotations
 
 import os
 import queue
-import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from bench_core.cluster.nodes import Retry
-from bench_core.config.bench_config import ConfigError
 from bench_core.machine.probe import Probe
 from bench_core.results.records import STAGE_FINISHED, RunResult, Status
 from bench_core.run.runner import RunHooks, run_all
 
-ADDRESS_ENV = "BENCH_RAY_ADDRESS"
 POLL_S = 0.05  # how often a waiting driver looks at the cancel flag: well under one step
 
 
@@ -202,32 +200,3 @@ class LocalExecutor:
 
     def node_probe(self, node: str | None) -> Probe | None:
         return None
-
-
-def cluster_address(env: dict | None = None) -> str | None:
-    """BENCH_RAY_ADDRESS, or None: no cluster, everything runs here."""
-    address = (os.environ if env is None else env).get(ADDRESS_ENV, "").strip()
-    return address or None
-
-
-def check_address(address: str, field: str, timeout_s: float = 5.0) -> str:
-    """`HOST:PORT` or `ray://HOST:PORT` that accepts a connection; else ConfigError naming `field`. Checked before
-    Ray connects, since `ray.init` waits minutes on an address where nothing answers."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if "://" in host or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(field, address, "must be HOST:PORT (a head's GCS, e.g. 10.0.0.1:6379) or "
-                          "ray://HOST:PORT (Ray Client, e.g. ray://10.0.0.1:10001), the port 1-65535")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError as exc:
-        raise ConfigError(field, address, f"no Ray cluster answers there ({exc.strerror or exc}); start one "
-                          "with `ray start --head` (docs/CLUSTER.md)") from None
-    return address
-
-
-def executor_for(address: str | None) -> Executor:
-    """Local without an address; Ray (imported only then) with one."""
-    if address is None:
-        return LocalExecutor()
-    from bench_core.cluster.ray_executor import RayExecutor
-    return RayExecutor(address)

@@ -32,6 +32,24 @@ CREATE TABLE IF NOT EXISTS iterations (
 """
 
 
+@contextmanager
+def connect(path: str, timeout_s: float) -> Iterator[sqlite3.Connection]:
+    """One transaction on the history file (committed, or rolled back on an error), then closed."""
+    db = sqlite3.connect(path, timeout=timeout_s)
+    try:
+        with db:
+            yield db
+    finally:
+        db.close()
+
+
+def import_id(db: sqlite3.Connection, table: str, column: str, wanted: str) -> tuple[str, bool]:
+    """(id, renamed): an imported record never overwrites one already in `table`; a taken id gets a new one."""
+    if db.execute(f"SELECT 1 FROM {table} WHERE {column}=?", (wanted,)).fetchone() is None:  # noqa: S608 (ours)
+        return wanted, False
+    return f"{wanted[:12]}-imp-{uuid.uuid4().hex[:6]}", True
+
+
 def default_db_path() -> str:
     """BENCH_DB overrides; otherwise a per-user data directory."""
     if os.environ.get("BENCH_DB"):
@@ -57,13 +75,8 @@ class Store:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            db = sqlite3.connect(self.path, timeout=self.timeout_s)
-            try:
-                with db:
-                    yield db
-            finally:
-                db.close()
+        with self._lock, connect(self.path, self.timeout_s) as db:
+            yield db
 
     # ---------------------------------------------------------------- writes
     def save_run(self, run: RunResult) -> None:
@@ -74,11 +87,9 @@ class Store:
     def import_run(self, run: RunResult) -> tuple[str, bool]:
         """An imported run never overwrites one already here: it gets a new id. Returns (id, renamed)."""
         with self._connect() as db:
-            renamed = db.execute("SELECT 1 FROM runs WHERE run_id=?", (run.run_id,)).fetchone() is not None
-            if renamed:
-                run = replace(run, run_id=f"{run.run_id[:12]}-imp-{uuid.uuid4().hex[:6]}")
-            self._write_run(db, replace(run, imported=True))
-        return run.run_id, renamed
+            run_id, renamed = import_id(db, "runs", "run_id", run.run_id)
+            self._write_run(db, replace(run, run_id=run_id, imported=True))
+        return run_id, renamed
 
     def _write_run(self, db: sqlite3.Connection, run: RunResult) -> None:
         from bench_core.results.headline import headline

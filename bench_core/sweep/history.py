@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import replace
 
 from bench_core.results.records import Status
-from bench_core.results.store import default_db_path
+from bench_core.results.store import connect, default_db_path, import_id
 from bench_core.sweep.records import SweepResult, crossovers, prediction_error
 
 SCHEMA = """
@@ -34,14 +32,8 @@ class SweepStore:
                 if name not in have:
                     db.execute(f"ALTER TABLE sweeps ADD COLUMN {name} {kind}")
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=self.timeout_s)
-        try:
-            with db:
-                yield db
-        finally:
-            db.close()
+    def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
+        return connect(self.path, self.timeout_s)
 
     def save(self, result: SweepResult) -> None:
         """Written, then rewritten as the sweep progresses."""
@@ -51,11 +43,9 @@ class SweepStore:
     def import_sweep(self, result: SweepResult) -> tuple[str, bool]:
         """An imported sweep never overwrites one already here: it gets a new id. Returns (id, renamed)."""
         with self._connect() as db:
-            renamed = db.execute("SELECT 1 FROM sweeps WHERE sweep_id=?", (result.sweep_id,)).fetchone() is not None
-            if renamed:
-                result = replace(result, sweep_id=f"{result.sweep_id[:12]}-imp-{uuid.uuid4().hex[:6]}")
-            self._write(db, replace(result, imported=True))
-        return result.sweep_id, renamed
+            sweep_id, renamed = import_id(db, "sweeps", "sweep_id", result.sweep_id)
+            self._write(db, replace(result, sweep_id=sweep_id, imported=True))
+        return sweep_id, renamed
 
     @staticmethod
     def _write(db: sqlite3.Connection, r: SweepResult) -> None:

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from bench_core.cluster import address as addr
 from bench_core.cluster import executor as ex
 from bench_core.cluster.nodes import EVERY_GPU_TYPE, Node, Retry, from_ray, pick
 from bench_core.cluster.remote import stream_run
@@ -26,7 +27,7 @@ NATIVE = preset("native")
 def test_local_is_the_default_and_a_local_run_never_imports_ray(tmp_path):
     script = (
         "import sys\n"
-        "from bench_core.cluster.executor import cluster_address, executor_for\n"
+        "from bench_core.cluster.address import cluster_address, executor_for\n"
         "from bench_core.config.settings import Limits\n"
         "from bench_core.levers.presets import preset\n"
         "from bench_core.service.jobs import JobManager\n"
@@ -36,15 +37,15 @@ def test_local_is_the_default_and_a_local_run_never_imports_ray(tmp_path):
         "job = manager.submit(CFG, preset('native')[:1], 'native', 's')\n"
         "final = wait(manager, job.job_id, timeout=120)\n"
         "print(executor.name, final.run.stages[0].status.value, final.run.node, 'ray' in sys.modules)\n")
-    env = {k: v for k, v in os.environ.items() if k != ex.ADDRESS_ENV}
+    env = {k: v for k, v in os.environ.items() if k != addr.ADDRESS_ENV}
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(__file__)), os.getcwd()])
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=180)
     assert out.stdout.split() == ["local", "ok", "None", "False"], out.stderr[-2000:]
 
 
 def test_an_address_picks_the_ray_executor_which_connects_only_when_used():
-    assert ex.cluster_address({ex.ADDRESS_ENV: " "}) is None
-    chosen = ex.executor_for(ex.cluster_address({ex.ADDRESS_ENV: "ray://head:10001"}))
+    assert addr.cluster_address({addr.ADDRESS_ENV: " "}) is None
+    chosen = addr.executor_for(addr.cluster_address({addr.ADDRESS_ENV: "ray://head:10001"}))
     assert (chosen.name, chosen.concurrent, chosen.address) == ("ray", True, "ray://head:10001")
 
 
