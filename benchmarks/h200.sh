@@ -12,7 +12,11 @@ CALL_BUDGET_S=${CALL_BUDGET_S:-570}  # the device call's limit is 600 s: every r
 SEED4=adam+layernorm+fp32,apex-fusedadam+layernorm+fp32,apex-fusedadam+apex-fusedln+fp32,apex-fusedadam+apex-fusedln+bf16
 log() { echo "[$(date -u +%T)] $*" | tee -a "$OUT/steps.log"; }
 
-export APEX_BUILD_DIR=/tmp/apex-build  # the build's staging copy, ninja objects and pip log (python -m bench_core apex)
+export APEX_BUILD_DIR=/tmp/apex-build
+# torch.compile's caches (FX graphs, Triton kernels) in one known place, so a call can send them back and the next
+# call carry them (.inductor/, git-ignored): a compiled stage's first process then skips a cold compile. Compiling
+# is warm-up, never timed, so the cache changes how long a run takes, not what it measures.
+export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache  # the build's staging copy, ninja objects and pip log (python -m bench_core apex)
 
 apex_build() {  # apex_build LOG: `python -m bench_core apex build` into /tmp/apexlib; its output and time in $OUT/LOG
   local name=${1:-apex_build.log}
@@ -221,6 +225,20 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
                --axis batch_size=4,8,16 ${extra//,/ } ;;
         *) log "unknown sweep map $map (fp8, apex, flce)" ;;
       esac ;;
+    inductor_in)  # the compile cache a previous call sent back (inductor_out), if carried
+      if [ -f .inductor/inductor_cache.tar.xz ]; then mkdir -p "$TORCHINDUCTOR_CACHE_DIR" && \
+        tar -C "$TORCHINDUCTOR_CACHE_DIR" -xJf .inductor/inductor_cache.tar.xz; log "compile cache unpacked"; fi ;;
+    inductor_out)  # the compile cache, for the next call (comes back only under 16 MiB)
+      (cd "$TORCHINDUCTOR_CACHE_DIR" 2>/dev/null && tar -cJf "$OUT/inductor_cache.tar.xz" .) && \
+        ls -la "$OUT/inductor_cache.tar.xz" | tee -a "$OUT/steps.log" ;;
+    ttr1:*)  # ttr1:NAME[:VAR=VALUE,...,EXTRA,ARGS]: one time-to-result run of the seed ladder on gpt2-small, 3 processes
+      # a stage, probe cached; VAR=VALUE items set the run's environment (e.g. BENCH_WARMUP_MIN_S=0.25)
+      IFS=: read -r _ name extra <<< "$mode"; python3 -m bench_core probe > /dev/null 2>&1
+      envs=(); args=(); for item in ${extra//,/ }; do case $item in --*) args+=("$item") ;; *=*) envs+=("$item") ;;
+        *) args+=("$item") ;; esac; done
+      log "time to result $name: ${envs[*]} ${args[*]}"
+      env "${envs[@]}" python3 benchmarks/time_to_result.py -- --preset seed --model gpt2-small --no-db \
+        --json "$OUT/$name.json" "${args[@]}" > "$OUT/$name.log" 2>&1; tail -1 "$OUT/$name.log" | tee -a "$OUT/steps.log" ;;
     run:*)  # run:NAME:PRESET:MODEL[:EXTRA,ARGS]: one CLI run, e.g. run:peers_llama-1b_1:peers:llama-1b:--iters,15
       IFS=: read -r _ name preset model extra <<< "$mode"
       # shellcheck disable=SC2086  # EXTRA is split on purpose
@@ -230,5 +248,5 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
 done
 log "done"
 # At most 8 files come back: everything but the Apex build travels in one archive.
-(cd "$OUT" && tar -czf results.tar.gz --exclude=apexlib.tar.xz --exclude=results.tar.gz ./* && \
-  find . -maxdepth 1 -type f ! -name results.tar.gz ! -name apexlib.tar.xz ! -name steps.log -delete)
+(cd "$OUT" && tar -czf results.tar.gz --exclude=apexlib.tar.xz --exclude=inductor_cache.tar.xz --exclude=results.tar.gz ./* && \
+  find . -maxdepth 1 -type f ! -name results.tar.gz ! -name apexlib.tar.xz ! -name inductor_cache.tar.xz ! -name steps.log -delete)

@@ -22,7 +22,8 @@ timed iterations are over, while it is being profiled.
   The **host time** of each step (`perf_counter` around the Python call, no sync) is recorded too.
 * **Adaptive timing**: *Timed iterations* is a ceiling. Each process stops once the 95% interval of its median
   step time is within ±1% of the median (order statistics of its steps, asked every 5 steps), after at least
-  max(10, iterations ÷ 3) steps — the stopping rule of `torch.utils.benchmark`'s `adaptive_autorange`, with the
+  6 steps (the least for which the median has a distribution-free 95% interval: [min, max] of 6 steps covers it
+  with probability 1 − 2⁻⁵) — the stopping rule of `torch.utils.benchmark`'s `adaptive_autorange`, with the
   median's precision in place of its IQR ÷ median. On CUDA the host reads the times one step behind, so the GPU
   always has a step queued.
 * **Processes**: the whole ladder runs R times (*Repeats*; 3 by default on a GPU, 1 on CPU), odd rounds in reverse

@@ -113,9 +113,16 @@ def test_a_gpu_runs_each_stage_in_three_processes_by_default_and_a_cpu_in_one():
     assert defaults_for("cpu").repeats == 1    # fast; its intervals say "within one process"
 
 
-@pytest.mark.parametrize("iters,floor", [(4, 4), (10, 10), (29, 10), (30, 10), (60, 20), (2000, 666)])
-def test_timed_steps_floor_is_a_third_of_the_ceiling_at_least_ten_never_above_it(iters, floor):
+@pytest.mark.parametrize("iters,floor", [(4, 4), (5, 5), (6, 6), (30, 6), (2000, 6)])
+def test_timed_steps_floor_is_six_never_above_the_ceiling(iters, floor):
     assert BenchConfig(iters=iters).min_iters == floor
+
+
+def test_the_floor_is_the_least_n_whose_median_has_a_95_percent_interval():
+    """[min, max] of n steps covers the median with probability 1 - 2**(1-n): below 95% at 5, above it at 6."""
+    from bench_core.config.bench_config import MIN_TIMED_STEPS
+    coverage = [1 - 2 ** (1 - n) for n in range(1, 20)]
+    assert MIN_TIMED_STEPS == 1 + next(i for i, c in enumerate(coverage) if c >= 0.95)
 
 
 def test_field_lists_are_derived_from_the_dataclass():
