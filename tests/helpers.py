@@ -212,8 +212,9 @@ def built_event(job, world: int = 1):
     from bench_core.run import events as ev
     from bench_core.run.processes import WorkerHandle
     handle = WorkerHandle(job, dict(os.environ), world=world)
+    handle.build()   # a gated worker builds only when told
     try:
-        for line in handle.proc.stdout or ():
+        for line in iter(handle.lines.get, None):
             event = ev.decode(line)
             if isinstance(event, ev.Built):
                 return event

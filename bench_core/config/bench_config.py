@@ -52,6 +52,15 @@ STOP_HALF_WIDTH = 0.01
 STOP_CHECK_EVERY = 5
 # Fresh processes per stage on a GPU: the interval's unit of replication; 3 leaves 2 degrees of freedom.
 CUDA_PROCESSES = 3
+# Warm-up (run.step.warm_up): at least DEFAULT_WARMUP_STEPS steps and WARMUP_MIN_S seconds. From the H200's record of
+# 21 processes' warm-ups (docs/data/h200_2026-12-03_call17_warmup_*; benchmarks/warmup_settle.py): the first step
+# carried every one-off cost (256-1881 ms against 26-160 ms steady) and from the second step on each process ran at
+# its steady time (no trend in steps 2-12); the SM clock sat at its timed value from the first NVML sample on. So 2
+# steps cover what was seen; 3 keep one more. 0.25 s keeps at least two 0.1 s clock samples inside every warm-up,
+# so each run's record shows the clock before its timed steps. Every process's warm-up is recorded and a process
+# still slowing down when timing began is flagged (measure.noise). BENCH_WARMUP_MIN_S overrides (CPU tests: 0).
+DEFAULT_WARMUP_STEPS = 3
+WARMUP_MIN_S = float(os.environ.get("BENCH_WARMUP_MIN_S", "0.25"))
 
 
 def _int(default: int, label: str, group: str, help: str = "", minimum: int = 1) -> Any:
@@ -70,7 +79,7 @@ class BenchConfig:
     seq_len: int = _int(1024, "Sequence length", "model")
     batch_size: int = _int(8, "Batch size", "model", "sequences per step (per GPU)")
     vocab_size: int = _int(50304, "Vocab size", "model")
-    warmup: int = _int(10, "Warm-up iterations", "run",
+    warmup: int = _int(DEFAULT_WARMUP_STEPS, "Warm-up iterations", "run",
                        "at least this many untimed steps, and at least WARMUP_MIN_S seconds of them")
     iters: int = _int(30, "Timed iterations", "run",
                       f"the most timed steps per process; each process stops earlier, after at least "
@@ -110,9 +119,6 @@ FIELD_LABELS: dict[str, str] = {f.name: f.metadata["label"] for f in fields(Benc
 FIELD_HELP: dict[str, str] = {f.name: f.metadata.get("help", "") for f in fields(BenchConfig)}
 FIELD_MINIMUM: dict[str, int] = {f.name: f.metadata.get("minimum", 1) for f in fields(BenchConfig)
                                  if f.name in INT_FIELDS}
-# Clocks and allocators settle: warm-up runs at least this long, whatever the count (BENCH_WARMUP_MIN_S overrides,
-# e.g. for the CPU test suite, where a tiny model has nothing to settle).
-WARMUP_MIN_S = float(os.environ.get("BENCH_WARMUP_MIN_S", "2.0"))
 
 
 class Shape(TypedDict):
@@ -146,7 +152,8 @@ def defaults_for(device_kind: str) -> BenchConfig:
     """GPT-2-small in 3 processes a stage on a GPU; a tiny model in one on CPU, so the seed ladder ends in seconds
     on 2 cores (its intervals then say "within one process")."""
     if device_kind == "cuda":
-        return BenchConfig(**WORKLOADS["gpt2-small"], warmup=10, iters=30, repeats=CUDA_PROCESSES, device="auto")
+        return BenchConfig(**WORKLOADS["gpt2-small"], warmup=DEFAULT_WARMUP_STEPS, iters=30, repeats=CUDA_PROCESSES,
+                           device="auto")
     return BenchConfig(**WORKLOADS["tiny"], warmup=3, iters=10, device="auto")
 
 

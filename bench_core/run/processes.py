@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +16,10 @@ from bench_core.config.bench_config import BenchConfig
 from bench_core.config.environment import DISTRIBUTED_ENV, child_env
 from bench_core.levers.stage import Stage
 from bench_core.machine.conditions import RUN_PID_ENV
+from bench_core.run.events import Built, Error, Unavailable, decode
+
+# Events after which a worker touches the device no more before `go`: built, or it will not run at all.
+SETTLED_EVENTS = (Built, Unavailable, Error)
 
 STDERR_LINES = 12  # what a failed stage keeps of its worker's stderr
 
@@ -60,6 +66,13 @@ class StageJob:
     profile: bool = True          # the kernel proof and breakdown are taken once per stage, in its first round
     build_ahead: bool = True      # build model and optimizer before the go signal (off when memory is tight)
     threads: int | None = None    # torch's CPU threads in the worker (a server's job leaves itself a core)
+
+    @property
+    def gated(self) -> bool:
+        """A single-process worker built ahead touches the device only when told (`build`), and its warm-up ends
+        only when told (`release`): the runner lets the next worker build while this one warms up, never while
+        it is timed (WorkerHandle.build, .release)."""
+        return self.build_ahead and self.stage.world_size == 1
 
     def to_json(self) -> str:
         return json.dumps({"config": self.config.to_dict(), "stage": self.stage.key, "device": self.device,
@@ -129,18 +142,27 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+
+
 class WorkerHandle:
     """One stage's process, started with its job (or adopted from `SpareWorkers`). It imports torch, builds its
-    model, then waits for `go`."""
+    model when told (`build`, for a gated job; at once otherwise), then waits for `go`.
+
+    Its stdout is read from the start, into `lines`: the runner learns that a worker has built (`settled`)
+    before it runs that worker's stage."""
 
     def __init__(self, job: StageJob, env: dict | None, world: int = 1, warm_cuda: bool = False,
                  started: _Started | None = None):
         self.job = job
         self.job_file: str | None = None
+        self.lines: queue.Queue = queue.Queue()
+        self.settled = threading.Event()   # built (or unavailable, failed, exited): the device is free of it
+        self._built_sent = False
         if world == 1:
             started = started or _start_single(env, warm_cuda)
             self.proc, self.stderr = started.proc, started.stderr
             self._send(job.to_json())
+            self._read()
             return
         # torchrun (through a launcher that dies with us), one worker per rank; the job travels in a file
         self.stderr = tempfile.TemporaryFile(mode="w+")
@@ -154,6 +176,18 @@ class WorkerHandle:
         self.proc = subprocess.Popen([sys.executable, *cmd], env=env,  # noqa: S603 (our own argv)
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
                                      start_new_session=True)
+        self._read()
+
+    def _read(self) -> None:
+        def read() -> None:
+            for line in self.proc.stdout or ():
+                if isinstance(decode(line), SETTLED_EVENTS):
+                    self.settled.set()
+                self.lines.put(line)
+            self.settled.set()
+            self.lines.put(None)   # end of stream
+        self.reader = threading.Thread(target=read, daemon=True)
+        self.reader.start()
 
     def _send(self, line: str) -> None:
         if self.proc.stdin is None:
@@ -164,10 +198,27 @@ class WorkerHandle:
         except (BrokenPipeError, OSError):
             pass  # the worker died first; its exit code says why
 
+    def build(self) -> None:
+        """A gated worker may now create its device context and build (once; a no-op for other workers)."""
+        if self.job.gated and not self._built_sent:
+            self._built_sent = True
+            self._send("build")
+
     def go(self) -> None:
-        """Start the measured work. Until now the worker has only imported, warmed up CUDA and built."""
+        """Start the stage's work. Until now the worker has only imported and built. A gated worker's warm-up then
+        runs until `release`; any other worker's stdin closes here."""
+        self.build()
         if self.job_file is None:
             self._send("go")
+        if not self.job.gated:
+            self._close_stdin()
+
+    def release(self) -> None:
+        """A gated worker may end its warm-up (the next worker has built): its timed steps follow."""
+        self._send("release")
+        self._close_stdin()
+
+    def _close_stdin(self) -> None:
         if self.proc.stdin and not self.proc.stdin.closed:
             try:
                 self.proc.stdin.close()
@@ -198,11 +249,13 @@ class WorkerHandle:
 
 
 class WorkerPool:
-    """Starts single-process workers ahead of their stage, so torch import, CUDA context and model build
-    happen before the measured work instead of between stages.
+    """Starts single-process workers ahead of their stage, so torch import and model build happen before the
+    measured work instead of between stages.
 
     `ahead` workers are started at once; another one each time a stage's measured and profiled steps are over
-    (`top_up`), so no process start competes with a stage's timed steps for the host CPU.
+    (`top_up`), so no process start competes with a stage's timed steps for the host CPU. A started worker
+    touches the device only when the runner lets it build (WorkerHandle.build): during the warm-up of the stage
+    before it, never during timed or profiled steps.
     """
 
     def __init__(self, jobs: list[StageJob], env: dict | None, ahead: int, warm_cuda: bool,
@@ -225,6 +278,10 @@ class WorkerPool:
     def top_up(self) -> None:
         if self._next < len(self.jobs):
             self._spawn()
+
+    def peek(self, index: int) -> WorkerHandle | None:
+        """The worker started for job `index`, if one is waiting (not taken)."""
+        return self._started.get(index)
 
     def take(self, index: int) -> WorkerHandle:
         handle = self._started.pop(index, None)

@@ -168,7 +168,8 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
     jobs = plan_jobs(run, probe, hooks.worker_threads)
     singles = [job for _, job in jobs if job.stage.world_size == 1]
     ahead = WORKERS_AHEAD_CUDA if run.device == "cuda" else 1
-    pool = WorkerPool(singles, hooks.worker_env, ahead, warm_cuda=run.device == "cuda", spares=hooks.spares)
+    # No worker creates its CUDA context ahead: that is device work, done when the runner lets it build.
+    pool = WorkerPool(singles, hooks.worker_env, ahead, warm_cuda=False, spares=hooks.spares)
     pool.start()
     measurer = hooks.ceilings or (CeilingsProcess(env=hooks.worker_env)
                                   if run.device == "cuda" and probe.ceilings is None else None)
@@ -183,10 +184,12 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
             if job.stage.world_size == 1:
                 handle = pool.take(taken)
                 taken += 1
+                following = pool.peek(taken)   # builds during this one's warm-up
             else:
                 handle = WorkerHandle(job, hooks.worker_env, world=job.stage.world_size)
+                following = None
             result = run_worker(handle, stage, hooks, publish, pool.top_up, last_round=job.round ==
-                                run.config.repeats - 1)
+                                run.config.repeats - 1, following=following)
             publish(result)
             if hooks.on_stage_done:
                 hooks.on_stage_done(holder["run"], result)
@@ -223,19 +226,18 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
 
 
 def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publish: Callable[[StageResult], None],
-               top_up: Callable[[], None], last_round: bool = True) -> StageResult:
-    """One round of one stage in `handle`'s process. The stage is `running` until its last round ends."""
+               top_up: Callable[[], None], last_round: bool = True,
+               following: WorkerHandle | None = None) -> StageResult:
+    """One round of one stage in `handle`'s process. The stage is `running` until its last round ends.
+
+    `following`, the next stage's worker, is let build once this one has started its warm-up; this one's warm-up
+    is released (its timed steps may begin) once `following` has built, so no other process touches the device
+    while this one is timed or profiled."""
     fold = StageFold(replace(stage, status=Status.RUNNING if stage.status == Status.PENDING else stage.status),
                      publish)
-    lines: queue.Queue = queue.Queue()
-
-    def read() -> None:
-        for line in handle.proc.stdout or ():
-            lines.put(line)
-        lines.put(None)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    lines = handle.lines
+    reader = handle.reader
+    released = not handle.job.gated
     started = time.monotonic()
     if stage.started_at is None:
         fold.update(replace(fold.result, started_at=time.time()))
@@ -255,7 +257,12 @@ def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publis
                 fold.apply(event)
                 if isinstance(event, ev.Profiled) or (isinstance(event, ev.Memory) and not _profiles(handle)):
                     top_up()  # measured work is over: the next process may start now
+                if isinstance(event, ev.Started) and following is not None:
+                    following.build()
                 finished = finished or isinstance(event, ev.Finished)
+        if not released and (following is None or following.settled.is_set()):
+            handle.release()
+            released = True
         if finished:
             break  # its result is complete: the process's exit (CUDA teardown, ~1 s) need not hold the next stage
         if hooks.cancel.is_set():

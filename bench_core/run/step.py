@@ -1,7 +1,8 @@
 """The training step a worker measures, and how: build, warm up, time, profile. Runs inside the worker only.
 
 Timing: CUDA events around each step, no host sync between steps (the CPU queues ahead as in real training);
-host time to enqueue each step with perf_counter. Warm-up: at least `warmup` steps and WARMUP_MIN_S seconds.
+host time to enqueue each step with perf_counter. Warm-up: at least `warmup` steps and WARMUP_MIN_S seconds, and
+until the runner releases it (run.runner: the next stage's worker builds meanwhile).
 Adaptive: a process stops timing once its median is known well enough (measure.stats.enough_steps), between
 cfg.min_iters and cfg.iters steps, asked every STOP_CHECK_EVERY steps.
 """
@@ -155,9 +156,11 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
 
 
 def warm_up(built: Built, job: StageJob, progress: Callable[[int, float], None], torch: Any,
-            record: WarmupRecorder | None = None) -> tuple[int, float]:
-    """At least cfg.warmup steps and WARMUP_MIN_S seconds, so clocks and the allocator settle; (steps, s).
-    `record` (the worker's) times each loop step and samples the SM clock, for measure.warmup."""
+            record: WarmupRecorder | None = None, released: Callable[[], bool] = lambda: True) -> tuple[int, float]:
+    """At least cfg.warmup steps and WARMUP_MIN_S seconds, and until `released` (the runner's word that the next
+    worker has built); (steps, s). As in the timed loop, the host waits only for the step before the one it just
+    queued, so each warm-up step after the first runs queued, as a timed step does, and its time compares with
+    theirs. `record` (the worker's) times each loop step and samples the SM clock, for measure.warmup."""
     start = last = time.perf_counter()
     if record is not None:
         record.start(start)
@@ -165,23 +168,30 @@ def warm_up(built: Built, job: StageJob, progress: Callable[[int, float], None],
     if built.capture is not None:
         built.capture()
         steps += GRAPH_WARMUP_STEPS
+    before: Any = None   # the end of the step before the last one queued
     while True:
         if record is not None:
             record.begin()
         built.step()
         if record is not None:
             record.end()
-        built.sync()
+        if built.cuda:
+            end = torch.cuda.Event()
+            end.record()
+            if before is not None:
+                before.synchronize()
+            before = end
         steps += 1
         now = time.perf_counter()
         if now - last > 0.5:
             progress(steps, now - start)
             last = now
-        done = steps >= built.cfg.warmup and now - start >= WARMUP_MIN_S
+        done = steps >= built.cfg.warmup and now - start >= WARMUP_MIN_S and released()
         if built.ddp.enabled:  # every rank stops after the same step, or collectives would hang
             done = bool(built.ddp.all_agree(done))
         if done:
-            return steps, now - start
+            built.sync()
+            return steps, time.perf_counter() - start
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -54,11 +55,37 @@ def wait_for_go() -> None:
         sys.stdin.readline()  # "go", or EOF if the parent closed the pipe: either way, start
 
 
+def wait_for_line() -> None:
+    """The runner's next word on stdin (`build`, `go`), or EOF if it closed the pipe: either way, go on."""
+    sys.stdin.readline()
+
+
+class Release:
+    """Set when the runner sends `release` (or closes stdin): a gated worker's warm-up may end. Read on a thread,
+    so the warm-up loop asks without blocking."""
+
+    def __init__(self, gated: bool):
+        self.event = threading.Event()
+        if not gated:
+            self.event.set()
+            return
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        sys.stdin.readline()
+        self.event.set()
+
+    def __call__(self) -> bool:
+        return self.event.is_set()
+
+
 def run(job: StageJob, emit: Emitter, torch: Any) -> None:
     stage = job.stage
     if job.threads:
         torch.set_num_threads(job.threads)
-    if not job.build_ahead:
+    if job.gated:
+        wait_for_line()  # `build`: no device work before it (another process may be timed)
+    elif not job.build_ahead:
         wait_for_go()
     try:
         built = build_stage(job, stage, torch)
@@ -72,9 +99,11 @@ def run(job: StageJob, emit: Emitter, torch: Any) -> None:
                   cpu_threads=torch.get_num_threads(), world_size=built.ddp.world, nccl=built.nccl))
     if job.build_ahead:
         wait_for_go()
+    released = Release(job.gated)
     emit(ev.Started())
     record = WarmupRecorder(built.cuda, torch)
-    warm = warm_up(built, job, lambda steps, s: emit(ev.WarmupProgress(steps=steps, seconds=s)), torch, record)
+    warm = warm_up(built, job, lambda steps, s: emit(ev.WarmupProgress(steps=steps, seconds=s)), torch, record,
+                   released)
     emit(ev.Warmup(seconds=warm[1], iters=warm[0], trace=record.trace(*warm).to_dict()))
     timed = measure(built, lambda s: emit(ev.Iter(i=s.i, ms=s.ms, loss=s.loss, host_ms=s.host_ms)), torch)
     emit(ev.Memory(peak_allocated_mib=timed.peak_allocated_mib, peak_reserved_mib=timed.peak_reserved_mib,
@@ -112,7 +141,7 @@ def main() -> int:
     import torch._dynamo  # noqa: F401  (building any torch.optim optimizer imports it: seconds, ahead of the job)
 
     import bench_core.models.gpt  # noqa: F401  (the model module, loaded ahead of the job too)
-    if sys.argv[1:2] == ["--warm-cuda"] and torch.cuda.is_available():
+    if sys.argv[1:2] == ["--warm-cuda"] and torch.cuda.is_available():  # an ungated worker's CUDA context, early
         a = torch.ones(64, 64, device="cuda")  # context and cuBLAS handle now, not on the stage's clock
         (a @ a).sum().item()
     emit(ev.Ready())

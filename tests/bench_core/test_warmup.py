@@ -88,7 +88,7 @@ def test_a_graphs_stages_eager_capture_steps_count_before_the_first_recorded_ste
 def test_the_warm_up_loop_records_every_step_and_its_start(monkeypatch):
     """The real warm_up on CPU with a step that sleeps 20 ms: one perf_counter time and one start per loop step."""
     monkeypatch.setattr(step_module, "WARMUP_MIN_S", 0.0)
-    built = SimpleNamespace(capture=None, step=lambda: time.sleep(0.02), sync=lambda: None,
+    built = SimpleNamespace(capture=None, step=lambda: time.sleep(0.02), sync=lambda: None, cuda=False,
                             cfg=SimpleNamespace(warmup=4), ddp=SimpleNamespace(enabled=False))
     record = WarmupRecorder(cuda=False, torch=None)
     steps, seconds = step_module.warm_up(built, None, lambda *_: None, None, record)
@@ -101,9 +101,43 @@ def test_the_warm_up_loop_records_every_step_and_its_start(monkeypatch):
     assert got.clock_mhz == got.clock_s == ()   # CPU: no clock to sample
 
 
+def test_the_warm_up_runs_on_until_released(monkeypatch):
+    """A gated worker's warm-up ends only once the runner has released it (the next worker has built), however
+    many steps and seconds it already has."""
+    monkeypatch.setattr(step_module, "WARMUP_MIN_S", 0.0)
+    steps = []
+    built = SimpleNamespace(capture=None, step=lambda: steps.append(1), sync=lambda: None, cuda=False,
+                            cfg=SimpleNamespace(warmup=2), ddp=SimpleNamespace(enabled=False))
+    done, _ = step_module.warm_up(built, None, lambda *_: None, None, None, released=lambda: len(steps) >= 40)
+    assert done == 40
+
+
+def test_on_cuda_the_warm_up_waits_only_for_the_step_before_the_one_it_queued(monkeypatch):
+    """One step always queued behind the one running, as in the timed loop: after step k is queued the host
+    waits for the end of step k-1, never for step k itself, until the warm-up ends (one sync)."""
+    monkeypatch.setattr(step_module, "WARMUP_MIN_S", 0.0)
+    log: list = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.step = len([x for x in log if x[0] == "step"])
+
+        def record(self):
+            pass
+
+        def synchronize(self):
+            log.append(("wait", self.step))
+
+    fake = SimpleNamespace(cuda=SimpleNamespace(Event=Event))
+    built = SimpleNamespace(capture=None, step=lambda: log.append(("step",)), sync=lambda: log.append(("sync",)),
+                            cuda=True, cfg=SimpleNamespace(warmup=4), ddp=SimpleNamespace(enabled=False))
+    step_module.warm_up(built, None, lambda *_: None, fake, None)
+    assert log == [("step",), ("step",), ("wait", 1), ("step",), ("wait", 2), ("step",), ("wait", 3), ("sync",)]
+
+
 def test_a_graphs_capture_is_counted_but_not_timed_as_a_loop_step(monkeypatch):
     monkeypatch.setattr(step_module, "WARMUP_MIN_S", 0.0)
-    built = SimpleNamespace(capture=lambda: time.sleep(0.03), step=lambda: None, sync=lambda: None,
+    built = SimpleNamespace(capture=lambda: time.sleep(0.03), step=lambda: None, sync=lambda: None, cuda=False,
                             cfg=SimpleNamespace(warmup=5), ddp=SimpleNamespace(enabled=False))
     record = WarmupRecorder(cuda=False, torch=None)
     got = record.trace(*step_module.warm_up(built, None, lambda *_: None, None, record))
@@ -172,10 +206,14 @@ def test_a_malformed_warm_up_record_is_rejected_naming_its_field(edit, message):
 
 
 class _FakeEvent:
-    """torch.cuda.Event's part the recorder uses: the time between two records, here perf_counter's."""
+    """torch.cuda.Event's part the recorder and the warm-up loop use: the time between two records, here
+    perf_counter's; `synchronize` is a no-op (the fake step has finished when it returns)."""
 
-    def __init__(self, enable_timing):
-        assert enable_timing
+    def __init__(self, enable_timing=False):
+        pass
+
+    def synchronize(self):
+        pass
 
     def record(self):
         self.at = time.perf_counter()
@@ -196,7 +234,7 @@ def test_on_cuda_the_steps_are_timed_by_events_and_the_clock_sampled_with_its_ti
     fake_torch = SimpleNamespace(cuda=SimpleNamespace(current_device=lambda: 0, Event=_FakeEvent))
     record = WarmupRecorder(cuda=True, torch=fake_torch)
     record._sampler.every_s = 0.02
-    built = SimpleNamespace(capture=None, step=lambda: time.sleep(0.01), sync=lambda: None,
+    built = SimpleNamespace(capture=None, step=lambda: time.sleep(0.01), sync=lambda: None, cuda=True,
                             cfg=SimpleNamespace(warmup=1), ddp=SimpleNamespace(enabled=False))
     got = record.trace(*step_module.warm_up(built, None, lambda *_: None, fake_torch, record))
     assert got.steps == len(got.step_ms) >= 10 and all(ms >= 10 for ms in got.step_ms)

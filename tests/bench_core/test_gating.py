@@ -1,0 +1,86 @@
+"""The runner lets the next stage's worker touch the device only while this stage warms up: `build` goes to the
+next worker once this one has started, and this one's warm-up is released only once the next has built."""
+from __future__ import annotations
+
+import queue
+import threading
+from types import SimpleNamespace
+
+from bench_core.config.bench_config import BenchConfig
+from bench_core.levers.stage import Stage
+from bench_core.results.records import initial_stage
+from bench_core.run import events as ev
+from bench_core.run.processes import StageJob
+from bench_core.run.runner import RunHooks, run_worker
+
+
+class FakeHandle:
+    """A worker's handle: its events come from the test; what the runner tells it is logged."""
+
+    def __init__(self, name: str, log: list, job: StageJob):
+        self.name, self.log, self.job = name, log, job
+        self.lines: queue.Queue = queue.Queue()
+        self.settled = threading.Event()
+        self.reader = threading.Thread(target=lambda: None)
+        self.reader.start()
+        self.proc = SimpleNamespace(wait=lambda timeout=None: 0)
+
+    def build(self):
+        self.log.append((self.name, "build"))
+
+    def go(self):
+        self.log.append((self.name, "go"))
+
+    def release(self):
+        self.log.append((self.name, "release"))
+
+    def emit(self, event: ev.Event):
+        self.lines.put(event.encode() + "\n")
+
+    def kill(self):
+        pass
+
+    def close(self):
+        pass
+
+    def stderr_text(self):
+        return ""
+
+
+def _job(build_ahead=True):
+    return StageJob(BenchConfig(device="cpu"), Stage(), "cpu", profile=False, build_ahead=build_ahead)
+
+
+def test_the_next_worker_builds_during_this_ones_warm_up_and_the_timed_steps_wait_for_it():
+    log: list = []
+    this, following = FakeHandle("this", log, _job()), FakeHandle("next", log, _job())
+
+    def script():
+        this.emit(ev.Started())
+        while ("next", "build") not in log:
+            pass
+        assert ("this", "release") not in log      # the next one has not built yet: still warming up
+        following.settled.set()                    # it has built
+        while ("this", "release") not in log:
+            pass
+        this.emit(ev.Warmup(seconds=0.1, iters=3))
+        this.emit(ev.Memory())
+        this.emit(ev.Finished(wall_s=0.2))
+    threading.Thread(target=script, daemon=True).start()
+    run_worker(this, initial_stage(0, Stage(), 10), RunHooks(timeout_s=10), lambda r: None, lambda: None,
+               following=following)
+    assert log == [("this", "go"), ("next", "build"), ("this", "release")]
+
+
+def test_the_last_worker_or_an_ungated_one_is_never_held():
+    log: list = []
+    last = FakeHandle("last", log, _job())
+    last.emit(ev.Started())
+    last.emit(ev.Finished(wall_s=0.1))
+    run_worker(last, initial_stage(0, Stage(), 10), RunHooks(timeout_s=10), lambda r: None, lambda: None)
+    assert log == [("last", "go"), ("last", "release")]
+    log.clear()
+    ungated = FakeHandle("late", log, _job(build_ahead=False))   # builds after `go`: nothing to wait for
+    ungated.emit(ev.Finished(wall_s=0.1))
+    run_worker(ungated, initial_stage(0, Stage(), 10), RunHooks(timeout_s=10), lambda r: None, lambda: None)
+    assert log == [("late", "go")]
