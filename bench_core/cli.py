@@ -5,7 +5,8 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench_core.apex_build import commands as apex_commands
@@ -31,7 +32,7 @@ from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe, cached_probe
 from bench_core.machine.telemetry import has_nvidia_gpu
 from bench_core.models.families import FAMILIES, validate
-from bench_core.results.records import RunResult
+from bench_core.results.records import STAGE_FINISHED, RunResult, StageResult, Status
 from bench_core.results.summary import summarize
 from bench_core.results.table import print_probe, print_table
 from bench_core.run.processes import SpareWorkers
@@ -69,7 +70,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--retry", default=None, choices=[r.value for r in Retry if r is not Retry.NEVER],
                      help="with --cluster: if the node is lost mid-run, run the stages not yet measured on another "
                      "node of the same GPU type (same-gpu) or on any other node (any)")
-    run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.add_argument("--quiet", action="store_true", help="no progress bars: one plain line per stage round as it ends")
     probe = sub.add_parser("probe", help="report what this machine can run")
     probe.add_argument("--json", action="store_true", help="print JSON")
     imp = sub.add_parser("import", help="import a CSV or JSON result into the history (exit 2 if rejected)")
@@ -229,6 +230,7 @@ def _run(args: argparse.Namespace, console: Any, spares: SpareWorkers, packages:
                   + f" · {args.model or 'custom shape'} · probe {'cached' if cached else 'measured'}", highlight=False)
     if store is not None:
         store.save_run(run)
+    files = RunFiles(args.out, args.json_path)
     with Progress(TextColumn("{task.description:<40}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console,
                   disable=args.quiet) as progress:
@@ -239,27 +241,79 @@ def _run(args: argparse.Namespace, console: Any, spares: SpareWorkers, packages:
             for s in current.stages:
                 progress.update(tasks[s.index], completed=len(s.times_ms), status=s.status.value)
 
+        # after each stage's round: the history, then the files, then the line (once it shows, the files hold it)
+        done = [hook for hook in (store.save_stage if store is not None else None, files.write_round,
+                                  RoundLog(cfg.repeats) if args.quiet else None) if hook is not None]
+
+        def on_stage_done(current: RunResult, stage: StageResult) -> None:
+            for hook in done:
+                hook(current, stage)
+
         hooks = RunHooks(on_update=on_update, timeout_s=limits.stage_timeout_s, spares=spares,
-                         on_stage_done=(lambda r, s: store.save_stage(r, s)) if store is not None else None)
+                         on_stage_done=on_stage_done)
         run = target.executor.run_all(run, probe, hooks, target.retry) if target is not None else \
             run_all(run, probe, hooks)
     if store is not None:
         store.save_run(run)
     print_table(summarize(run))
-    if args.out:
-        with open(args.out, "w", newline="") as fh:
-            from bench_core.results.formats import to_csv
-            fh.write(to_csv(run))
-    if args.json_path:
-        with open(args.json_path, "w") as fh:
-            from bench_core.results.formats import to_json
-            fh.write(to_json(run))
+    files.write(run)
     if args.html:
         from bench_core.results.report import write_html
         write_html(run, args.html)
     if store is not None:
         print(f"saved to the history: {store.path} (run {run.run_id})", file=sys.stderr)
     return 0
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """--out and --json, rewritten whole after every stage round and at the end: a killed run leaves the rounds
+    that finished, and never a half-written file."""
+    csv_path: str | None
+    json_path: str | None
+
+    def write(self, run: RunResult) -> None:
+        from bench_core.results.formats import to_csv, to_json
+        for path, render in ((self.csv_path, to_csv), (self.json_path, to_json)):
+            if path:
+                write_atomic(path, render(run))
+
+    def write_round(self, run: RunResult, stage: StageResult) -> None:
+        self.write(run)
+
+
+def write_atomic(path: str, text: str) -> None:
+    """PATH.tmp in the same folder, then renamed over PATH: a reader sees the old file or the new, whole."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+@dataclass
+class RoundLog:
+    """--quiet's progress: one plain stdout line per stage round as it ends, so a killed run's log says how far it
+    got. Its figures are the summary's, as the table's."""
+    repeats: int
+    started: float = field(default_factory=time.monotonic)
+    rounds: dict[int, int] = field(default_factory=dict)   # stage index -> rounds ended so far
+
+    def __call__(self, run: RunResult, stage: StageResult) -> None:
+        print(self.line(run, stage), flush=True)
+
+    def line(self, run: RunResult, stage: StageResult) -> str:
+        head = f"[{time.monotonic() - self.started:6.1f} s] {stage.key}"
+        if stage.started_at is None:  # never ran: unavailable here, or never reached
+            return f"{head}: {stage.status.value}: {stage.reason}"
+        self.rounds[stage.index] = number = self.rounds.get(stage.index, 0) + 1
+        head += f" round {number}/{self.repeats}"
+        if stage.status in STAGE_FINISHED and stage.status != Status.OK:
+            return f"{head}: {stage.status.value}: {stage.reason}"
+        medians = summarize(run).stage(stage.index).round_medians
+        warmup = stage.warmups[-1].seconds if stage.warmups else stage.warmup_s
+        return (f"{head}: ok, {stage.rounds[-1] if stage.rounds else 0} steps"
+                + (f", median {medians[-1]:,.2f} ms" if medians else "")
+                + (f", warm-up {warmup:.1f} s" if warmup is not None else ""))
 
 
 def cmd_import(args: argparse.Namespace) -> int:

@@ -180,6 +180,7 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
             if hooks.cancel.is_set():
                 break
             if stage.finished and stage.status != Status.OK:
+                taken += job.stage.world_size == 1  # its worker, started for it, must not run the next job
                 continue  # failed in an earlier round: not run again
             if job.stage.world_size == 1:
                 handle = pool.take(taken)
