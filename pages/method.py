@@ -35,7 +35,9 @@ timed iterations are over, while it is being profiled.
   It is also noisy, with the cause, when NVML or the host saw one during its timed steps (sampled every 0.1 s on
   a GPU): **throttled** (a clock-event reason other than idle or a clock setting), **shared** (another process's
   compute context on the GPU; the run's own idle workers are not counted), or **host busy** (a load average above
-  one runnable thread per core, or the worker on a CPU less than 90% of the time its launch loop needs).
+  one runnable thread per core, or the worker on a CPU less than 90% of the time its launch loop needs). And
+  **warming up** when a process's first 3 timed steps were all slower than its own p90 (a settled process does
+  that by chance 0.1% of the time; judged only from 22 timed steps, the fewest of which 3 can lie above the p90).
 * **Speedups** are ratios of medians against the run's **first stage**, named as `baseline_stage` in the files.
   If that stage did not finish ok, there are no speedups, and every view says so: nothing is silently rebased.
   Multi-GPU stages compare throughput, not step time. Each speedup carries a **95% interval across its

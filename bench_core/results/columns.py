@@ -217,9 +217,11 @@ DISPLAY_COLUMNS: tuple[DisplayColumn, ...] = (
                   applies=_any(lambda s: s.gemm_fp8_share is not None)),
     DisplayColumn("noise", "Noise", _noise,
                   "noisy: the step time broke a steadiness rule, or it was measured throttled, shared or with the "
-                  "host busy (the reason is in Notes)",
+                  "host busy, or a process's first timed steps were all slower than its own p90 (still warming up; "
+                  "the reason is in Notes)",
                   (_stage("noisy", "bool", lambda s: s.noisy),
-                   _stage("noise_reason", "str", lambda s: s.noise_reason or "")), Layout.TEXT),
+                   _stage("noise_reason", "str", lambda s: s.noise_reason or ""),
+                   _stage("warming_processes", "int?", lambda s: s.warming_processes)), Layout.TEXT),
     DisplayColumn("verdict", "Kernel proof", lambda s: s.verdict,
                   "verified: the profiler saw the kernels of every lever; fallback: a library's lever did not run its "
                   "kernels; unconfirmed: an expected kernel or switch was not seen",

@@ -13,7 +13,7 @@ from bench_core.machine.ceilings import Ceilings
 from bench_core.measure import breakdown, stats
 from bench_core.measure.breakdown import StageProfile
 from bench_core.measure.metrics import Rates, rates
-from bench_core.measure.noise import StageConditions
+from bench_core.measure.noise import StageConditions, Warming, warming
 from bench_core.measure.proof import KernelCell, kernel_cells
 from bench_core.results.records import RunResult, StageResult, Status
 
@@ -51,6 +51,7 @@ class StageSummary:
     energy_j_per_token: float | None
     skipped_steps: int | None
     conditions: StageConditions | None  # GPU and host over the timed steps (CUDA); their causes are in noise_reason
+    warming_processes: int | None     # processes still warming up when timed (noise.warming); None: none judged
     gemm_fp8_share: float | None      # FP8 GEMM time / all GEMM time, for stages with an FP8 share rule (CUDA)
     result: StageResult = field(repr=False)
 
@@ -173,6 +174,7 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
     world = stage.stage.world_size
     rounds = stage.round_series
     round_medians = tuple(m for m in (stats.timing_stats(r).median_ms for r in rounds if r) if m is not None)
+    warm = warming(rounds)
     gpu = run.gpu if run.device == "cuda" else None
     mfu_peak = stage.stage.precision_lever.peak
     stage_rates = rates(run.config, timing.median_ms, gpu, mfu_peak, world) if ok else Rates(
@@ -207,7 +209,7 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
         index=stage.index, key=stage.key, label=stage.label, status=stage.status, reason=stage.reason,
         gpus=world, precision=stage.stage.precision, mfu_peak=mfu_peak, timing=timing,
         partial=not ok and bool(stage.times_ms), round_medians=round_medians,
-        noise_reason=_noise_reason(stage, round_medians, conditions) if stage.times_ms else
+        noise_reason=_noise_reason(stage, round_medians, conditions, warm) if stage.times_ms else
         metrics.get("noise_reason"),
         rates=stage_rates if not imported_csv else Rates(metrics.get("tokens_per_s"), metrics.get("tflops"),
                                                          metrics.get("mfu"), None),
@@ -228,13 +230,16 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
         energy_j_per_token=(stage.energy_j / tokens_timed if stage.energy_j and tokens_timed and ok else
                             metrics.get("energy_j_per_token")),
         skipped_steps=stage.skipped_steps, conditions=conditions,
+        warming_processes=metrics.get("warming_processes") if imported_csv else warm.count,
         gemm_fp8_share=stage.gemm_share.share if stage.gemm_share else metrics.get("gemm_fp8_share"), result=stage)
 
 
 def _noise_reason(stage: StageResult, round_medians: tuple[float, ...],
-                  conditions: StageConditions | None) -> str | None:
-    """The steadiness rules the step time broke, then what the GPU and host were doing that could explain it."""
+                  conditions: StageConditions | None, warm: Warming) -> str | None:
+    """The steadiness rules the step time broke, then what could explain it: a process still warming up, and
+    what the GPU and host were doing."""
     reasons = [stats.noise_reason(stage.times_ms, list(round_medians)) or ""]
+    reasons += [warm.cause.text] if warm.cause else []
     reasons += [c.text for c in conditions.causes] if conditions else []
     return "; ".join(r for r in reasons if r) or None
 
