@@ -231,11 +231,11 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
     inductor_out)  # the compile cache, for the next call (comes back only under 16 MiB)
       (cd "$TORCHINDUCTOR_CACHE_DIR" 2>/dev/null && tar -cJf "$OUT/inductor_cache.tar.xz" .) && \
         ls -la "$OUT/inductor_cache.tar.xz" | tee -a "$OUT/steps.log" ;;
-    ttr1:*)  # ttr1:NAME[:VAR=VALUE,...,EXTRA,ARGS]: one time-to-result run of the seed ladder on gpt2-small, 3 processes
+    ttr1:*)  # ttr1:NAME[:VAR=VALUE,...,EXTRA,ARGS] (e.g. ttr1:seed4_1:--stages,SEED4): one time-to-result run of the seed ladder on gpt2-small, 3 processes
       # a stage, probe cached; VAR=VALUE items set the run's environment (e.g. BENCH_WARMUP_MIN_S=0.25)
       IFS=: read -r _ name extra <<< "$mode"; python3 -m bench_core probe > /dev/null 2>&1
       envs=(); args=(); for item in ${extra//,/ }; do case $item in --*) args+=("$item") ;; *=*) envs+=("$item") ;;
-        *) args+=("$item") ;; esac; done
+        SEED4) args+=("$SEED4") ;; *) args+=("$item") ;; esac; done  # SEED4: the seed ladder's own four stages
       log "time to result $name: ${envs[*]} ${args[*]}"
       env "${envs[@]}" python3 benchmarks/time_to_result.py -- --preset seed --model gpt2-small --no-db \
         --json "$OUT/$name.json" "${args[@]}" > "$OUT/$name.log" 2>&1; tail -1 "$OUT/$name.log" | tee -a "$OUT/steps.log" ;;

@@ -130,9 +130,10 @@ def cached_or_measure(torch, refresh: bool = False) -> Ceilings | None:
 
 
 class CeilingsProcess:
-    """``python -m bench_core.machine.ceilings --json --wait`` started early: it imports torch and opens its CUDA
-    context (host work, as the worker pool's idle workers do) and measures only when told to, when the GPU is
-    otherwise idle. ``start()`` then ``measure()``; ``close()`` ends it if it was never told."""
+    """``python -m bench_core.machine.ceilings --json --wait`` started early: it imports torch (host work, as the
+    worker pool's idle workers do), and opens its CUDA context and measures only when told to, when the GPU is
+    otherwise idle: a context opened while a stage is timed would be another process's device work beside it.
+    ``start()`` then ``measure()``; ``close()`` ends it if it was never told."""
 
     def __init__(self, timeout_s: float = 180.0, env: dict | None = None):
         self.timeout_s = timeout_s
@@ -167,13 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench_core.machine.ceilings", description=__doc__.splitlines()[0])
     p.add_argument("--refresh", action="store_true", help="measure again, ignoring the cache")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--wait", action="store_true", help="import torch and open CUDA, then measure only after a line "
+    p.add_argument("--wait", action="store_true", help="import torch, then open CUDA and measure only after a line "
                    "on stdin (how a run starts it early and measures when the GPU is idle)")
     args = p.parse_args(argv)
     import torch
     if args.wait:
-        if torch.cuda.is_available():
-            torch.zeros(1, device="cuda")  # the CUDA context, opened before the go
         if sys.stdin.readline().strip() != "go":
             return 0
     ceilings = cached_or_measure(torch, refresh=args.refresh)
