@@ -237,7 +237,8 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
       envs=(); args=(); for item in ${extra//,/ }; do case $item in --*) args+=("$item") ;; *=*) envs+=("$item") ;;
         SEED4) args+=("$SEED4") ;; *) args+=("$item") ;; esac; done  # SEED4: the seed ladder's own four stages
       log "time to result $name: ${envs[*]} ${args[*]}"
-      env "${envs[@]}" python3 benchmarks/time_to_result.py -- --preset seed --model gpt2-small --no-db \
+      case " ${args[*]} " in *" --stages "*) ;; *) args=(--preset seed "${args[@]}") ;; esac
+      env "${envs[@]}" python3 benchmarks/time_to_result.py -- --model gpt2-small --no-db \
         --json "$OUT/$name.json" "${args[@]}" > "$OUT/$name.log" 2>&1; tail -1 "$OUT/$name.log" | tee -a "$OUT/steps.log" ;;
     run:*)  # run:NAME:PRESET:MODEL[:EXTRA,ARGS]: one CLI run, e.g. run:peers_llama-1b_1:peers:llama-1b:--iters,15
       IFS=: read -r _ name preset model extra <<< "$mode"

@@ -50,7 +50,7 @@ def main() -> int:
     start, start_epoch = time.perf_counter(), time.time()
     proc = subprocess.run([sys.executable, "-m", "bench_core", "run", "--quiet", *args])
     elapsed, end_epoch = time.perf_counter() - start, time.time()
-    if "--json" in args:
+    if "--json" in args and proc.returncode == 0:
         with open(args[args.index("--json") + 1]) as fh:
             for line in breakdown(json.load(fh), start_epoch, end_epoch):
                 print("  " + line)
