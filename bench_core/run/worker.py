@@ -79,11 +79,24 @@ class Release:
         return self.event.is_set()
 
 
+def import_packages(stage: Any) -> None:
+    """The stage's kernel packages (Liger, torchao, Apex...), imported before the worker may build: seconds of
+    host work that would otherwise hold the stage before it in its warm-up. One that fails to import is left
+    to the build, which says why the stage cannot run."""
+    import importlib
+    for package in stage.packages:
+        try:
+            importlib.import_module(package.module)
+        except Exception:  # noqa: S112 (the build reports it)
+            continue
+
+
 def run(job: StageJob, emit: Emitter, torch: Any) -> None:
     stage = job.stage
     if job.threads:
         torch.set_num_threads(job.threads)
     if job.gated:
+        import_packages(stage)  # host work, ahead: the wait for `build` then ends in device work only
         wait_for_line()  # `build`: no device work before it (another process may be timed)
     elif not job.build_ahead:
         wait_for_go()

@@ -84,3 +84,16 @@ def test_the_last_worker_or_an_ungated_one_is_never_held():
     ungated.emit(ev.Finished(wall_s=0.1))
     run_worker(ungated, initial_stage(0, Stage(), 10), RunHooks(timeout_s=10), lambda r: None, lambda: None)
     assert log == [("late", "go")]
+
+
+def test_a_gated_worker_imports_its_kernel_packages_before_it_may_build(monkeypatch):
+    """Host work done while waiting for `build`; a package that is missing is left to the build to report."""
+    import sys
+
+    from bench_core.machine.packages import KernelPackage
+    from bench_core.run import worker
+    monkeypatch.delitem(sys.modules, "json.tool", raising=False)
+    stage = SimpleNamespace(packages=(KernelPackage("missing", "Missing", (), "no_such_module_here"),
+                                      KernelPackage("tool", "json.tool", (), "json.tool")))
+    worker.import_packages(stage)
+    assert "json.tool" in sys.modules
