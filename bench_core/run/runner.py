@@ -174,6 +174,7 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
     measurer = hooks.ceilings or (CeilingsProcess(env=hooks.worker_env)
                                   if run.device == "cuda" and probe.ceilings is None else None)
     taken = ran = 0
+    previous: WorkerHandle | None = None
     try:
         for index, job in jobs:
             stage = holder["run"].stages[index]
@@ -190,7 +191,8 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
                 handle = WorkerHandle(job, hooks.worker_env, world=job.stage.world_size)
                 following = None
             result = run_worker(handle, stage, hooks, publish, pool.top_up, last_round=job.round ==
-                                run.config.repeats - 1, following=following)
+                                run.config.repeats - 1, following=following, previous=previous)
+            previous = handle
             publish(result)
             if hooks.on_stage_done:
                 hooks.on_stage_done(holder["run"], result)
@@ -228,12 +230,13 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
 
 def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publish: Callable[[StageResult], None],
                top_up: Callable[[], None], last_round: bool = True,
-               following: WorkerHandle | None = None) -> StageResult:
+               following: WorkerHandle | None = None, previous: WorkerHandle | None = None) -> StageResult:
     """One round of one stage in `handle`'s process. The stage is `running` until its last round ends.
 
     `following`, the next stage's worker, is let build once this one has started its warm-up; this one's warm-up
-    is released (its timed steps may begin) once `following` has built, so no other process touches the device
-    while this one is timed or profiled."""
+    is released (its timed steps may begin) once `following` has built and `previous`, the last stage's worker,
+    has exited (its CUDA teardown, about a second, runs after its result is in): so no other process of the run
+    does device work while this one is timed or profiled."""
     fold = StageFold(replace(stage, status=Status.RUNNING if stage.status == Status.PENDING else stage.status),
                      publish)
     lines = handle.lines
@@ -261,7 +264,8 @@ def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publis
                 if isinstance(event, ev.Started) and following is not None:
                     following.build()
                 finished = finished or isinstance(event, ev.Finished)
-        if not released and (following is None or following.settled.is_set()):
+        if not released and (following is None or following.settled.is_set()) and \
+                (previous is None or not previous.alive):
             handle.release()
             released = True
         if finished:

@@ -24,6 +24,7 @@ class FakeHandle:
         self.reader = threading.Thread(target=lambda: None)
         self.reader.start()
         self.proc = SimpleNamespace(wait=lambda timeout=None: 0)
+        self.alive = False
 
     def build(self):
         self.log.append((self.name, "build"))
@@ -70,6 +71,28 @@ def test_the_next_worker_builds_during_this_ones_warm_up_and_the_timed_steps_wai
     run_worker(this, initial_stage(0, Stage(), 10), RunHooks(timeout_s=10), lambda r: None, lambda: None,
                following=following)
     assert log == [("this", "go"), ("next", "build"), ("this", "release")]
+
+
+def test_the_timed_steps_wait_for_the_last_stages_worker_to_exit():
+    """Its CUDA teardown runs after its result is in: device work that must not overlap this stage's timing."""
+    log: list = []
+    before, this = FakeHandle("before", log, _job()), FakeHandle("this", log, _job())
+    before.alive = True
+
+    def script():
+        this.emit(ev.Started())
+        while ("this", "go") not in log:
+            pass
+        assert ("this", "release") not in log
+        log.append(("before", "exited"))
+        before.alive = False
+        while ("this", "release") not in log:
+            pass
+        this.emit(ev.Finished(wall_s=0.2))
+    threading.Thread(target=script, daemon=True).start()
+    run_worker(this, initial_stage(0, Stage(), 10), RunHooks(timeout_s=10), lambda r: None, lambda: None,
+               previous=before)
+    assert log == [("this", "go"), ("before", "exited"), ("this", "release")]
 
 
 def test_the_last_worker_or_an_ungated_one_is_never_held():
