@@ -142,8 +142,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-
-
 class WorkerHandle:
     """One stage's process, started with its job (or adopted from `SpareWorkers`). It imports torch, builds its
     model when told (`build`, for a gated job; at once otherwise), then waits for `go`.
