@@ -240,6 +240,12 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
       case " ${args[*]} " in *" --stages "*) ;; *) args=(--preset seed "${args[@]}") ;; esac
       env "${envs[@]}" python3 benchmarks/time_to_result.py -- --model gpt2-small --no-db \
         --json "$OUT/$name.json" "${args[@]}" > "$OUT/$name.log" 2>&1; tail -1 "$OUT/$name.log" | tee -a "$OUT/steps.log" ;;
+    buildprof:*)  # buildprof:PRESET:MODEL: one round of a ladder with each worker's imports timed and its build under
+      # cProfile (BENCH_BUILD_PROFILE, run/worker.py), into $OUT/buildprof/: where the seconds before a stage's
+      # go (and the gated warm-ups, which wait for the next build) go
+      IFS=: read -r _ preset model <<< "$mode"; python3 -m bench_core probe > /dev/null 2>&1
+      BENCH_BUILD_PROFILE=$OUT/buildprof run "buildprof_${preset}_$model" --preset "$preset" --model "$model" --repeats 1
+      (cd "$OUT/buildprof" 2>/dev/null && head -3 imports_* | tee -a "$OUT/steps.log") ;;
     run:*)  # run:NAME:PRESET:MODEL[:EXTRA,ARGS]: one CLI run, e.g. run:peers_llama-1b_1:peers:llama-1b:--iters,15
       IFS=: read -r _ name preset model extra <<< "$mode"
       # shellcheck disable=SC2086  # EXTRA is split on purpose

@@ -91,6 +91,28 @@ def import_packages(stage: Any) -> None:
             continue
 
 
+def profiled_build(job: StageJob, stage: Any, torch: Any) -> Any:
+    """build_stage; with BENCH_BUILD_PROFILE=DIR (benchmarks only) under cProfile, its 30 costliest calls by
+    cumulative time written to DIR/build_<stage>_r<round>.txt: where a build's seconds go, which the runner's
+    timeline shows only as one figure."""
+    folder = os.environ.get("BENCH_BUILD_PROFILE")
+    if not folder:
+        return build_stage(job, stage, torch)
+    import cProfile
+    import io
+    import pstats
+    prof = cProfile.Profile()
+    try:
+        return prof.runcall(build_stage, job, stage, torch)
+    finally:
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(30)
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stage.key)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"build_{safe}_r{job.round}.txt"), "w") as fh:
+            fh.write(out.getvalue())
+
+
 def run(job: StageJob, emit: Emitter, torch: Any) -> None:
     stage = job.stage
     if job.threads:
@@ -101,7 +123,7 @@ def run(job: StageJob, emit: Emitter, torch: Any) -> None:
     elif not job.build_ahead:
         wait_for_go()
     try:
-        built = build_stage(job, stage, torch)
+        built = profiled_build(job, stage, torch)
     except (ImportError, RuntimeError, TypeError) as exc:  # a lever whose extension cannot be built here
         if is_oom(exc):
             raise
@@ -150,15 +172,24 @@ def main() -> int:
     emit = Emitter()
     # Import torch (and, asked to, create the CUDA context) before the job: a worker started ahead of its
     # stage pays this while earlier stages run their untimed work.
+    t0 = time.perf_counter()
     import torch
+    t1 = time.perf_counter()
     import torch._dynamo  # noqa: F401  (building any torch.optim optimizer imports it: seconds, ahead of the job)
+    t2 = time.perf_counter()
 
     import bench_core.models.gpt  # noqa: F401  (the model module, loaded ahead of the job too)
+    imports = {"torch": t1 - t0, "torch._dynamo": t2 - t1, "bench_core.models.gpt": time.perf_counter() - t2}
     if sys.argv[1:2] == ["--warm-cuda"] and torch.cuda.is_available():  # an ungated worker's CUDA context, early
         a = torch.ones(64, 64, device="cuda")  # context and cuBLAS handle now, not on the stage's clock
         (a @ a).sum().item()
     emit(ev.Ready())
     job = read_job()
+    folder = os.environ.get("BENCH_BUILD_PROFILE")
+    if folder:  # with the build's profile: the worker's own imports, timed
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"imports_r{job.round}_{os.getpid()}.txt"), "w") as fh:
+            fh.write("".join(f"{name}: {s:.3f} s\n" for name, s in imports.items()))
     t0 = time.perf_counter()
     try:
         apply_test_fault(job.stage.key)

@@ -120,3 +120,14 @@ def test_a_gated_worker_imports_its_kernel_packages_before_it_may_build(monkeypa
                                       KernelPackage("tool", "json.tool", (), "json.tool")))
     worker.import_packages(stage)
     assert "json.tool" in sys.modules
+
+
+def test_with_bench_build_profile_a_worker_writes_where_its_build_and_imports_went(tmp_path, monkeypatch, tiny_cfg):
+    """A benchmark's tool (benchmarks/h200.sh buildprof): the build's costliest calls and the worker's imports."""
+    from helpers import built_event
+    monkeypatch.setenv("BENCH_BUILD_PROFILE", str(tmp_path))
+    built_event(StageJob(tiny_cfg, Stage(), "cpu"))
+    build = (tmp_path / "build_adam_layernorm_fp32_r0.txt").read_text()
+    assert "cumulative" in build and "build_stage" in build
+    imports = next(tmp_path.glob("imports_r0_*.txt")).read_text()
+    assert imports.startswith("torch: ") and "torch._dynamo: " in imports
