@@ -12,10 +12,16 @@ The next stage's process is started — torch imported, CUDA context created —
 timed iterations are over, while it is being profiled.
 
 ### Timing
-* Model, optimizer and data are built before the stage's measured work begins (worker processes are started
-  ahead and build while earlier stages run their untimed parts). Then **warm-up** runs untimed: at least the
-  configured number of steps **and** at least 2 s of them, so GPU clocks and the caching allocator settle
-  (first-call costs, cuBLAS heuristics and `torch.compile` land here too).
+* **One process on the GPU at a time.** Worker processes are started ahead, but before their turn they only
+  import (host work). The next stage's worker opens its CUDA context and builds model, optimizer and data while
+  the current stage **warms up**; the current stage's timed steps begin only once that build is done and the
+  previous stage's process has exited. On the H200, while workers still built during other stages' timed steps,
+  an FP32 stage whose median step is 157.7 ms had steps up to 187.9 (`docs/data/h200_2026-12-03_call17_ttr3_candidate.json`).
+* **Warm-up** runs untimed, queued as timed steps are: at least the configured number of steps (3 by default)
+  **and** at least 0.25 s (first-call costs, cuBLAS heuristics and `torch.compile` land here). On the H200 every
+  one-off cost fell in a process's first step, and the SM clock sat at its maximum from the first sample
+  (`docs/data/h200_2026-12-03_call17_warmup_seed_gpt2-small.json`); each
+  process's warm-up is recorded in the JSON, and a process still slowing down when timing began is flagged.
 * Each **timed iteration** is bracketed by CUDA events around `zero_grad` + forward + backward + optimizer
   step. The host does not synchronise between iterations, so the CPU may queue the next step as a real
   training loop does; an iteration's time is read once its end event has completed. On CPU, `time.perf_counter`.

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-# The engine warms each stage up for at least 2 s by default, so clocks and allocators settle on a GPU. A tiny CPU
-# model has nothing to settle: 0.2 s keeps the suite's real stages short. Set before bench_core.config.bench_config
+# The engine warms each stage up for at least 0.25 s by default (bench_core/config/bench_config.py says why). A tiny
+# CPU model has nothing to settle: 0.2 s keeps the suite's real stages short. Set before bench_core.config.bench_config
 # is imported (here and in every worker process, which inherits the environment).
 os.environ.setdefault("BENCH_WARMUP_MIN_S", "0.2")
 
