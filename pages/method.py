@@ -16,7 +16,8 @@ timed iterations are over, while it is being profiled.
   import (host work). The next stage's worker opens its CUDA context and builds model, optimizer and data while
   the current stage **warms up**; the current stage's timed steps begin only once that build is done and the
   previous stage's process has exited. On the H200, while workers still built during other stages' timed steps,
-  an FP32 stage whose median step is 157.7 ms had steps up to 187.9 (`docs/data/h200_2026-12-03_call17_ttr3_candidate.json`).
+  an FP32 stage whose median step is 157.7 ms had steps up to 187.9
+  (`docs/data/h200_2026-12-03_call17_ttr3_candidate.json`).
 * **Warm-up** runs untimed, queued as timed steps are: at least the configured number of steps (3 by default)
   **and** at least 0.25 s (first-call costs, cuBLAS heuristics and `torch.compile` land here). On the H200 every
   one-off cost fell in a process's first step, and the SM clock sat at its maximum from the first sample
