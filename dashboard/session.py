@@ -4,8 +4,11 @@ Imports stay light (no torch) so the first paint is not held up.
 """
 from __future__ import annotations
 
+import sqlite3
 import time
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 
@@ -106,3 +109,12 @@ def access_panel() -> None:
 def persistence_banner(manager: JobManager) -> None:
     if manager.persistence_error:
         st.error(f"Saving to the history database failed — {manager.persistence_error}")
+
+
+def listed(read: Callable[[], list[Any]], what: str) -> list[Any]:
+    """A page's listing from the history database; one that cannot be read says so on the page and lists nothing."""
+    try:
+        return read()
+    except sqlite3.Error as exc:
+        st.error(f"Cannot read {what}: {exc}")
+        return []

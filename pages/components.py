@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pandas as pd
 import streamlit as st
@@ -12,7 +11,15 @@ from bench_core.config.bench_config import WORKLOADS
 from bench_core.measure.breakdown import BUSY_THRESHOLD
 from bench_core.results.figures import components_bars
 from bench_core.service.jobs import LimitExceeded, NotAllowed
-from dashboard.session import access_panel, get_manager, history, is_operator, persistence_banner, role
+from dashboard.session import (
+    access_panel,
+    get_manager,
+    history,
+    is_operator,
+    listed,
+    persistence_banner,
+    role,
+)
 
 manager = get_manager()
 access_panel()
@@ -57,11 +64,7 @@ message = st.session_state.pop("components_message", None)
 if message:
     (st.success if message[0] == "success" else st.error)(message[1])
 
-try:
-    reports = history().list_components()
-except sqlite3.Error as exc:
-    st.error(f"Cannot read the history database: {exc}")
-    reports = []
+reports = listed(history().list_components, "the history database")
 if not reports:
     st.info("No components report yet.")
 else:

@@ -17,7 +17,16 @@ from bench_core.service.jobs import NotAllowed
 from bench_core.sweep.records import is_sweep_json
 from dashboard import job_view
 from dashboard.live import verdict_card
-from dashboard.session import access_panel, get_manager, get_sweeps, history, is_operator, persistence_banner, role
+from dashboard.session import (
+    access_panel,
+    get_manager,
+    get_sweeps,
+    history,
+    is_operator,
+    listed,
+    persistence_banner,
+    role,
+)
 
 manager = get_manager()
 access_panel()
@@ -70,11 +79,7 @@ if linked:  # a link to one run (?run=ID, as an import's message gives): that ru
         job_view.charts(linked_summary, key="linked", version=(linked_run.run_id, linked_run.status.value))
         st.divider()
 
-try:
-    runs = history().list_runs()
-except sqlite3.Error as exc:
-    st.error(f"Cannot read the history database {history().path}: {exc}")
-    runs = []
+runs = listed(history().list_runs, f"the history database {history().path}")
 
 if not runs:
     st.info("No runs stored yet. Finished stages are saved here as soon as they end; CLI runs land here too.")
@@ -137,12 +142,8 @@ else:
 
 st.divider()
 st.subheader("Sweeps")
-try:
-    sweep_store = get_sweeps().store
-    sweep_rows = sweep_store.list_sweeps() if sweep_store is not None else []
-except sqlite3.Error as exc:
-    st.error(f"Cannot read the sweeps: {exc}")
-    sweep_rows = []
+sweep_store = get_sweeps().store
+sweep_rows = listed(sweep_store.list_sweeps, "the sweeps") if sweep_store is not None else []
 if not sweep_rows:
     st.caption("No sweep yet: the Sweep page runs one, `python -m bench_core sweep` too.")
 else:

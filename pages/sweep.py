@@ -2,8 +2,6 @@
 the points in doubt measured end to end; a line with its crossover, or a heatmap."""
 from __future__ import annotations
 
-import sqlite3
-
 import pandas as pd
 import streamlit as st
 
@@ -15,7 +13,7 @@ from bench_core.sweep.figures import comparable, has_memory, peak_memory_map, sw
 from bench_core.sweep.records import SweepResult, crossovers, csv_rows, prediction_error, to_csv, to_json
 from bench_core.sweep.report import render_html
 from bench_core.sweep.spec import AXES, SweepSpec, parse_axes, parse_budget, parse_comparison
-from dashboard.session import access_panel, get_manager, get_sweeps, is_operator, persistence_banner, role
+from dashboard.session import access_panel, get_manager, get_sweeps, is_operator, listed, persistence_banner, role
 
 manager = get_manager()
 sweeps = get_sweeps()
@@ -108,11 +106,7 @@ def live() -> None:
 live()
 st.divider()
 st.subheader("Past sweeps")
-try:
-    rows = sweeps.store.list_sweeps() if sweeps.store else []
-except sqlite3.Error as exc:
-    st.error(f"Cannot read the history database: {exc}")
-    rows = []
+rows = listed(sweeps.store.list_sweeps, "the history database") if sweeps.store else []
 if not rows:
     st.info("No sweep yet.")
 else:

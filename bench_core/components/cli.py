@@ -18,7 +18,14 @@ from bench_core.components.report import (
     format_table,
     write_csv,
 )
-from bench_core.config.bench_config import WORKLOADS, BenchConfig, ConfigError, defaults_for, exit_code_of
+from bench_core.config.bench_config import (
+    WORKLOADS,
+    BenchConfig,
+    ConfigError,
+    OneLineParser,
+    defaults_for,
+    exit_code_of,
+)
 
 
 def run(cfg: BenchConfig, device: str, repeats: int = DEFAULT_REPEATS, *, warmup: int = DEFAULT_WARMUP,
@@ -31,14 +38,8 @@ def run(cfg: BenchConfig, device: str, repeats: int = DEFAULT_REPEATS, *, warmup
 
 
 # ---------------------------------------------------------------- command line
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2, like the rest of the engine's bad-input answers
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m bench_core components",
+    p = OneLineParser(prog="python -m bench_core components",
                 description="The registry's optimizer and norm levers alone (one Adam step, one norm fwd+bwd), at "
                             "the model's real shapes: LayerNorm rows for gpt sizes, RMSNorm rows for llama sizes")
     p.add_argument("--model", default=None, help=f"one of {', '.join(WORKLOADS)} (default: tiny on CPU, "

@@ -5,10 +5,12 @@ Torch-free on purpose: the dashboard validates input without importing torch.
 """
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, TypedDict
+from typing import Any, NoReturn, TypedDict
 
 from bench_core.config.settings import Limits
 
@@ -25,10 +27,18 @@ class ConfigError(ValueError):
         super().__init__(f"{field}={value!r}: {limit}")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose bad input is one line on stderr and exit code 2, like every other bad-input
+    answer of the engine's commands (exit_code_of)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def exit_code_of(command: Callable[[], int]) -> int:
     """Run one CLI command: bad input, Ctrl-C and a path that cannot be written end in one line on stderr and an
     exit code (2, 130, 1), never a traceback."""
-    import sys
     try:
         return command()
     except ConfigError as exc:

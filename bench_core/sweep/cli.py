@@ -20,6 +20,7 @@ from bench_core.config.bench_config import (
     WORKLOADS,
     BenchConfig,
     ConfigError,
+    OneLineParser,
     defaults_for,
     exit_code_of,
     resolve_device,
@@ -41,14 +42,8 @@ from bench_core.sweep.spec import (
 )
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2, like the rest of the engine's bad-input answers
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m bench_core sweep",
+    p = OneLineParser(prog="python -m bench_core sweep",
                 description="Where does a lever start to pay? Its speedup across model shapes on this machine: "
                             "each point predicted from its own kernels timed alone, the points in doubt measured "
                             "end to end")
