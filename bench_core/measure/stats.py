@@ -142,6 +142,10 @@ class SpeedupInterval:
     high: float
     processes: int          # processes (rounds) per side the interval is computed over
     scope: IntervalScope
+    # The point the interval is built around (across processes: exp of the mean per-process log-ratio), so the
+    # speedup shown beside the interval always lies inside it; None where the point is the ratio of the medians
+    # of all steps (within one process, whose bootstrap resamples around that ratio).
+    estimate: float | None = None
 
     @property
     def text(self) -> str:
@@ -151,7 +155,8 @@ class SpeedupInterval:
         return "scope not recorded" if self.scope == IntervalScope.NOT_RECORDED else str(self.scope)
 
     def scaled(self, factor: float) -> SpeedupInterval:
-        return replace(self, low=self.low * factor, high=self.high * factor)
+        return replace(self, low=self.low * factor, high=self.high * factor,
+                       estimate=None if self.estimate is None else self.estimate * factor)
 
 
 def _t_coverage(t: float, df: int) -> float:
@@ -222,7 +227,7 @@ def speedup_interval(base_rounds: Sequence[Sequence[float]], stage_rounds: Seque
     if len(lb) == len(ls):
         ratios = [statistics.median(b) / statistics.median(s) for b, s in zip(base, stage, strict=True)]
         if min(ratios) == max(ratios):  # no spread at all: the ratio itself, not exp(log(ratio)) rounded
-            return SpeedupInterval(ratios[0], ratios[0], len(ratios), IntervalScope.ACROSS_PROCESSES)
+            return SpeedupInterval(ratios[0], ratios[0], len(ratios), IntervalScope.ACROSS_PROCESSES, ratios[0])
         d = [b - s for b, s in zip(lb, ls, strict=True)]
         n = len(d)
         centre, half = statistics.fmean(d), t_quantile(level, n - 1) * statistics.stdev(d) / math.sqrt(n)
@@ -233,7 +238,8 @@ def speedup_interval(base_rounds: Sequence[Sequence[float]], stage_rounds: Seque
         centre = statistics.fmean(lb) - statistics.fmean(ls)
         half = t_quantile(level, max(1, math.floor(df))) * math.sqrt(se2)
         n = min(len(lb), len(ls))
-    return SpeedupInterval(math.exp(centre - half), math.exp(centre + half), n, IntervalScope.ACROSS_PROCESSES)
+    return SpeedupInterval(math.exp(centre - half), math.exp(centre + half), n, IntervalScope.ACROSS_PROCESSES,
+                           math.exp(centre))
 
 
 # ---------------------------------------------------------------- adaptive timing

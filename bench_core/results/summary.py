@@ -188,9 +188,12 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
         base_world = base.stage.world_size
         # throughput ratio: equal to the step-time ratio at equal world sizes
         scale = world / base_world
-        speedup = scale * (timing.median_ms if stage is base else base_median or 0) / timing.median_ms
         found = stats.speedup_interval(base.round_series, rounds) if stage is not base else None
         interval = found.scaled(scale) if found else None  # the baseline is the reference: no interval
+        # Across processes the point is the one the interval is built around (per-process ratios), so it lies
+        # inside its interval; else the ratio of the medians of all steps.
+        speedup = interval.estimate if interval is not None and interval.estimate is not None else (
+            scale * (timing.median_ms if stage is base else base_median or 0) / timing.median_ms)
     bottleneck = (breakdown.bottleneck(stage.profile, timing.median_ms, _median(stage.host_ms)) if ok else
                   breakdown.Bottleneck(breakdown.Bound.UNKNOWN, None, f"stage {stage.status.value}: not measured"))
     delta = (breakdown.delta(prev.profile, stage.profile, _changed_title(prev.result, stage))

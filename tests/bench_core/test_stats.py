@@ -225,7 +225,7 @@ def test_across_processes_is_labelled_with_their_count_and_is_paired_by_round():
     base = [[100.0 * f] * 10 for f in (1.0, 1.5, 0.8)]
     stage = [[50.0 * f] * 10 for f in (1.0, 1.5, 0.8)]
     found = speedup_interval(base, stage)
-    assert found == SpeedupInterval(2.0, 2.0, 3, IntervalScope.ACROSS_PROCESSES)
+    assert found == SpeedupInterval(2.0, 2.0, 3, IntervalScope.ACROSS_PROCESSES, 2.0)
     assert found.text == "across 3 processes"
 
 
@@ -237,6 +237,7 @@ def test_hand_computed_t_interval_over_three_processes():
     half = 4.303 * a / math.sqrt(3)                # sd of (0, a, -a) is a; t(0.95, 2) = 4.303
     assert found.low == pytest.approx(2.0 * math.exp(-half), rel=1e-4)
     assert found.high == pytest.approx(2.0 * math.exp(half), rel=1e-4)
+    assert found.estimate == pytest.approx(2.0)    # exp(mean log-ratio): the centre the interval is built around
 
 
 def test_unequal_round_counts_use_welch_across_the_fewer_processes():
@@ -250,8 +251,8 @@ def test_unequal_round_counts_use_welch_across_the_fewer_processes():
 def test_no_data_no_interval_and_scaling_keeps_the_scope():
     assert speedup_interval([], [[1.0]]) is None
     assert speedup_interval([[1.0]], [[]]) is None
-    found = SpeedupInterval(1.0, 2.0, 3, IntervalScope.ACROSS_PROCESSES).scaled(2)
-    assert found == SpeedupInterval(2.0, 4.0, 3, IntervalScope.ACROSS_PROCESSES)
+    found = SpeedupInterval(1.0, 2.0, 3, IntervalScope.ACROSS_PROCESSES, 1.5).scaled(2)
+    assert found == SpeedupInterval(2.0, 4.0, 3, IntervalScope.ACROSS_PROCESSES, 3.0)
     assert SpeedupInterval(1.0, 2.0, 0, IntervalScope.NOT_RECORDED).text == "scope not recorded"
 
 

@@ -24,6 +24,19 @@ def test_speedups_baseline_and_rates_are_computed_once_and_right():
     assert summarize(summary.run) is summary  # cached on the immutable run
 
 
+def test_across_processes_the_speedup_shown_lies_inside_its_interval():
+    # The H200's eager FP8 stage on llama-1b (call 21) showed x0.486 (0.484-0.485): the pooled medians' ratio
+    # outside the interval of the three processes' paired ratios. Here each process is exactly 2x faster than its
+    # baseline round, but the pooled medians are a slow baseline round's and a fast stage round's: 120 / 50 = 2.4.
+    run = gpu_run()
+    run = run.with_stage(replace(run.stages[0], rounds=(6, 6, 6), times_ms=(100.0,) * 6 + (120.0,) * 6 + (150.0,) * 6))
+    run = run.with_stage(replace(run.stages[1], rounds=(13, 6, 6), times_ms=(50.0,) * 13 + (60.0,) * 6 + (75.0,) * 6))
+    base, shown = summarize(run).stages[:2]
+    assert base.timing.median_ms / shown.timing.median_ms == pytest.approx(2.4)
+    low, high = shown.speedup_ci
+    assert low <= shown.speedup <= high and shown.speedup == pytest.approx(2.0)
+
+
 def test_a_failed_stage_with_timings_is_partial_not_a_result():
     failed = summarize(gpu_run()).stages[2]
     assert failed.partial and not failed.ranked
