@@ -233,9 +233,13 @@ def main() -> int:
     import json
     import sys
     request = json.loads(sys.stdin.read())
-    stages = (Stage.from_key(request["a"]), Stage.from_key(request["b"]))
+    keyed = (Stage.from_key(request["a"]), Stage.from_key(request["b"]))
     for i, data in enumerate(request["configs"]):
-        timings, missing = time_point(BenchConfig.from_dict(data), stages, request["device"])
+        cfg = BenchConfig.from_dict(data)
+        # A key leaves out the family's own parts (llama's SwiGLU is plain): each stage in the config's family form,
+        # as the worker builds it (run.step) and the comparison was parsed (sweep.spec).
+        stages = tuple(stage.for_family(cfg.family) or stage for stage in keyed)
+        timings, missing = time_point(cfg, stages, request["device"])
         print(json.dumps({"index": i, "timings": timings.to_dict(), "missing": list(missing)}), flush=True)
     return 0
 

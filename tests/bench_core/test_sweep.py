@@ -230,6 +230,22 @@ def test_a_part_not_timed_here_leaves_no_prediction():
         predict_stage(_timings(), BF16.replace(precision="fp8-torchao"))
 
 
+def test_the_timing_process_times_each_stage_in_its_familys_form():
+    """A stage key leaves out llama's own SwiGLU (a plain lever), so a timing process that rebuilt stages from
+    their keys timed GELU and left every llama point without a prediction ('activation swiglu@fp32 was not timed
+    here', H200 call 20). The real `python -m bench_core.sweep.kernels` process, on a tiny llama on CPU."""
+    from bench_core.sweep.runner import predict_in_process
+    base = BenchConfig(family="llama", depth=1, width=32, heads=2, seq_len=16, batch_size=1, vocab_size=64,
+                       device="cpu")
+    comparison = parse_comparison("adam-fused+rmsnorm+fp32,adam-fused+rmsnorm+bf16", "llama")
+    points = grid((Axis("width", (32,)),), base)
+    ((_, timings, missing),) = list(predict_in_process(points, comparison, "cpu", threading.Event()))
+    assert missing == () and timings is not None
+    assert timings.find(Part.ACTIVATION, "swiglu@fp32") and timings.find(Part.ACTIVATION, "swiglu@bf16")
+    assert timings.find(Part.ACTIVATION, "gelu@fp32") is None
+    assert predict(timings, comparison.a, comparison.b).speedup > 0
+
+
 def test_block_gemms_follow_the_family():
     assert block_gemms("gpt", 768, 3072) == [(768, 2304), (768, 768), (768, 3072), (3072, 768)]
     assert block_gemms("llama", 2048, 5632) == [(2048, 6144), (2048, 2048), (2048, 5632), (2048, 5632),
