@@ -19,6 +19,7 @@ from bench_core.config.bench_config import (
     WORKLOADS,
     BenchConfig,
     ConfigError,
+    check_outputs,
     defaults_for,
     exit_code_of,
     resolve_device,
@@ -159,13 +160,6 @@ def start_spares(args: argparse.Namespace) -> SpareWorkers:
     return SpareWorkers(SPARE_WORKERS_GPU if gpu else 1, env=None, warm_cuda=False)
 
 
-def _check_outputs(args: argparse.Namespace) -> None:
-    for flag, path in (("out", args.out), ("json", args.json_path), ("html", args.html), ("db", args.db)):
-        folder = os.path.dirname(os.path.abspath(path)) if path else None
-        if folder and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
-            raise ConfigError(flag, path, f"folder {folder} does not exist or is not writable")
-
-
 def open_store(path: str | None) -> Any:
     from bench_core.results.store import Store
     return Store(path)
@@ -200,7 +194,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     if args.device not in ("auto", "cuda", "cpu"):
         raise ConfigError("device", args.device, "must be one of auto, cuda, cpu")
-    _check_outputs(args)
+    check_outputs({"out": args.out, "json": args.json_path, "html": args.html, "db": args.db})
     packages = ladder_packages(args)
     target = cluster_target(args)
     if target is not None:  # the node runs the stages, on its own probe: nothing starts here

@@ -36,6 +36,19 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def check_outputs(paths: dict[str, str | None]) -> None:
+    """Each output flag's folder is writable, and an --html report's renderer (plotly) is installed: checked before
+    anything starts, so a long run never ends in a traceback at its last write."""
+    import importlib.util
+    for flag, path in paths.items():
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+            raise ConfigError(flag, path, f"folder {folder} does not exist or is not writable")
+    if paths.get("html") and importlib.util.find_spec("plotly") is None:
+        raise ConfigError("html", paths["html"], "the HTML report draws its charts with plotly, which is not "
+                          "installed here (pip install -r requirements.txt); leave out --html or install it")
+
+
 def exit_code_of(command: Callable[[], int]) -> int:
     """Run one CLI command: bad input, Ctrl-C and a path that cannot be written end in one line on stderr and an
     exit code (2, 130, 1), never a traceback."""

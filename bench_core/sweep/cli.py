@@ -7,7 +7,6 @@ Every input is checked before anything starts; bad input exits 2 with the flag n
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from bench_core.config.bench_config import (
     BenchConfig,
     ConfigError,
     OneLineParser,
+    check_outputs,
     defaults_for,
     exit_code_of,
     resolve_device,
@@ -87,20 +87,13 @@ def base_config(args: argparse.Namespace, device_kind: str) -> BenchConfig:
     return BenchConfig.from_dict({**cfg.to_dict(), **sizes})
 
 
-def _check_outputs(args: argparse.Namespace) -> None:
-    for flag, path in (("json", args.json_path), ("csv", args.csv_path), ("html", args.html), ("db", args.db)):
-        folder = os.path.dirname(os.path.abspath(path)) if path else None
-        if folder and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
-            raise ConfigError(flag, path, f"folder {folder} does not exist or is not writable")
-
-
 def resolve(args: argparse.Namespace) -> SweepSpec:
     """The sweep the flags ask for, checked without the machine (its own rules are checked after the probe)."""
     if args.device not in ("auto", "cuda", "cpu"):
         raise ConfigError("device", args.device, "must be one of auto, cuda, cpu")
     axes = parse_axes(args.axis)
     budget = parse_budget(args.budget)
-    _check_outputs(args)
+    check_outputs({"json": args.json_path, "csv": args.csv_path, "html": args.html, "db": args.db})
     from bench_core.machine.telemetry import has_nvidia_gpu
     device_kind = "cpu" if args.device == "cpu" else ("cuda" if has_nvidia_gpu() else "cpu")
     base = base_config(args, device_kind)

@@ -43,6 +43,20 @@ def test_bad_input_exits_2_naming_the_flag_and_starts_nothing(args, flag, nothin
     assert err.startswith("error: " + flag) and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("command", ["sweep", "run"])
+def test_an_html_report_without_plotly_is_refused_before_anything_starts(command, nothing_starts, capsys,
+                                                                         monkeypatch, tmp_path):
+    """The H200 has no plotly: a 225 s sweep wrote its JSON, then ended in a traceback at the HTML (call 22)."""
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "plotly" else real(name, *a))
+    monkeypatch.setattr("bench_core.cli.start_spares", lambda args: (_ for _ in ()).throw(AssertionError("started")))
+    argv = {"sweep": ["sweep", "--compare", COMPARE, "--axis", "width=64"], "run": ["run", "--preset", "native"]}
+    assert main([*argv[command], "--device", "cpu", "--no-db", "--html", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: html=") and "plotly" in err and "Traceback" not in err, err
+
+
 def test_a_stage_that_cannot_run_here_exits_2_before_any_point(capsys, monkeypatch, cpu_probe):
     """FP8 on a CPU: refused with the lever's own reason, after the probe, before the sweep starts."""
     monkeypatch.setattr("bench_core.machine.probe.cached_probe", lambda **kw: (cpu_probe, True))
