@@ -7,6 +7,8 @@ run A's interval, per stage and in total (issue 19's measure of an honest interv
 By default each run's intervals are computed by this engine from the raw series in the file (so a file written
 before intervals covered processes gets today's intervals); --stored reads the summary rows the run wrote.
 Stages are matched by key; the baseline (no interval) and stages without a speedup in both runs are left out.
+Each stage of B outside A's interval is listed last with what each run's noise column said of it and of its
+baseline (the speedup's other half): the cause the run recorded, not one guessed afterwards.
 Exit 0 with the counts; 2 with a message for bad input.
 """
 from __future__ import annotations
@@ -28,6 +30,8 @@ class StageFigures:
     low: float | None
     high: float | None
     covers: str            # what the interval covers, as the run says it
+    noise: str = ""        # the stage's noise reason as the run gives it ("" where steady)
+    baseline_noise: str = ""  # the baseline stage's, which the speedup shares
 
 
 @dataclass(frozen=True)
@@ -52,8 +56,10 @@ class Agreement:
 def computed(path: Path) -> dict[str, StageFigures]:
     """The run's intervals as this engine computes them from the file's raw series."""
     [run] = parse_json(path.read_bytes())
-    return {s.key: StageFigures(s.key, s.speedup, *(s.speedup_ci or (None, None)), s.interval_text or "")
-            for s in summarize(run).stages}
+    summary = summarize(run)
+    base = next((s.noise_reason or "" for s in summary.stages if s.key == summary.baseline_key), "")
+    return {s.key: StageFigures(s.key, s.speedup, *(s.speedup_ci or (None, None)), s.interval_text or "",
+                                s.noise_reason or "", base) for s in summary.stages}
 
 
 def stored(path: Path) -> dict[str, StageFigures]:
@@ -61,8 +67,10 @@ def stored(path: Path) -> dict[str, StageFigures]:
     rows = json.loads(path.read_text()).get("summary")
     if not isinstance(rows, list):
         raise ImportRejected(f"{path}: no summary rows")
+    noise = {r["stage"]: r.get("noise_reason") or "" for r in rows}
     return {r["stage"]: StageFigures(r["stage"], r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high"),
-                                     r.get("interval_scope") or "as stored") for r in rows}
+                                     r.get("interval_scope") or "as stored", noise[r["stage"]],
+                                     noise.get(r.get("baseline_stage") or "", "")) for r in rows}
 
 
 def agreements(pairs: list[tuple[Path, Path]], read=computed) -> list[Agreement]:
@@ -89,9 +97,18 @@ def report(found: list[Agreement]) -> str:
     judged = [g for g in found if g.overlap is not None]
     apart = sum(not g.overlap for g in judged)
     share = f" ({inside / len(found):.0%})" if found else ""
+    misses = [g for g in found if not g.inside]
+    if misses:
+        lines += ["", "Outside A's interval, and what each run's noise column said (stage; baseline):"]
+        lines += [f"- {g.pair} `{g.key}`: A: {_said(g.a.noise)}; baseline {_said(g.a.baseline_noise)} | "
+                  f"B: {_said(g.b.noise)}; baseline {_said(g.b.baseline_noise)}" for g in misses]
     lines += ["", f"{inside} of {len(found)} stages: run B's median speedup inside run A's interval{share}",
               f"{apart} of {len(judged)} stage pairs: intervals that do not overlap"]
     return "\n".join(lines)
+
+
+def _said(noise: str) -> str:
+    return noise or "steady"
 
 
 def main(argv: list[str] | None = None) -> int:

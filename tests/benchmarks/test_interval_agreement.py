@@ -38,7 +38,22 @@ def test_counts_the_stages_of_b_inside_as_interval(pair, capsys, stored):
     assert "1 of 2 stage pairs: intervals that do not overlap" in out
     rows = [line for line in out.splitlines() if line.startswith("| a / b")]
     assert len(rows) == 2 and "| yes | yes |" in rows[0] and "| NO | NO |" in rows[1]
+    (miss,) = [line for line in out.splitlines() if line.startswith("- a / b")]
+    assert "`apex-fusedadam+apex-fusedln+bf16`: A: steady; baseline steady | B: steady; baseline steady" in miss
     assert ("across 2 processes" in rows[0]) is not stored
+
+
+def test_a_stage_outside_is_listed_with_the_noise_each_run_recorded(tmp_path, capsys):
+    """B's BF16 steps spread 25-35 ms: its noise column says so beside the miss, and the baseline's is its own."""
+    a = gpu_run()
+    b = replace(a, stages=(*a.stages[:3], replace(a.stages[3], times_ms=(25.0, 35.0) * 4)), run_id="b")
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path, run in zip(paths, (a, b), strict=True):
+        path.write_text(to_json(run))
+    assert agreement.main([str(p) for p in paths]) == 0
+    (miss,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("- a / b")]
+    said_b = miss.split("| B: ")[1]
+    assert "p10–p90 spread" in said_b and said_b.endswith("baseline steady") and "A: steady" in miss, miss
 
 
 def test_the_same_run_twice_agrees_everywhere(pair, capsys):
