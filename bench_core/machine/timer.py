@@ -26,3 +26,23 @@ def time_calls(torch, fn, cuda: bool, warmup: int, repeats: int) -> list[float]:
         end.record()
     torch.cuda.synchronize()
     return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+
+
+HOST_CALLS = 3   # calls per host-timing round: few enough that the launch queue (about a thousand launches) never
+# fills, so the host is never made to wait for the GPU inside the round
+HOST_ROUNDS = 5
+
+
+def host_ms_per_call(torch, fn, calls: int = HOST_CALLS, rounds: int = HOST_ROUNDS) -> float:
+    """The host's time to issue one call on a GPU, the GPU not waited for: the median over rounds of `calls`
+    back-to-back calls, each round starting on an idle GPU (a sync before it, none inside it)."""
+    import statistics
+    per_call = []
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        per_call.append((time.perf_counter() - t0) * 1e3 / calls)
+    torch.cuda.synchronize()
+    return statistics.median(per_call)

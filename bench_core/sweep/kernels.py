@@ -17,6 +17,7 @@ from bench_core.components.bench import measure_row, param_shapes
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.registry import LEVERS, HeadLever, NormLever, OptimizerLever
 from bench_core.levers.stage import Stage
+from bench_core.machine.timer import host_ms_per_call
 from bench_core.models.families import mlp_hidden
 from bench_core.sweep.predict import KernelTime, Part, PointTimings, block_gemms, stage_parts
 
@@ -211,8 +212,10 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
     times, missing = [], []
     for part, name in needed:
         try:   # each part's tensors are freed before the next part's are made
-            row, _ = measure_row(torch, part.value, name, name, name, part_fn(torch, cfg, device, part, name, gen), 0,
-                                 cuda, warmup, repeats, None, lambda seen: (None, None))
+            fn = part_fn(torch, cfg, device, part, name, gen)
+            row, _ = measure_row(torch, part.value, name, name, name, fn, 0, cuda, warmup, repeats, None,
+                                 lambda seen: (None, None))
+            host_ms = host_ms_per_call(torch, fn) if cuda and row.status == "ok" else 0.0
         except Exception as exc:
             missing.append(f"{part.value} {name}: {type(exc).__name__}: {exc}"[:300])
             continue
@@ -223,7 +226,8 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
             missing.append(f"{part.value} {name}: {row.reason}")
             continue
         times.append(KernelTime(part, name, row.median_ms, row.p10_ms or row.median_ms, row.p90_ms or row.median_ms,
-                                row.kernels_per_call or 0, calls_per_step(part, cfg)))
+                                row.kernels_per_call or 0, calls_per_step(part, cfg), row.kernel_ms if cuda else None,
+                                host_ms))
     return PointTimings(tuple(times), launch_us(torch, device)), tuple(missing)
 
 

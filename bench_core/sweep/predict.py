@@ -1,11 +1,16 @@
 """A stage's step time predicted from its own kernels timed alone at the point's real shapes (sweep.kernels), and
 the comparison's speedup from two such predictions. Pure arithmetic over the timings, no torch.
 
-A step's GPU time is the sum of its parts' times (each part's time per call × calls per step); the host's time is
-the kernels it enqueues per step × the host's measured time to enqueue one. The host enqueues ahead of the GPU, so
-the step takes the longer of the two, and that one names the bound (as a measured stage's bottleneck does).
-Compiled stages: elementwise work fuses, so every non-GEMM part counts one launch per call (its time is kept as
-timed eagerly, which over-predicts a compiled step); a CUDA graph replays the whole step from one launch.
+A step's GPU time is the sum of its parts' kernel time (each part's kernel time per call, from the profiler's trace,
+× calls per step). A part's wall time per call is not its GPU time: a small part timed alone is host-bound, and on
+the H200 Apex's LayerNorm read 1.22 ms a call against native's 0.40 (15 kernels against 6) at batch 16 × width 768,
+while in the training step their kernels take about the same time; counted as GPU time that predicted Apex at
+x0.69 where x1.00 was measured. The host's time in an eager step is the sum of each part's measured time to issue
+one call (the GPU not waited for); where that was not measured, the part's kernels × the host's time to enqueue one.
+The host enqueues ahead of the GPU, so the step takes the longer of the two, and that one names the bound (as a
+measured stage's bottleneck does). Compiled stages: elementwise work fuses, so every non-GEMM part counts one
+launch per call at the enqueue cost (its time is kept as timed eagerly, which over-predicts a compiled step); a
+CUDA graph replays the whole step from one launch.
 """
 from __future__ import annotations
 
@@ -30,11 +35,27 @@ class KernelTime:
     """One part timed alone: per call (median, p10, p90 in ms), its kernels per call, and its calls per step."""
     part: Part
     variant: str               # what distinguishes implementations: precision, or lever@dtype (see `variant`)
-    ms: float
+    ms: float                  # wall time per call, back to back: the GPU's or the host's, whichever is longer
     p10_ms: float
     p90_ms: float
     kernels: int               # per call; 0 where not counted (CPU)
     calls: int
+    kernel_ms: float | None = None  # the call's kernel time from the trace (CUDA); None: not traced (CPU, older files)
+    host_ms: float = 0.0       # the host's time to issue one call, the GPU not waited for; 0: not measured
+
+    @property
+    def gpu_ms(self) -> float:
+        """GPU time per call: the traced kernel time, else (a CPU, where ops run as called) the wall time."""
+        return self.kernel_ms if self.kernel_ms is not None else self.ms
+
+    def gpu_range(self) -> tuple[float, float]:
+        """The GPU time at the wall time's p10 and p90, its relative spread carried over (one traced call has none)."""
+        scale = self.gpu_ms / self.ms if self.ms > 0 else 1.0
+        return self.p10_ms * scale, self.p90_ms * scale
+
+    def host_call_ms(self, launch_us: float, launches: int) -> float:
+        """The host's time per call: measured where it was, else `launches` at the measured enqueue cost."""
+        return self.host_ms if self.host_ms > 0 else launches * launch_us / 1e3
 
     def to_dict(self) -> dict:
         return {**self.__dict__, "part": self.part.value}
@@ -129,17 +150,24 @@ def predict_stage(timings: PointTimings, stage: Stage) -> StagePrediction:
     mode = stage.compile_lever.mode
     gpu = low = high = 0.0
     kernels = 0
+    host = 0.0
     for part, name in stage_parts(stage):
         t = timings.find(part, name)
         if t is None:
             raise MissingTiming(f"{part.value} {name} was not timed here")
-        gpu += t.ms * t.calls
-        low += t.p10_ms * t.calls
-        high += t.p90_ms * t.calls
+        p10, p90 = t.gpu_range()
+        gpu += t.gpu_ms * t.calls
+        low += p10 * t.calls
+        high += p90 * t.calls
         fused = mode != "eager" and part not in (Part.GEMM, Part.ATTENTION, Part.OPTIMIZER)
-        kernels += (min(t.kernels, 1) if fused else t.kernels) * t.calls
-    host_kernels = min(kernels, 1) if mode == "graphs" else kernels
-    return StagePrediction(gpu, low, high, kernels, host_kernels * timings.launch_us / 1e3)
+        launches = min(t.kernels, 1) if fused else t.kernels
+        kernels += launches * t.calls
+        # eager: the part's own Python and dispatch as measured; compiled: its (fused) launches at the enqueue cost
+        host += (t.host_call_ms(timings.launch_us, launches) if mode == "eager" else
+                 launches * timings.launch_us / 1e3) * t.calls
+    if mode == "graphs":
+        host = min(kernels, 1) * timings.launch_us / 1e3
+    return StagePrediction(gpu, low, high, kernels, host)
 
 
 def predict(timings: PointTimings, a: Stage, b: Stage) -> Prediction:

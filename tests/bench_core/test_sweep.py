@@ -3,6 +3,7 @@ the predictor's arithmetic against hand-computed cases, the budget planner, stor
 and the command line's refusals. The real end-to-end sweep is in test_sweep_cli.py."""
 import math
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -222,6 +223,35 @@ def test_compile_fuses_the_elementwise_launches_and_a_graph_launches_once():
     assert compiled.host_ms == pytest.approx(42 * 0.2)
     graphed = predict_stage(_timings(launch_us=200.0), BF16.replace(compile="graphs"))
     assert graphed.host_ms == pytest.approx(0.2) and graphed.bound.value == "gpu-bound"
+
+
+def test_a_host_bound_part_counts_its_kernel_time_on_the_gpu_and_its_issue_time_on_the_host():
+    """The H200's Apex map: Apex's LayerNorm timed alone read 1.22 ms a call (host-bound) against native's 0.40,
+    and counted as GPU time that predicted x0.69 where x1.00 was measured. Hand-set: both norms' kernels take
+    0.05 ms a call; issuing a call takes the host 1.2 ms (Apex) and 0.4 ms (native)."""
+    apex_norm = BF16.replace(norm="apex-fusedln")
+    t = _timings()
+    norms = (KernelTime(Part.NORM, "layernorm@bf16", 0.4, 0.36, 0.44, 6, 5, kernel_ms=0.05, host_ms=0.4),
+             KernelTime(Part.NORM, "apex-fusedln@bf16", 1.2, 1.08, 1.32, 15, 5, kernel_ms=0.05, host_ms=1.2))
+    t = PointTimings(tuple(x for x in t.times if x.part != Part.NORM) + norms, t.launch_us)
+    native, apex = predict_stage(t, BF16), predict_stage(t, apex_norm)
+    # GPU: 0.5·2 GEMM + 0.5·2 attention + 0.05·5 norm + 0.1·2 GELU + 0.5 loss + 0.3 Adam = 3.25 ms for both
+    assert native.gpu_ms == pytest.approx(3.25) and apex.gpu_ms == pytest.approx(3.25)
+    # the p10/p90 carry the wall time's relative spread (10%) over to the kernel time
+    assert native.gpu_low_ms == pytest.approx(3.5 * 0.9 - 0.5 * 0.9 + 0.25 * 0.9)
+    # host: the norms as issued (0.4·5 and 1.2·5), the other parts' kernels at 10 µs (their issue time not measured)
+    others = (12 * 2 + 3 * 2 + 2 * 2 + 6 + 4) * 10 / 1000
+    assert native.host_ms == pytest.approx(2.0 + others) and apex.host_ms == pytest.approx(6.0 + others)
+    assert native.bound.value == "gpu-bound" and apex.bound.value == "launch-bound"
+    assert predict(t, BF16, apex_norm).speedup == pytest.approx(3.25 / (6.0 + others))
+
+
+def test_a_compiled_step_enqueues_its_fused_launches_not_the_eager_issue_time():
+    t = PointTimings(tuple(replace(x, host_ms=5.0) for x in _timings(launch_us=200.0).times), 200.0)
+    eager = predict_stage(t, BF16)
+    assert eager.host_ms == pytest.approx(5.0 * (2 + 2 + 5 + 2 + 1 + 1))
+    compiled = predict_stage(t, BF16.replace(compile="compile"))
+    assert compiled.host_ms == pytest.approx(42 * 0.2)   # as without measured issue times
 
 
 def test_a_part_not_timed_here_leaves_no_prediction():
