@@ -30,20 +30,28 @@ class Crossover:
     low: float | None            # its interval; None: that side lies beyond the swept values
     high: float | None
     direction: Direction
+    # Some point past the crossing is faster beyond its interval. False: the lever only reaches ×1.00 there (on
+    # the H200, Apex BF16 against native: ×0.59-0.68 where the host sets the pace, ×1.00-1.01 where the GPU does).
+    pays: bool = True
 
     @property
     def text(self) -> str:
         lo = "below the range" if self.low is None else f"{self.low:,.0f}"
         hi = "beyond the range" if self.high is None else f"{self.high:,.0f}"
-        return f"{self.direction.value} {self.axis} ≈ {self.value:,.0f} ({lo}–{hi})"
+        where = f"{self.axis} ≈ {self.value:,.0f} ({lo}–{hi})"
+        if self.pays:
+            return f"{self.direction.value} {where}"
+        side = "above" if self.direction == Direction.PAYS_ABOVE else "below"
+        return f"reaches ×1.00 {side} {where}; no point past it measurably faster"
 
     def to_dict(self) -> dict:
         return {"axis": self.axis, "value": self.value, "low": self.low, "high": self.high,
-                "direction": self.direction.value}
+                "direction": self.direction.value, "pays": self.pays}
 
     @classmethod
     def from_dict(cls, data: dict) -> Crossover:
-        return cls(data["axis"], data["value"], data.get("low"), data.get("high"), Direction(data["direction"]))
+        return cls(data["axis"], data["value"], data.get("low"), data.get("high"), Direction(data["direction"]),
+                   bool(data.get("pays", True)))
 
 
 def _crossings(xs: list[float], ys: list[float]) -> list[tuple[float, Direction]]:
@@ -80,4 +88,5 @@ def crossover(axis: str, points: list[Estimate]) -> Crossover | None:
         low = None
     if high is not None and high < value:
         high = None
-    return Crossover(axis, value, low, high, direction)
+    past = [p for p in pts if (p.x > value if direction == Direction.PAYS_ABOVE else p.x < value)]
+    return Crossover(axis, value, low, high, direction, pays=any(p.low > 1.0 for p in past))

@@ -14,7 +14,7 @@ from bench_core.machine.probe import Probe
 from bench_core.models.families import mlp_hidden
 from bench_core.results.records import Status
 from bench_core.sweep import plan
-from bench_core.sweep.crossover import Direction, Estimate, crossover
+from bench_core.sweep.crossover import Crossover, Direction, Estimate, crossover
 from bench_core.sweep.figures import sweep_figure
 from bench_core.sweep.history import SweepStore
 from bench_core.sweep.predict import (
@@ -159,6 +159,19 @@ def test_crossover_of_a_known_line_and_its_interval():
     assert found is not None and found.direction == Direction.PAYS_ABOVE
     assert found.value == pytest.approx(1000)
     assert found.low == pytest.approx(1000 / 1.1) and found.high == pytest.approx(1100)
+    assert found.pays and found.text == "pays above width ≈ 1,000 (909–1,100)"   # x2, x4 lie above their intervals
+
+
+def test_a_lever_that_only_reaches_parity_is_not_said_to_pay():
+    """The H200's Apex map at width 768 (call 23): x0.68 and x0.59 where the host sets the pace, then x1.00 (0.97-1.02)
+    and x1.00 (0.99-1.01) where the GPU does. The log-speedup crosses x1.00 between batch 16 and 32, but no point
+    past it is faster beyond its interval: the lever stops costing, it does not pay."""
+    points = [Estimate(4, 0.68, 0.46, 0.96), Estimate(8, 0.59, 0.47, 0.69), Estimate(16, 0.997, 0.97, 1.02),
+              Estimate(32, 1.002, 0.99, 1.01)]
+    found = crossover("batch_size", points)
+    assert found is not None and found.direction == Direction.PAYS_ABOVE and not found.pays
+    assert found.text.startswith("reaches ×1.00 above batch_size ≈ ") and "measurably faster" in found.text
+    assert Crossover.from_dict(found.to_dict()) == found
 
 
 def test_crossover_of_a_lever_that_pays_below():
