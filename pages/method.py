@@ -45,7 +45,9 @@ timed iterations are over, while it is being profiled.
   one runnable thread per core, or the worker on a CPU less than 90% of the time its launch loop needs). And
   **warming up** when a process's first 3 timed steps were all slower than its own p90 (a settled process does
   that by chance 0.1% of the time; judged only from 22 timed steps, the fewest of which 3 can lie above the p90).
-* **Speedups** are ratios of medians against the run's **first stage**, named as `baseline_stage` in the files.
+* **Speedups** are ratios of medians against the run's **first stage**, named as `baseline_stage` in the files
+  (across processes: the geometric mean of each process's ratio, the centre of its interval below, so the speedup
+  always lies inside its interval).
   If that stage did not finish ok, there are no speedups, and every view says so: nothing is silently rebased.
   Multi-GPU stages compare throughput, not step time. Each speedup carries a **95% interval across its
   processes**: per process, the log-ratio of the baseline's median to the stage's (paired by round), then a
@@ -53,7 +55,11 @@ timed iterations are over, while it is being profiled.
   noise, so the interval covers both. With 2 processes it is honest and wide (t = 12.7). With one process there is
   no spread between processes to see: the interval is a bootstrap of its steps (2,000 resamples) and is labelled
   **within one process** wherever it is shown. The *CI covers* column, the files' `processes` and
-  `interval_scope` fields, and the speedup text (when fewer than 3 processes) say which.
+  `interval_scope` fields, and the speedup text (when fewer than 3 processes) say which. A run's processes share
+  the GPU's power and clock state, so the interval does not cover a change of that state between runs: on the
+  H200's llama-1b runs at the power cap, 2 of 7 stages of the second run fell outside the first run's interval,
+  both labelled **throttled** in both runs (`docs/data/h200_2026-12-04_call21-22_interval_agreement_peers_llama-1b.txt`;
+  26 of 28 stages inside over every pair of runs, `docs/data/h200_interval_agreement_all_pairs.txt`).
 
 ### Throughput, FLOPs and MFU
 The attention term counts the full $T\times T$ score matrix, not the causal half FlashAttention computes: it is
