@@ -133,7 +133,8 @@ for mode in "$@"; do
       for p in seed native; do log "run ${p}_small"
         timeout 200 python3 -m bench_core run --quiet --no-db --preset $p --model gpt2-small --repeats 2 \
           --json "$OUT/${p}_small.json" >> "$OUT/runs.log" 2>&1; log "exit $?"; done ;;
-    wheels)  # Liger-Kernel, torchao and plotly (the --html reports), carried as wheels (.whl/, git-ignored): the H200 has no package index
+    wheels)  # Liger-Kernel, torchao and plotly (for --html), carried as wheels (.whl/, git-ignored): the H200 has
+      # no package index
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
         > "$OUT/wheels.log" 2>&1; log "wheels exit $?"; export PYTHONPATH=/tmp/site:${PYTHONPATH:-$ROOT} ;;
     peers_gputests) log "gpu tests: peers"; timeout 170 python3 -m pytest -q -m gpu tests/gpu/test_peers_gpu.py \
