@@ -55,6 +55,12 @@ from bench_core.results.parity import first_round_losses, loss_parity
 from bench_core.results.summary import RunSummary, StageSummary
 
 
+def _interval_words(summaries: Sequence[RunSummary]) -> str:
+    """What the bars' intervals cover, as the stages say it (StageSummary.interval)."""
+    scopes = {s.interval.text for summary in summaries for s in summary.stages if s.interval is not None}
+    return f"95% interval {scopes.pop()}" if len(scopes) == 1 else "95% interval (each bar's scope in its hover)"
+
+
 def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     summaries = _summaries(runs)
     several = len(summaries) > 1
@@ -69,7 +75,7 @@ def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                               else SLOWER)
                 ci = s.speedup_ci
                 text.append("")  # drawn beyond the error bar, below
-                # the point is the ratio of pooled medians, the interval centred on the processes' mean log-ratio
+                # across processes the point is its interval's centre; within one, the medians' ratio it resamples
                 lo.append(max(0.0, (s.speedup or 0) - ci[0]) if ci else 0)
                 hi.append(max(0.0, ci[1] - (s.speedup or 0)) if ci else 0)
             else:
@@ -95,7 +101,7 @@ def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     fig.update_layout(scattermode="group")
     fig.add_vline(x=1.0, line_dash="dot", line_color="#616161")
     base = summaries[0].baseline_key if summaries else None
-    title = f"Speedup vs {base}<br><sup>median step time, 95% bootstrap interval</sup>" if base else "Speedup"
+    title = f"Speedup vs {base}<br><sup>median step times, {_interval_words(summaries)}</sup>" if base else "Speedup"
     note = next((s.baseline_note for s in summaries if s.baseline_note), None)
     _finish(fig, title + (f"<br><sup>{note}</sup>" if note else ""), _height(len(_keys(summaries)), len(summaries)),
             xaxis_title="× faster", barmode="group")

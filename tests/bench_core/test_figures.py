@@ -34,6 +34,16 @@ def test_speedup_error_bars_end_at_the_intervals_bounds():
     assert high - bar.x[1] != pytest.approx(bar.x[1] - low), "a lopsided interval, or swapped ends would pass"
 
 
+def test_the_speedup_title_says_what_its_intervals_cover():
+    """gpu_run's stages ran in 2 processes: the subtitle says so (it said 'bootstrap' of every interval); a run
+    whose intervals differ in scope sends the reader to each bar's hover."""
+    run = gpu_run()
+    assert "95% interval across 2 processes" in figures.speedup_bars(summarize(run)).layout.title.text
+    one = dataclasses.replace(run.stages[1], rounds=(8,))
+    mixed = figures.speedup_bars(summarize(run.with_stage(one))).layout.title.text.replace("</sup><br><sup>", " ")
+    assert "each bar's scope in its hover" in mixed and "bootstrap" not in mixed
+
+
 def test_failed_stage_is_left_out_of_throughput():
     fig = figures.throughput(summarize(gpu_run()))
     assert "apex-fusedadam+apex-fusedln+fp32" not in list(fig.data[0].y)
