@@ -5,8 +5,9 @@ A step's GPU time is the sum of its parts' kernel time (each part's kernel time 
 × calls per step). A part's wall time per call is not its GPU time: a small part timed alone is host-bound, and on
 the H200 Apex's LayerNorm read 1.22 ms a call against native's 0.40 (15 kernels against 6) at batch 16 × width 768,
 while in a training step Apex's norm kernels took less GPU time than native's (1.85 against 2.27 ms a step at
-batch 8); counted as GPU time, the wall times predicted Apex at x0.69 where x1.00 was measured. The host's time in an eager step is the sum of each part's measured time to issue
-one call (the GPU not waited for); where that was not measured, the part's kernels × the host's time to enqueue one.
+batch 8); counted as GPU time, the wall times predicted Apex at x0.69 where x1.00 was measured. The host's time
+in an eager step is the sum of each part's measured time to issue one call (the GPU not waited for); where that
+was not measured, the part's kernels × the host's time to enqueue one.
 The host enqueues ahead of the GPU, so the step takes the longer of the two, and that one names the bound (as a
 measured stage's bottleneck does). Compiled stages: elementwise work fuses, so every non-GEMM part counts one
 launch per call at the enqueue cost (its time is kept as timed eagerly, which over-predicts a compiled step); a
