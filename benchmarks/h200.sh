@@ -211,19 +211,22 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
         for s in json.load(open(sys.argv[1]))['summary']]" "$OUT/noise_small_$i.json" 2>&1 | tee -a "$OUT/steps.log"; done
       log "gpu test: conditions"; timeout 120 python3 -m pytest -q -m gpu tests/gpu/test_conditions_gpu.py \
         -p no:cacheprovider -rs > "$OUT/gpu_tests_conditions.log" 2>&1; log "exit $?" ;;
-    sweep:*)  # sweep:MAP[:EXTRA,ARGS] (issue 21), one map a device call; `wheels` first for fp8 and flce, `apex` for apex.
-      # fp8:  torchao FP8 compiled against compiled BF16, llama widths 1024-4096 x batch 2 and 4 (llama-1b's 16 x 2048)
+    sweep:*)  # sweep:MAP[:EXTRA,ARGS] (issue 21); `wheels` first for fp8 and flce, `apex` for apex. Files are named
+      # MAP_FAMILY_N, N counting this call's sweeps, so one call can run a map twice.
+      # fp8:  torchao FP8 compiled against compiled BF16, llama widths 1024-4096 x batch 2 and 4 (llama-1b's 16 x 2048),
+      #       2 processes a stage: each compiled FP8 process spends ~33 s compiling even with a warm cache (call 21)
       # apex: the Apex BF16 stage against native BF16 on GPT, batch 1-32 at widths 768 and 1280 (gpt2-small's depth)
-      # flce: Liger's fused linear cross-entropy against the LM head + CE: peak memory by vocabulary x batch (tokens)
-      IFS=: read -r _ map extra <<< "$mode"
+      # flce: Liger's fused linear cross-entropy against the LM head + CE: peak memory by vocabulary x batch (tokens),
+      #       1 process a stage (peak memory is the figure)
+      IFS=: read -r _ map extra <<< "$mode"; SWEEP_N=$(( ${SWEEP_N:-0} + 1 ))
       case $map in
         # shellcheck disable=SC2086  # EXTRA is split on purpose
-        fp8) sweep fp8_llama --compare adam-fused+rmsnorm+bf16+compile,adam-fused+rmsnorm+fp8-torchao+compile \
-               --model llama-1b --axis width=1024,2048,3072,4096 --axis batch_size=2,4 ${extra//,/ } ;;
-        apex) sweep apex_gpt --compare adam-fused+layernorm+bf16,apex-fusedadam+apex-fusedln+bf16 --model gpt2-small \
-               --axis batch_size=1:32:x2 --axis width=768,1280 ${extra//,/ } ;;
-        flce) sweep flce_gpt --compare liger-flce --model gpt2-medium --axis vocab_size=32000,50304,128256 \
-               --axis batch_size=4,8,16 ${extra//,/ } ;;
+        fp8) sweep "fp8_llama_$SWEEP_N" --compare adam-fused+rmsnorm+bf16+compile,adam-fused+rmsnorm+fp8-torchao+compile \
+               --model llama-1b --axis width=1024,2048,3072,4096 --axis batch_size=2,4 --repeats 2 ${extra//,/ } ;;
+        apex) sweep "apex_gpt_$SWEEP_N" --compare adam-fused+layernorm+bf16,apex-fusedadam+apex-fusedln+bf16 \
+               --model gpt2-small --axis batch_size=1:32:x2 --axis width=768,1280 ${extra//,/ } ;;
+        flce) sweep "flce_gpt_$SWEEP_N" --compare liger-flce --model gpt2-medium --axis vocab_size=32000,50304,128256 \
+               --axis batch_size=4,8,16 --repeats 1 ${extra//,/ } ;;
         *) log "unknown sweep map $map (fp8, apex, flce)" ;;
       esac ;;
     inductor_in)  # the compile cache a previous call sent back (inductor_out), if carried

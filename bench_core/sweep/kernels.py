@@ -19,7 +19,7 @@ from bench_core.levers.registry import LEVERS, HeadLever, NormLever, OptimizerLe
 from bench_core.levers.stage import Stage
 from bench_core.machine.timer import host_ms_per_call
 from bench_core.models.families import mlp_hidden
-from bench_core.sweep.predict import KernelTime, Part, PointTimings, block_gemms, stage_parts
+from bench_core.sweep.predict import KernelTime, Part, PointTimings, block_gemms, split_compiled, stage_parts
 
 DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 LAUNCH_PROBE_KERNELS = 2000
@@ -28,6 +28,12 @@ LAUNCH_PROBE_KERNELS = 2000
 REPEATS = {"cuda": 20, "cpu": 5}
 WARMUP = {"cuda": 5, "cpu": 1}
 FP8_MAX = 448.0   # float8_e4m3fn's largest value: dynamic scaling maps each tensor's amax onto it
+
+
+def _compile(torch, fn: Callable[..., Any], compiled: bool) -> Callable[..., Any]:
+    """The function as a compiled stage's model runs it: traced whole by torch.compile (a graph break raises, so
+    what is timed is never a partly eager fallback), or as it is."""
+    return torch.compile(fn, fullgraph=True) if compiled else fn
 
 
 def _autocast(torch, device: str, dtype: str):
@@ -43,9 +49,10 @@ def _fp8_mm(torch, a, b_t):
     return torch._scaled_mm(a8, b8.t(), scale_a=sa.reciprocal(), scale_b=sb.reciprocal(), out_dtype=torch.bfloat16)
 
 
-def gemm_fn(torch, cfg: BenchConfig, device: str, rate: str, gen) -> Callable[[], Any]:
+def gemm_fn(torch, cfg: BenchConfig, device: str, rate: str, gen, compiled: bool = False) -> Callable[[], list]:
     """One block's GEMMs: for each layer the forward product and both backward ones (dX, dW). Under autocast
-    (bf16, fp16) the fp32 weight is cast down for the products and its gradient cast back up, as autocast does."""
+    (bf16, fp16) the fp32 weight is cast down for the products and its gradient cast back up, as autocast does;
+    FP8 casts, scales and transposes every operand each call, as torchao's float8 training does."""
     m = cfg.batch_size * cfg.seq_len
     dtype = getattr(torch, DTYPES.get(rate, "bfloat16"))
     cast = rate in ("bf16", "fp16")
@@ -54,27 +61,34 @@ def gemm_fn(torch, cfg: BenchConfig, device: str, rate: str, gen) -> Callable[[]
         x = torch.randn(m, k, device=device, dtype=dtype, generator=gen)
         w = torch.randn(n, k, device=device, dtype=torch.float32 if cast else dtype, generator=gen) * 0.02
         dy = torch.randn(m, n, device=device, dtype=dtype, generator=gen)
-        w_t = w.t().contiguous() if rate == "fp8" else w   # FP8's dX product takes the weight row-major, transposed
-        layers.append((x, w, dy, dy.t().contiguous(), x.t().contiguous(), w_t))
+        layers.append((x, w, dy))
 
-    def run() -> None:
-        for x, w, dy, dy_t, x_t, w_t in layers:
-            if rate == "fp8":
-                _fp8_mm(torch, x, w), _fp8_mm(torch, dy, w_t), _fp8_mm(torch, dy_t, x_t)
+    def products(layers: list) -> list:   # returned, so a compiled graph cannot drop them as unused
+        out = []
+        for x, w, dy in layers:
+            if rate == "fp8":   # _scaled_mm takes its second operand column-major: each is a transposed copy
+                out += [_fp8_mm(torch, x, w), _fp8_mm(torch, dy, w.t().contiguous()),
+                        _fp8_mm(torch, dy.t().contiguous(), x.t().contiguous())]
             elif cast:
                 low = w.to(dtype)
-                x @ low.t(), dy @ low, (dy_t @ x).float()
+                out += [x @ low.t(), dy @ low, (dy.t() @ x).float()]
             else:
-                x @ w.t(), dy @ w, dy_t @ x
+                out += [x @ w.t(), dy @ w, dy.t() @ x]
+        return out
+
+    traced = _compile(torch, products, compiled)
+
+    def run() -> list:
+        return traced(layers)
 
     if rate != "tf32":
         return run
 
-    def tf32() -> None:
+    def tf32() -> list:
         before = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = True
         try:
-            run()
+            return run()
         finally:
             torch.backends.cuda.matmul.allow_tf32 = before
     return tf32
@@ -92,49 +106,53 @@ def attention_fn(torch, cfg: BenchConfig, device: str, dtype: str, gen) -> Calla
     return run
 
 
-def norm_fn(torch, cfg: BenchConfig, device: str, name: str, dtype: str, gen) -> Callable[[], Any]:
+def norm_fn(torch, cfg: BenchConfig, device: str, name: str, dtype: str, gen,
+            compiled: bool = False) -> Callable[[], Any]:
     lever: NormLever = LEVERS[name]  # type: ignore[assignment]
-    module = lever.build()(cfg.width).to(device)
+    module = _compile(torch, lever.build()(cfg.width).to(device), compiled)
     x = torch.randn(cfg.batch_size * cfg.seq_len, cfg.width, device=device, generator=gen).requires_grad_()
 
     def run() -> None:
         x.grad = None
-        with _autocast(torch, device, dtype):
+        with _autocast(torch, device, dtype):   # outside the compiled module, as the training step enters it
             y = module(x)
         y.backward(torch.ones_like(y))
     return run
 
 
-def activation_fn(torch, cfg: BenchConfig, device: str, name: str, dtype: str, gen) -> Callable[[], Any]:
+def activation_fn(torch, cfg: BenchConfig, device: str, name: str, dtype: str, gen,
+                  compiled: bool = False) -> Callable[[], Any]:
     rows, hidden = cfg.batch_size * cfg.seq_len, mlp_hidden(cfg)
     t = getattr(torch, DTYPES[dtype])
     a, b = (torch.randn(rows, hidden, device=device, dtype=t, generator=gen).requires_grad_() for _ in range(2))
     dy = torch.randn(rows, hidden, device=device, dtype=t, generator=gen)
     F = torch.nn.functional
     if name == "gelu":
-        def act() -> Any:
+        def act(a, b) -> Any:
             return F.gelu(a, approximate="tanh")
     elif name == "swiglu":
-        def act() -> Any:
+        def act(a, b) -> Any:
             return F.silu(a) * b
     elif name == "liger-swiglu":
         from liger_kernel.ops.swiglu import LigerSiLUMulFunction
 
-        def act() -> Any:
+        def act(a, b) -> Any:
             return LigerSiLUMulFunction.apply(a, b)
     else:
         raise LookupError(f"no activation timing for {name}")
+    traced = _compile(torch, act, compiled)
 
     def run() -> None:
         a.grad = b.grad = None
-        act().backward(dy)
+        traced(a, b).backward(dy)
     return run
 
 
-def loss_fn(torch, cfg: BenchConfig, device: str, name: str, dtype: str, gen) -> Callable[[], Any]:
+def loss_fn(torch, cfg: BenchConfig, device: str, name: str, dtype: str, gen,
+            compiled: bool = False) -> Callable[[], Any]:
     """The LM head's GEMMs and the loss, forward and backward, through the head lever's own function."""
     lever: HeadLever = LEVERS[name]  # type: ignore[assignment]
-    head = lever.build()
+    head = _compile(torch, lever.build(), compiled)
     rows = cfg.batch_size * cfg.seq_len
     hidden = torch.randn(rows, cfg.width, device=device, generator=gen).requires_grad_()
     weight = (torch.randn(cfg.vocab_size, cfg.width, device=device, generator=gen) * 0.02).requires_grad_()
@@ -164,24 +182,21 @@ def calls_per_step(part: Part, cfg: BenchConfig) -> int:
             Part.ACTIVATION: cfg.depth}.get(part, 1)
 
 
-def _split(name: str) -> tuple[str, str]:
-    lever, _, dtype = name.partition("@")
-    return lever, dtype
-
-
 def part_fn(torch, cfg: BenchConfig, device: str, part: Part, name: str, gen) -> Callable[[], Any]:
-    lever, dtype = _split(name)
+    """The part's one call, as the variant names it (see sweep.predict.stage_parts)."""
+    base, compiled = split_compiled(name)
+    lever, _, dtype = base.partition("@")
     if part == Part.GEMM:
-        return gemm_fn(torch, cfg, device, name, gen)
+        return gemm_fn(torch, cfg, device, base, gen, compiled)
     if part == Part.ATTENTION:
-        return attention_fn(torch, cfg, device, name, gen)
+        return attention_fn(torch, cfg, device, base, gen)
     if part == Part.NORM:
-        return norm_fn(torch, cfg, device, lever, dtype, gen)
+        return norm_fn(torch, cfg, device, lever, dtype, gen, compiled)
     if part == Part.ACTIVATION:
-        return activation_fn(torch, cfg, device, lever, dtype, gen)
+        return activation_fn(torch, cfg, device, lever, dtype, gen, compiled)
     if part == Part.LOSS:
-        return loss_fn(torch, cfg, device, lever, dtype, gen)
-    return optimizer_fn(torch, cfg, device, name, gen)
+        return loss_fn(torch, cfg, device, lever, dtype, gen, compiled)
+    return optimizer_fn(torch, cfg, device, base, gen)
 
 
 def launch_us(torch, device: str) -> float:
@@ -210,7 +225,12 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     needed = list(dict.fromkeys(p for stage in stages for p in stage_parts(stage)))
     times, missing = [], []
+    graphs = torch._dynamo.utils.counters["stats"]
     for part, name in needed:
+        compiled = split_compiled(name)[1]
+        if compiled:   # a fresh start per part: a function compiled at many shapes would reach dynamo's recompile
+            torch._dynamo.reset()   # limit and run eagerly; the compiled kernels stay cached on disk
+        traced_before = graphs["unique_graphs"]
         try:   # each part's tensors are freed before the next part's are made
             fn = part_fn(torch, cfg, device, part, name, gen)
             row, _ = measure_row(torch, part.value, name, name, name, fn, 0, cuda, warmup, repeats, None,
@@ -224,6 +244,9 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
                 torch.cuda.empty_cache()
         if row.status != "ok" or row.median_ms is None:
             missing.append(f"{part.value} {name}: {row.reason}")
+            continue
+        if compiled and graphs["unique_graphs"] == traced_before:
+            missing.append(f"{part.value} {name}: torch.compile traced no graph (the part ran eagerly)")
             continue
         times.append(KernelTime(part, name, row.median_ms, row.p10_ms or row.median_ms, row.p90_ms or row.median_ms,
                                 row.kernels_per_call or 0, calls_per_step(part, cfg), row.kernel_ms if cuda else None,

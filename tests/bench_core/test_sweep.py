@@ -200,7 +200,10 @@ def _timings(launch_us=10.0, spread=0.1, **ms):
              (Part.NORM, "layernorm@fp32"): (0.1, 2, 5), (Part.NORM, "layernorm@bf16"): (0.1, 2, 5),
              (Part.ACTIVATION, "gelu@fp32"): (0.2, 2, 2), (Part.ACTIVATION, "gelu@bf16"): (0.1, 2, 2),
              (Part.LOSS, "ce@fp32"): (1.0, 6, 1), (Part.LOSS, "ce@bf16"): (0.5, 6, 1),
-             (Part.OPTIMIZER, "adam-fused"): (0.3, 4, 1), (Part.OPTIMIZER, "adam"): (0.6, 40, 1)}
+             (Part.OPTIMIZER, "adam-fused"): (0.3, 4, 1), (Part.OPTIMIZER, "adam"): (0.6, 40, 1),
+             # under torch.compile: the same GEMMs, the elementwise work fused into fewer, quicker kernels
+             (Part.GEMM, "bf16+compile"): (0.5, 13, 2), (Part.NORM, "layernorm@bf16+compile"): (0.05, 1, 5),
+             (Part.ACTIVATION, "gelu@bf16+compile"): (0.05, 1, 2), (Part.LOSS, "ce@bf16+compile"): (0.4, 3, 1)}
     for key, value in ms.items():
         part, variant = key.split("__")
         table[(Part(part), variant.replace("_at_", "@"))] = value
@@ -230,12 +233,26 @@ def test_a_slow_host_makes_the_stage_launch_bound():
     assert a.bound.value == "launch-bound"
 
 
-def test_compile_fuses_the_elementwise_launches_and_a_graph_launches_once():
+def test_a_compiled_stage_is_predicted_from_its_parts_timed_under_compile_and_a_graph_launches_once():
     compiled = predict_stage(_timings(launch_us=200.0), BF16.replace(compile="compile"))
-    assert compiled.kernels == 24 + 6 + 1 * 5 + 1 * 2 + 1 + 4 == 42
-    assert compiled.host_ms == pytest.approx(42 * 0.2)
+    # the compiled GEMMs, norms, GELU and loss; attention and the optimizer as an eager step runs them
+    assert compiled.gpu_ms == pytest.approx(0.5 * 2 + 0.5 * 2 + 0.05 * 5 + 0.05 * 2 + 0.4 + 0.3)
+    assert compiled.kernels == 13 * 2 + 3 * 2 + 1 * 5 + 1 * 2 + 3 + 4 == 46
+    assert compiled.host_ms == pytest.approx(46 * 0.2)
     graphed = predict_stage(_timings(launch_us=200.0), BF16.replace(compile="graphs"))
     assert graphed.host_ms == pytest.approx(0.2) and graphed.bound.value == "gpu-bound"
+
+
+def test_a_compiled_stage_names_the_compiled_variants_of_what_torch_compile_traces():
+    from bench_core.sweep.predict import stage_parts
+    eager = dict(stage_parts(BF16.replace(precision="fp8-torchao")))
+    compiled = dict(stage_parts(BF16.replace(precision="fp8-torchao", compile="compile")))
+    assert compiled == {Part.GEMM: "fp8+compile", Part.ATTENTION: "bf16", Part.NORM: "layernorm@bf16+compile",
+                        Part.ACTIVATION: "gelu@bf16+compile", Part.LOSS: "ce@bf16+compile",
+                        Part.OPTIMIZER: "adam-fused"}
+    assert eager[Part.GEMM] == "fp8" and eager[Part.NORM] == "layernorm@bf16"
+    # a CUDA graph replays eager kernels: its parts are the eager ones
+    assert dict(stage_parts(BF16.replace(compile="graphs"))) == dict(stage_parts(BF16))
 
 
 def test_a_host_bound_part_counts_its_kernel_time_on_the_gpu_and_its_issue_time_on_the_host():
@@ -264,7 +281,7 @@ def test_a_compiled_step_enqueues_its_fused_launches_not_the_eager_issue_time():
     eager = predict_stage(t, BF16)
     assert eager.host_ms == pytest.approx(5.0 * (2 + 2 + 5 + 2 + 1 + 1))
     compiled = predict_stage(t, BF16.replace(compile="compile"))
-    assert compiled.host_ms == pytest.approx(42 * 0.2)   # as without measured issue times
+    assert compiled.host_ms == pytest.approx(46 * 0.2)   # as without measured issue times
 
 
 def test_a_part_not_timed_here_leaves_no_prediction():
@@ -287,6 +304,43 @@ def test_the_timing_process_times_each_stage_in_its_familys_form():
     assert timings.find(Part.ACTIVATION, "swiglu@fp32") and timings.find(Part.ACTIVATION, "swiglu@bf16")
     assert timings.find(Part.ACTIVATION, "gelu@fp32") is None
     assert predict(timings, comparison.a, comparison.b).speedup > 0
+
+
+def test_a_compiled_stages_parts_are_timed_compiled():
+    """A compiled stage's parts timed eagerly count its fused work unfused (FP8's casts above all). The real
+    timing code on a tiny llama on CPU: each traced part of the compiled stage is timed as torch.compile's graph."""
+    import torch
+
+    from bench_core.sweep.kernels import time_point
+    cfg = BenchConfig(family="llama", depth=1, width=32, heads=2, seq_len=16, batch_size=1, vocab_size=64,
+                      device="cpu")
+    eager = Stage("adam-fused", "rmsnorm", "bf16").for_family("llama")
+    compiled = eager.replace(compile="compile")
+    graphs = torch._dynamo.utils.counters["stats"]
+    before = graphs["unique_graphs"]
+    timings, missing = time_point(cfg, (compiled,), "cpu", warmup=1, repeats=2)
+    assert missing == ()
+    assert {t.variant for t in timings.times} == {"bf16+compile", "bf16", "rmsnorm@bf16+compile",
+                                                  "swiglu@bf16+compile", "ce@bf16+compile", "adam-fused"}
+    # GEMMs, norm, SwiGLU and loss each traced (their backward graphs come with them)
+    assert graphs["unique_graphs"] - before >= 4
+    assert predict_stage(timings, compiled).gpu_ms > 0
+
+
+def test_a_compiled_gemm_returns_its_products():
+    """A compiled function's unused results are dropped: the block's GEMMs must be its outputs, or compiled
+    GEMMs would time nothing (on CPU they read 0.03 ms against 0.37 eager before they were returned)."""
+    import torch
+
+    from bench_core.sweep.kernels import gemm_fn
+    cfg = BenchConfig(family="llama", depth=1, width=32, heads=2, seq_len=16, batch_size=2, vocab_size=64,
+                      device="cpu")
+    gen = torch.Generator().manual_seed(0)
+    out = gemm_fn(torch, cfg, "cpu", "bf16", gen, compiled=False)()
+    m, d, h = 32, 32, mlp_hidden(cfg)
+    # per layer: forward (M, N), dX (M, K), dW (N, K) in fp32
+    assert [tuple(t.shape) for t in out[:3]] == [(m, 3 * d), (m, d), (3 * d, d)] and out[2].dtype == torch.float32
+    assert len(out) == 3 * len(block_gemms("llama", d, h)) == 15
 
 
 def test_block_gemms_follow_the_family():
