@@ -41,7 +41,7 @@ apex() {
   elif [ ! -d /tmp/apexlib/apex ]; then
     apex_build apex_build.log; apex_pack
   fi
-  export PYTHONPATH=/tmp/apexlib:$ROOT
+  export PYTHONPATH=/tmp/apexlib:${PYTHONPATH:-$ROOT}  # keeps what `wheels` added (call 24 lost plotly)
 }
 
 apex_clean_twice() {  # "make apex <= 90 s": two builds, each from nothing (no target, no staging copy, no objects)
@@ -49,7 +49,7 @@ apex_clean_twice() {  # "make apex <= 90 s": two builds, each from nothing (no t
     rm -rf /tmp/apexlib "$APEX_BUILD_DIR"
     apex_build "apex_build_clean_$i.log"
   done
-  apex_pack; export PYTHONPATH=/tmp/apexlib:$ROOT
+  apex_pack; export PYTHONPATH=/tmp/apexlib:${PYTHONPATH:-$ROOT}
 }
 
 make_apex_twice() {  # issue 23's measurement: `make apex` itself, twice, each from a clean environment (no Apex
