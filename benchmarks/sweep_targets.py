@@ -1,0 +1,118 @@
+"""Issue 21's targets for a sweep's predictor, from sweep JSON files: each stage's predicted step time against the
+measured one at every point that ran end to end (target: within 10% wherever the point is GPU-bound), and whether
+the prediction put the point on the right side of x1.00 (target: at least 90% of points).
+
+    python benchmarks/sweep_targets.py SWEEP.json [SWEEP.json ...]
+    python benchmarks/sweep_targets.py --measured M1.json [M2.json ...] --predicted P.json
+
+With --predicted, the predictions come from that file and the measurements from the others, points paired by their
+axis values (a sweep that only predicted, checked against earlier runs of the same comparison on the same GPU).
+A point's bound is its measured stage B's bottleneck. A side is read from an interval: above (low > 1), below
+(high < 1) or x1.00 (it holds 1); a measured side of x1.00 is matched by a predicted interval that holds 1.
+Exit 0 with the counts; 2 with a message for bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench_core.sweep.records import PointResult, SweepResult, from_json, is_sweep_json
+
+STEP_TARGET = 0.10     # the issue's: predicted step time within 10% of the measured one
+SIDE_TARGET = 0.90     # the crossover's side right at 90% of points or more
+
+
+def side(low: float, high: float) -> str:
+    return "above" if low > 1 else "below" if high < 1 else "x1.00"
+
+
+@dataclass(frozen=True)
+class Check:
+    source: str            # the measuring file
+    label: str
+    bound: str
+    a_error: float         # predicted / measured step time - 1, stage A
+    b_error: float
+    measured_side: str
+    predicted_side: str
+
+    @property
+    def step_ok(self) -> bool:
+        return abs(self.a_error) <= STEP_TARGET and abs(self.b_error) <= STEP_TARGET
+
+    @property
+    def side_ok(self) -> bool:
+        return self.measured_side == self.predicted_side
+
+
+def check_point(source: str, measured: PointResult, predicted: PointResult) -> Check | None:
+    m, p = measured.measurement, predicted.prediction
+    if not measured.measured or m is None or p is None or not m.a_ms or not m.b_ms:
+        return None
+    low = m.low if m.low is not None else m.speedup
+    high = m.high if m.high is not None else m.speedup
+    return Check(source, measured.label, m.bound or "unknown", p.a_ms / m.a_ms - 1, p.b_ms / m.b_ms - 1,
+                 side(low, high), side(p.low, p.high))
+
+
+def checks(measured: list[tuple[str, SweepResult]], predicted: SweepResult | None) -> list[Check]:
+    out = []
+    for source, result in measured:
+        by_values = {p.values: p for p in (predicted or result).points}
+        for point in result.points:
+            pred = by_values.get(point.values)
+            found = check_point(source, point, pred) if pred is not None else None
+            if found:
+                out.append(found)
+    return out
+
+
+def report(found: list[Check]) -> list[str]:
+    lines = [f"{'file':<44} {'point':<28} {'bound':<13} {'A step':>8} {'B step':>8}  side measured/predicted"]
+    for c in found:
+        lines.append(f"{c.source:<44} {c.label:<28} {c.bound:<13} {c.a_error:>+8.1%} {c.b_error:>+8.1%}  "
+                     f"{c.measured_side}/{c.predicted_side}{'' if c.side_ok else '  (wrong side)'}")
+    gpu = [c for c in found if c.bound == "gpu-bound"]
+    steps_ok = sum(c.step_ok for c in gpu)
+    sides_ok = sum(c.side_ok for c in found)
+    lines.append(f"step time within {STEP_TARGET:.0%} at GPU-bound points: {steps_ok} of {len(gpu)}"
+                 + (f" (target: all) {'met' if gpu and steps_ok == len(gpu) else 'missed'}" if gpu else ""))
+    if found:
+        lines.append(f"side of x1.00 predicted right: {sides_ok} of {len(found)} ({sides_ok / len(found):.0%}; "
+                     f"target >= {SIDE_TARGET:.0%}) {'met' if sides_ok / len(found) >= SIDE_TARGET else 'missed'}")
+    else:
+        lines.append("no point has both a prediction and a measurement")
+    return lines
+
+
+def _load(path: str) -> SweepResult:
+    text = Path(path).read_text(encoding="utf-8")
+    if not is_sweep_json(text):
+        raise ValueError(f"{path}: not a sweep JSON (python -m bench_core sweep --json writes one)")
+    return from_json(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="*", help="sweep JSON files, each checked against its own predictions")
+    ap.add_argument("--measured", nargs="+", default=[], help="sweep JSON files whose measurements are checked")
+    ap.add_argument("--predicted", default=None, help="a sweep JSON whose predictions the --measured files check")
+    args = ap.parse_args(argv)
+    paths = args.files + args.measured
+    if not paths or (args.measured and not args.predicted):
+        print("error: give sweep JSON files, or --measured FILES with --predicted FILE", file=sys.stderr)
+        return 2
+    try:
+        measured = [(Path(p).name, _load(p)) for p in paths]
+        predicted = _load(args.predicted) if args.predicted else None
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(report(checks(measured, predicted))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

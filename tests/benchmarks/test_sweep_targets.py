@@ -1,0 +1,79 @@
+"""benchmarks/sweep_targets.py: issue 21's predictor targets, step times within 10% at GPU-bound points and the
+side of x1.00, on hand-made sweeps with known answers."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench_core.config.bench_config import BenchConfig
+from bench_core.results.records import Status
+from bench_core.sweep.predict import PointTimings
+from bench_core.sweep.records import PointMeasurement, PointPrediction, PointResult, SweepResult, to_json
+from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
+
+SPEC = importlib.util.spec_from_file_location("sweep_targets",
+                                              Path(__file__).parents[2] / "benchmarks" / "sweep_targets.py")
+targets = importlib.util.module_from_spec(SPEC)
+sys.modules[SPEC.name] = targets  # its dataclasses look their module up while it loads
+SPEC.loader.exec_module(targets)
+
+NO_TIMINGS = PointTimings((), 0.0)
+
+
+def _sweep(points: list[tuple[PointPrediction | None, PointMeasurement | None]]) -> SweepResult:
+    spec = SweepSpec(parse_comparison("adam-fused+layernorm+fp32,adam-fused+layernorm+bf16", "gpt"),
+                     BenchConfig(device="cuda"), (Axis("batch_size", tuple(range(1, len(points) + 1))),), None)
+    return SweepResult(spec, "cuda", "GPU", tuple(PointResult(p.index, p.values, pred, None, meas)
+                                                   for p, (pred, meas) in zip(grid(spec.axes, spec.base), points,
+                                                                              strict=True)), Status.DONE)
+
+
+def _measured(a_ms, b_ms, low, high, bound="gpu-bound"):
+    return PointMeasurement(Status.OK, speedup=a_ms / b_ms, low=low, high=high, a_ms=a_ms, b_ms=b_ms, bound=bound)
+
+
+def _predicted(a_ms, b_ms, low, high):
+    return PointPrediction(a_ms / b_ms, low, high, a_ms, b_ms, "gpu-bound", NO_TIMINGS)
+
+
+@pytest.fixture
+def sweep_file(tmp_path):
+    """Point 1: steps predicted 5% and 9% short, both sides above: inside both targets. Point 2: A 20% short
+    (GPU-bound: misses), measured x1.00 (its interval holds 1) and predicted below. Point 3: launch-bound, 30%
+    off, same side: the step target does not count it. Point 4: predicted only."""
+    path = tmp_path / "s.json"
+    path.write_text(to_json(_sweep([
+        (_predicted(95, 45.5, 1.9, 2.3), _measured(100, 50, 1.9, 2.1)),
+        (_predicted(80, 100, 0.7, 0.9), _measured(100, 100, 0.97, 1.03)),
+        (_predicted(70, 140, 0.4, 0.6), _measured(100, 200, 0.45, 0.55, "launch-bound")),
+        (_predicted(10, 5, 1.8, 2.2), None)])))
+    return str(path)
+
+
+def test_counts_each_target_over_the_points_that_ran(sweep_file, capsys):
+    assert targets.main([sweep_file]) == 0
+    out = capsys.readouterr().out
+    assert "step time within 10% at GPU-bound points: 1 of 2 (target: all) missed" in out
+    assert "side of x1.00 predicted right: 2 of 3 (67%; target >= 90%) missed" in out
+    row = next(line for line in out.splitlines() if "batch_size=1" in line)
+    assert "-5.0%" in row and "-9.0%" in row and "above/above" in row
+    assert "x1.00/below  (wrong side)" in next(line for line in out.splitlines() if "batch_size=2" in line)
+
+
+def test_predictions_from_another_file_are_paired_by_their_axis_values(sweep_file, tmp_path, capsys):
+    only = tmp_path / "p.json"
+    only.write_text(to_json(_sweep([(_predicted(100, 50, 1.9, 2.1), None), (_predicted(100, 100, 0.9, 1.1), None),
+                                    (_predicted(100, 200, 0.4, 0.6), None), (None, None)])))
+    assert targets.main(["--measured", sweep_file, "--predicted", str(only)]) == 0
+    out = capsys.readouterr().out
+    assert "step time within 10% at GPU-bound points: 2 of 2 (target: all) met" in out
+    assert "side of x1.00 predicted right: 3 of 3 (100%; target >= 90%) met" in out
+
+
+def test_bad_input_is_named(tmp_path, capsys):
+    run = tmp_path / "run.json"
+    run.write_text("{}")
+    assert targets.main([str(run)]) == 2
+    assert "not a sweep JSON" in capsys.readouterr().err
+    assert targets.main(["--measured", str(run)]) == 2
