@@ -48,11 +48,11 @@ class Check:
 
 
 def check_point(source: str, measured: PointResult, predicted: PointResult) -> Check | None:
-    m, p = measured.measurement, predicted.prediction
-    if not measured.measured or m is None or p is None or not m.a_ms or not m.b_ms:
+    m, p, speedup = measured.measurement, predicted.prediction, measured.measured_speedup
+    if speedup is None or m is None or p is None or not m.a_ms or not m.b_ms:
         return None
-    low = m.low if m.low is not None else m.speedup
-    high = m.high if m.high is not None else m.speedup
+    low = m.low if m.low is not None else speedup
+    high = m.high if m.high is not None else speedup
     return Check(source, measured.label, m.bound or "unknown", p.a_ms / m.a_ms - 1, p.b_ms / m.b_ms - 1,
                  side(low, high), side(p.low, p.high))
 
