@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench_core.sweep.records import PointResult, SweepResult, from_json, is_sweep_json
@@ -48,13 +48,14 @@ class Check:
 
 
 def check_point(source: str, measured: PointResult, predicted: PointResult) -> Check | None:
-    m, p, speedup = measured.measurement, predicted.prediction, measured.measured_speedup
-    if speedup is None or m is None or p is None or not m.a_ms or not m.b_ms:
+    # the step errors as the engine derives them, the prediction taken from the predicting file
+    paired = replace(measured, prediction=predicted.prediction)
+    m, p, speedup, errors = paired.measurement, paired.prediction, paired.measured_speedup, paired.step_errors
+    if speedup is None or m is None or p is None or errors is None:
         return None
     low = m.low if m.low is not None else speedup
     high = m.high if m.high is not None else speedup
-    return Check(source, measured.label, m.bound or "unknown", p.a_ms / m.a_ms - 1, p.b_ms / m.b_ms - 1,
-                 side(low, high), side(p.low, p.high))
+    return Check(source, measured.label, m.bound or "unknown", *errors, side(low, high), side(p.low, p.high))
 
 
 def checks(measured: list[tuple[str, SweepResult]], predicted: SweepResult | None) -> list[Check]:

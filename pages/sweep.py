@@ -10,7 +10,16 @@ from bench_core.levers.registry import BASELINE_LEVERS, LEVERS
 from bench_core.models.families import FAMILIES
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from bench_core.sweep.figures import comparable, has_memory, peak_memory_map, sweep_figure, sweep_line
-from bench_core.sweep.records import SweepResult, crossovers, csv_rows, prediction_error, to_csv, to_json
+from bench_core.sweep.records import (
+    SHOWN_FIELDS,
+    SweepResult,
+    crossovers,
+    csv_rows,
+    prediction_error,
+    step_time_error,
+    to_csv,
+    to_json,
+)
 from bench_core.sweep.report import render_html
 from bench_core.sweep.spec import AXES, SweepSpec, parse_axes, parse_budget, parse_comparison
 from dashboard.session import access_panel, get_manager, get_sweeps, is_operator, listed, persistence_banner, role
@@ -69,15 +78,15 @@ def show(result: SweepResult, key: str) -> None:
     lines = [f"crossover: **{c.text}**" for c in found] or ["no crossover of ×1.00 inside the swept values"]
     lines.append("prediction error (rms of measured against predicted): "
                  + ("no point has both" if err is None else f"**{err:.1%}**"))
+    steps = step_time_error(result)
+    lines.append("step-time error, predicted against measured: "
+                 + ("no GPU-bound point has both" if steps is None else f"**{steps.text}**"))
     st.markdown("\n".join(f"- {line}" for line in [*lines, *result.notes]))
     if any(p.estimate for p in result.points):
         st.plotly_chart(sweep_figure(result), width="stretch", key=f"sweep_chart_{key}")
     if has_memory(result):
         st.plotly_chart(peak_memory_map(result), width="stretch", key=f"sweep_memory_{key}")
-    cols = ["value_1", "value_2", "source", "speedup", "speedup_low", "speedup_high", "bound", "peak_mem_change",
-            "predicted_speedup", "measured_speedup", "prediction_error", "interval_scope", "measured_reason",
-            "prediction_note"]
-    st.dataframe(pd.DataFrame(csv_rows(result))[cols], hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame(csv_rows(result))[list(SHOWN_FIELDS)], hide_index=True, width="stretch")
     c1, c2, c3 = st.columns(3)
     c1.download_button("JSON", to_json(result), f"sweep_{result.sweep_id}.json", "application/json",
                        key=f"sweep_json_{key}")

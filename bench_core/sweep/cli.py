@@ -29,7 +29,15 @@ from bench_core.config.bench_config import (
 from bench_core.config.settings import load_limits
 from bench_core.models.families import FAMILIES
 from bench_core.results.records import Status
-from bench_core.sweep.records import Phase, SweepResult, crossovers, prediction_error, to_csv, to_json
+from bench_core.sweep.records import (
+    Phase,
+    SweepResult,
+    crossovers,
+    prediction_error,
+    step_time_error,
+    to_csv,
+    to_json,
+)
 from bench_core.sweep.spec import (
     AXES,
     SweepSpec,
@@ -124,6 +132,9 @@ def summary_lines(result: SweepResult) -> list[str]:
         lines.append(f"  crossover: {c.text}")
     err = prediction_error(result)
     lines.append("  prediction error (rms): " + (f"{err:.1%}" if err is not None else "no point has both"))
+    steps = step_time_error(result)
+    lines.append("  step-time error, predicted against measured: "
+                 + (steps.text if steps else "no GPU-bound point has both"))
     lines += [f"  {n}" for n in result.notes]
     return lines
 

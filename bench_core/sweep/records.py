@@ -122,6 +122,15 @@ class PointResult:
         return measured / self.prediction.speedup - 1
 
     @property
+    def step_errors(self) -> tuple[float, float] | None:
+        """Each stage's predicted step time against its measured one (predicted / measured - 1), A then B, where
+        the point ran end to end: what the predictor is judged on, beside the ratio both errors share."""
+        m, p = self.measurement, self.prediction
+        if not self.measured or m is None or p is None or not m.a_ms or not m.b_ms:
+            return None
+        return p.a_ms / m.a_ms - 1, p.b_ms / m.b_ms - 1
+
+    @property
     def bound(self) -> str | None:
         if self.measured:
             return self.measurement.bound if self.measurement else None
@@ -230,11 +239,41 @@ def prediction_error(result: SweepResult) -> float | None:
     return math.expm1(math.sqrt(sum(x * x for x in logs) / len(logs))) if logs else None
 
 
+@dataclass(frozen=True)
+class StepTimeError:
+    """The step-time errors at the GPU-bound points that ran end to end (both stages): their root-mean-square in
+    log space, as a ratio, and the largest one. A launch-bound point's time is the host's, which the predictor only
+    estimates from the parts' issue times, so it is left out here and seen in its own row."""
+    rms: float
+    worst: float
+    points: int
+
+    @property
+    def text(self) -> str:
+        return f"{self.rms:.1%} rms, worst {self.worst:+.1%}, over {self.points} GPU-bound point" + \
+            ("s" if self.points != 1 else "")
+
+
+def step_time_error(result: SweepResult) -> StepTimeError | None:
+    errors = [e for p in result.points if p.bound == "gpu-bound" and p.step_errors for e in p.step_errors]
+    if not errors:
+        return None
+    logs = [math.log1p(e) for e in errors]
+    return StepTimeError(math.expm1(math.sqrt(sum(x * x for x in logs) / len(logs))), max(errors, key=abs),
+                         len(errors) // 2)
+
+
 CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_1", "value_1", "axis_2", "value_2",
               "source", "speedup", "speedup_low", "speedup_high", "bound", "peak_mem_change", "predicted_speedup",
               "predicted_low", "predicted_high", "predicted_bound", "prediction_error", "measured_speedup",
               "measured_low", "measured_high", "interval_scope", "measured_status", "measured_reason",
-              "prediction_note")
+              "prediction_note", "predicted_a_ms", "predicted_b_ms", "measured_a_ms", "measured_b_ms",
+              "a_step_error", "b_step_error")
+# What the report and the page show of each point (a subset of the CSV's columns, in this order).
+SHOWN_FIELDS = ("axis_1", "value_1", "axis_2", "value_2", "source", "speedup", "speedup_low", "speedup_high", "bound",
+                "peak_mem_change", "predicted_speedup", "measured_speedup", "prediction_error", "predicted_a_ms",
+                "measured_a_ms", "a_step_error", "predicted_b_ms", "measured_b_ms", "b_step_error",
+                "interval_scope", "measured_status", "measured_reason", "prediction_note")
 
 
 def csv_rows(result: SweepResult) -> list[dict]:
@@ -243,7 +282,7 @@ def csv_rows(result: SweepResult) -> list[dict]:
     for p in result.points:
         names = [k for k, _ in p.values] + [None]
         vals = [v for _, v in p.values] + [None]
-        pred, meas, est = p.prediction, p.measurement, p.estimate
+        pred, meas, est, steps = p.prediction, p.measurement, p.estimate, p.step_errors
         out.append({"sweep_id": result.sweep_id, "compare": spec.comparison.text, "a": spec.comparison.a.key,
                     "b": spec.comparison.b.key, "family": spec.base.family, "device": result.device,
                     "gpu": result.gpu, "axis_1": names[0], "value_1": vals[0], "axis_2": names[1],
@@ -257,7 +296,10 @@ def csv_rows(result: SweepResult) -> list[dict]:
                     "measured_low": meas.low if meas else None, "measured_high": meas.high if meas else None,
                     "interval_scope": meas.interval_text if meas else None,
                     "measured_status": meas.status.value if meas else None,
-                    "measured_reason": meas.reason if meas else None, "prediction_note": p.prediction_note})
+                    "measured_reason": meas.reason if meas else None, "prediction_note": p.prediction_note,
+                    "predicted_a_ms": pred.a_ms if pred else None, "predicted_b_ms": pred.b_ms if pred else None,
+                    "measured_a_ms": meas.a_ms if meas else None, "measured_b_ms": meas.b_ms if meas else None,
+                    "a_step_error": steps[0] if steps else None, "b_step_error": steps[1] if steps else None})
     return out
 
 

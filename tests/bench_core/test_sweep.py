@@ -37,6 +37,7 @@ from bench_core.sweep.records import (
     from_json,
     is_sweep_json,
     prediction_error,
+    step_time_error,
     to_json,
 )
 from bench_core.sweep.runner import SweepHooks, run_sweep
@@ -433,6 +434,20 @@ def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
     assert prediction_error(result) == pytest.approx(math.expm1(math.sqrt(
         (math.log(0.97 / 0.95) ** 2 + math.log(1.2 / 1.3) ** 2) / 2)))
     assert result.points[2].measurement.peak_change == pytest.approx(-0.2)
+    # each stage's step time, predicted (adam: the predicted figure, adam-fused: 1 ms) against measured (10·s, 10)
+    assert result.points[1].step_errors == pytest.approx((0.95 / 9.7 - 1, 1 / 10 - 1))
+    assert result.points[0].step_errors is None        # predicted only
+    errors = [0.95 / 9.7 - 1, -0.9, 1.3 / 12 - 1, -0.9]
+    steps = step_time_error(result)
+    assert steps.points == 2 and steps.worst == pytest.approx(0.95 / 9.7 - 1)
+    assert steps.rms == pytest.approx(math.expm1(math.sqrt(sum(math.log1p(e) ** 2 for e in errors) / 4)))
+    assert "over 2 GPU-bound points" in steps.text
+    # a launch-bound point's time is the host's: it is not counted
+    host = result.with_point(replace(result.points[2], measurement=replace(result.points[2].measurement,
+                                                                            bound="launch-bound")))
+    assert step_time_error(host).points == 1
+    row = csv_rows(result)[1]
+    assert row["a_step_error"] == pytest.approx(errors[0]) and row["measured_b_ms"] == 10.0
     (c,) = crossovers(result)                 # 0.97 at 128 (measured), 1.2 at 256 (measured)
     assert c.value == pytest.approx(math.exp(math.log(128) + (-math.log(0.97)) * math.log(2) /
                                              (math.log(1.2) - math.log(0.97))))
