@@ -37,6 +37,7 @@ class Check:
     b_error: float
     measured_side: str
     predicted_side: str
+    kernel_errors: tuple[float, float] | None = None   # predicted GPU time / measured kernel time - 1 (newer files)
 
     @property
     def step_ok(self) -> bool:
@@ -55,7 +56,8 @@ def check_point(source: str, measured: PointResult, predicted: PointResult) -> C
         return None
     low = m.low if m.low is not None else speedup
     high = m.high if m.high is not None else speedup
-    return Check(source, measured.label, m.bound or "unknown", *errors, side(low, high), side(p.low, p.high))
+    return Check(source, measured.label, m.bound or "unknown", *errors, side(low, high), side(p.low, p.high),
+                 paired.kernel_errors)
 
 
 def checks(measured: list[tuple[str, SweepResult]], predicted: SweepResult | None) -> list[Check]:
@@ -71,9 +73,11 @@ def checks(measured: list[tuple[str, SweepResult]], predicted: SweepResult | Non
 
 
 def report(found: list[Check]) -> list[str]:
-    lines = [f"{'file':<44} {'point':<28} {'bound':<13} {'A step':>8} {'B step':>8}  side measured/predicted"]
+    lines = [f"{'file':<44} {'point':<28} {'bound':<13} {'A step':>8} {'B step':>8} {'A kern':>8} {'B kern':>8}"
+             "  side measured/predicted"]
     for c in found:
-        lines.append(f"{c.source:<44} {c.label:<28} {c.bound:<13} {c.a_error:>+8.1%} {c.b_error:>+8.1%}  "
+        kern = (f"{c.kernel_errors[0]:>+8.1%} {c.kernel_errors[1]:>+8.1%}" if c.kernel_errors else f"{'-':>8} {'-':>8}")
+        lines.append(f"{c.source:<44} {c.label:<28} {c.bound:<13} {c.a_error:>+8.1%} {c.b_error:>+8.1%} {kern}  "
                      f"{c.measured_side}/{c.predicted_side}{'' if c.side_ok else '  (wrong side)'}")
     gpu = [c for c in found if c.bound == "gpu-bound"]
     steps_ok = sum(c.step_ok for c in gpu)

@@ -36,6 +36,8 @@ class PointPrediction:
     b_ms: float
     bound: str                      # B's predicted bound (gpu-bound | launch-bound)
     timings: PointTimings
+    a_gpu_ms: float | None = None   # the GPU's share of each step: its parts' kernel time (None: older files)
+    b_gpu_ms: float | None = None
 
     def to_dict(self) -> dict:
         return {**{k: v for k, v in self.__dict__.items() if k != "timings"}, "timings": self.timings.to_dict()}
@@ -59,6 +61,8 @@ class PointMeasurement:
     a_peak_mib: float | None = None
     b_peak_mib: float | None = None
     wall_s: float | None = None     # what the point cost end to end (the planner's cost estimate)
+    a_kernel_ms: float | None = None   # each stage's kernel time a step, from its profiled steps (CUDA)
+    b_kernel_ms: float | None = None
 
     @property
     def peak_change(self) -> float | None:
@@ -129,6 +133,16 @@ class PointResult:
         if not self.measured or m is None or p is None or not m.a_ms or not m.b_ms:
             return None
         return p.a_ms / m.a_ms - 1, p.b_ms / m.b_ms - 1
+
+    @property
+    def kernel_errors(self) -> tuple[float, float] | None:
+        """Each stage's predicted GPU time against the kernel time its profiled steps measured, A then B: the part
+        of a step-time error that is kernels the parts do not hold, apart from the GPU's idle time in the step."""
+        m, p = self.measurement, self.prediction
+        if not self.measured or m is None or p is None or not (m.a_kernel_ms and m.b_kernel_ms and p.a_gpu_ms
+                                                                and p.b_gpu_ms):
+            return None
+        return p.a_gpu_ms / m.a_kernel_ms - 1, p.b_gpu_ms / m.b_kernel_ms - 1
 
     @property
     def bound(self) -> str | None:
@@ -268,7 +282,8 @@ CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_
               "predicted_low", "predicted_high", "predicted_bound", "prediction_error", "measured_speedup",
               "measured_low", "measured_high", "interval_scope", "measured_status", "measured_reason",
               "prediction_note", "predicted_a_ms", "predicted_b_ms", "measured_a_ms", "measured_b_ms",
-              "a_step_error", "b_step_error")
+              "a_step_error", "b_step_error", "predicted_a_gpu_ms", "predicted_b_gpu_ms", "measured_a_kernel_ms",
+              "measured_b_kernel_ms", "a_kernel_error", "b_kernel_error")
 # What the report and the page show of each point (a subset of the CSV's columns, in this order).
 SHOWN_FIELDS = ("axis_1", "value_1", "axis_2", "value_2", "source", "speedup", "speedup_low", "speedup_high", "bound",
                 "peak_mem_change", "predicted_speedup", "measured_speedup", "prediction_error", "predicted_a_ms",
@@ -282,7 +297,7 @@ def csv_rows(result: SweepResult) -> list[dict]:
     for p in result.points:
         names = [k for k, _ in p.values] + [None]
         vals = [v for _, v in p.values] + [None]
-        pred, meas, est, steps = p.prediction, p.measurement, p.estimate, p.step_errors
+        pred, meas, est, steps, kernels = p.prediction, p.measurement, p.estimate, p.step_errors, p.kernel_errors
         out.append({"sweep_id": result.sweep_id, "compare": spec.comparison.text, "a": spec.comparison.a.key,
                     "b": spec.comparison.b.key, "family": spec.base.family, "device": result.device,
                     "gpu": result.gpu, "axis_1": names[0], "value_1": vals[0], "axis_2": names[1],
@@ -299,7 +314,13 @@ def csv_rows(result: SweepResult) -> list[dict]:
                     "measured_reason": meas.reason if meas else None, "prediction_note": p.prediction_note,
                     "predicted_a_ms": pred.a_ms if pred else None, "predicted_b_ms": pred.b_ms if pred else None,
                     "measured_a_ms": meas.a_ms if meas else None, "measured_b_ms": meas.b_ms if meas else None,
-                    "a_step_error": steps[0] if steps else None, "b_step_error": steps[1] if steps else None})
+                    "a_step_error": steps[0] if steps else None, "b_step_error": steps[1] if steps else None,
+                    "predicted_a_gpu_ms": pred.a_gpu_ms if pred else None,
+                    "predicted_b_gpu_ms": pred.b_gpu_ms if pred else None,
+                    "measured_a_kernel_ms": meas.a_kernel_ms if meas else None,
+                    "measured_b_kernel_ms": meas.b_kernel_ms if meas else None,
+                    "a_kernel_error": kernels[0] if kernels else None,
+                    "b_kernel_error": kernels[1] if kernels else None})
     return out
 
 

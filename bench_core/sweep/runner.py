@@ -103,7 +103,9 @@ def measure_end_to_end(cfg: BenchConfig, comparison: Comparison, probe: Probe, h
     ci = sb.interval
     return PointMeasurement(Status.OK, None, sb.speedup, ci.low if ci else None, ci.high if ci else None,
                             ci.text if ci else None, sa.timing.median_ms, sb.timing.median_ms,
-                            sb.bottleneck.verdict.value, sa.peak_mem_mib, sb.peak_mem_mib, wall)
+                            sb.bottleneck.verdict.value, sa.peak_mem_mib, sb.peak_mem_mib, wall,
+                            sa.profile.gpu_kernel_ms if sa.profile else None,
+                            sb.profile.gpu_kernel_ms if sb.profile else None)
 
 
 @dataclass
@@ -133,7 +135,8 @@ def _prediction(timings: PointTimings | None, missing: tuple[str, ...], comparis
         return None, str(exc)
     # on a CPU ops run as they are called: no launch queue, so no bound to predict (as a measured CPU stage says)
     bound = p.b.bound if device == "cuda" else Bound.UNKNOWN
-    return PointPrediction(p.speedup, p.low, p.high, p.a.step_ms, p.b.step_ms, bound.value, timings), None
+    return PointPrediction(p.speedup, p.low, p.high, p.a.step_ms, p.b.step_ms, bound.value, timings, p.a.gpu_ms,
+                           p.b.gpu_ms), None
 
 
 def _candidate(p: PointResult) -> plan.Candidate:

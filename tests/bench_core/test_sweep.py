@@ -437,6 +437,7 @@ def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
     # each stage's step time, predicted (adam: the predicted figure, adam-fused: 1 ms) against measured (10·s, 10)
     assert result.points[1].step_errors == pytest.approx((0.95 / 9.7 - 1, 1 / 10 - 1))
     assert result.points[0].step_errors is None        # predicted only
+    assert result.points[1].prediction.a_gpu_ms == pytest.approx(0.95)   # the GPU's share, kept beside the step
     errors = [0.95 / 9.7 - 1, -0.9, 1.3 / 12 - 1, -0.9]
     steps = step_time_error(result)
     assert steps.points == 2 and steps.worst == pytest.approx(0.95 / 9.7 - 1)
@@ -451,6 +452,22 @@ def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
     (c,) = crossovers(result)                 # 0.97 at 128 (measured), 1.2 at 256 (measured)
     assert c.value == pytest.approx(math.exp(math.log(128) + (-math.log(0.97)) * math.log(2) /
                                              (math.log(1.2) - math.log(0.97))))
+
+
+def test_a_step_error_splits_into_kernels_the_parts_miss_and_the_gpus_idle():
+    """Predicted 100 ms (90 of kernels) against a measured 110 ms step with 100 ms of kernels: the step is 9.1%
+    short, of which the kernels 10% short; the rest is time the GPU idled."""
+    pred = PointPrediction(2.0, 1.9, 2.1, 100.0, 50.0, "gpu-bound", PointTimings((), 0.0), 90.0, 45.0)
+    meas = PointMeasurement(Status.OK, speedup=2.0, low=1.9, high=2.1, a_ms=110.0, b_ms=55.0, bound="gpu-bound",
+                            a_kernel_ms=100.0, b_kernel_ms=50.0)
+    point = PointResult(0, (("width", 64),), pred, None, meas)
+    assert point.step_errors == pytest.approx((100 / 110 - 1, 50 / 55 - 1))
+    assert point.kernel_errors == pytest.approx((-0.1, -0.1))
+    assert replace(point, prediction=replace(pred, a_gpu_ms=None)).kernel_errors is None   # an older file
+    assert replace(point, measurement=replace(meas, b_kernel_ms=None)).kernel_errors is None  # CPU: no trace
+    sweep = SweepResult(_spec(), "cuda", "GPU", (point,))
+    row = csv_rows(from_json(to_json(sweep)))[0]
+    assert row["a_kernel_error"] == pytest.approx(-0.1) and row["measured_b_kernel_ms"] == 50.0
 
 
 def test_without_a_budget_every_point_runs_and_a_cancel_keeps_what_finished():

@@ -29,22 +29,23 @@ def _sweep(points: list[tuple[PointPrediction | None, PointMeasurement | None]])
                                                                               strict=True)), Status.DONE)
 
 
-def _measured(a_ms, b_ms, low, high, bound="gpu-bound"):
-    return PointMeasurement(Status.OK, speedup=a_ms / b_ms, low=low, high=high, a_ms=a_ms, b_ms=b_ms, bound=bound)
+def _measured(a_ms, b_ms, low, high, bound="gpu-bound", kernels=(None, None)):
+    return PointMeasurement(Status.OK, speedup=a_ms / b_ms, low=low, high=high, a_ms=a_ms, b_ms=b_ms, bound=bound,
+                            a_kernel_ms=kernels[0], b_kernel_ms=kernels[1])
 
 
-def _predicted(a_ms, b_ms, low, high):
-    return PointPrediction(a_ms / b_ms, low, high, a_ms, b_ms, "gpu-bound", NO_TIMINGS)
+def _predicted(a_ms, b_ms, low, high, gpu=(None, None)):
+    return PointPrediction(a_ms / b_ms, low, high, a_ms, b_ms, "gpu-bound", NO_TIMINGS, *gpu)
 
 
 @pytest.fixture
 def sweep_file(tmp_path):
-    """Point 1: steps predicted 5% and 9% short, both sides above: inside both targets. Point 2: A 20% short
+    """Point 1: steps predicted 5% and 9% short (their kernels 5.3% and 6.2%), both sides above: inside both targets. Point 2: A 20% short
     (GPU-bound: misses), measured x1.00 (its interval holds 1) and predicted below. Point 3: launch-bound, 30%
     off, same side: the step target does not count it. Point 4: predicted only."""
     path = tmp_path / "s.json"
     path.write_text(to_json(_sweep([
-        (_predicted(95, 45.5, 1.9, 2.3), _measured(100, 50, 1.9, 2.1)),
+        (_predicted(95, 45.5, 1.9, 2.3, gpu=(90, 45)), _measured(100, 50, 1.9, 2.1, kernels=(95, 48))),
         (_predicted(80, 100, 0.7, 0.9), _measured(100, 100, 0.97, 1.03)),
         (_predicted(70, 140, 0.4, 0.6), _measured(100, 200, 0.45, 0.55, "launch-bound")),
         (_predicted(10, 5, 1.8, 2.2), None)])))
@@ -58,6 +59,7 @@ def test_counts_each_target_over_the_points_that_ran(sweep_file, capsys):
     assert "side of x1.00 predicted right: 2 of 3 (67%; target >= 90%) missed" in out
     row = next(line for line in out.splitlines() if "batch_size=1" in line)
     assert "-5.0%" in row and "-9.0%" in row and "above/above" in row
+    assert "-5.3%" in row and "-6.2%" in row          # predicted GPU time against the kernels measured: 90/95, 45/48
     assert "x1.00/below  (wrong side)" in next(line for line in out.splitlines() if "batch_size=2" in line)
 
 
