@@ -40,9 +40,9 @@ def _predicted(a_ms, b_ms, low, high, gpu=(None, None)):
 
 @pytest.fixture
 def sweep_file(tmp_path):
-    """Point 1: steps predicted 5% and 9% short (their kernels 5.3% and 6.2%), both sides above: inside both targets. Point 2: A 20% short
-    (GPU-bound: misses), measured x1.00 (its interval holds 1) and predicted below. Point 3: launch-bound, 30%
-    off, same side: the step target does not count it. Point 4: predicted only."""
+    """Point 1: steps predicted 5% and 9% short (their kernels 5.3% and 6.2%), both sides above: inside both
+    targets. Point 2: A 20% short (GPU-bound: misses), measured x1.00 (its interval holds 1) and predicted below.
+    Point 3: launch-bound, 30% off, same side: the step target does not count it. Point 4: predicted only."""
     path = tmp_path / "s.json"
     path.write_text(to_json(_sweep([
         (_predicted(95, 45.5, 1.9, 2.3, gpu=(90, 45)), _measured(100, 50, 1.9, 2.1, kernels=(95, 48))),
