@@ -1,23 +1,25 @@
-"""Each part of a stage's step timed alone at the point's real shapes, through the components engine's row
-measurement (components.bench.measure_row: the stages' timer, kernels counted by the profiler on CUDA); imports
-torch, so it runs in the sweep's own measuring process, never in the dashboard's.
+"""A stage's own training step on the point's model cut to one block and to two, and each part of a block timed
+alone (the breakdown), all at the point's real shapes, through the components engine's row measurement
+(components.bench.measure_row: the stages' timer, kernels counted by the profiler on CUDA); imports torch, so it
+runs in the sweep's own measuring process, never in the dashboard's.
 
 Only the (part, variant) pairs the two stages need are timed (sweep.predict.stage_parts). A part that cannot run
-here (an FP8 GEMM below compute capability 8.9, a vendor's kernel without its package) is left out: the point then
-has no prediction and is measured end to end.
+here (an FP8 GEMM below compute capability 8.9, a vendor's kernel without its package) is left out: without its
+shallow steps a stage has no prediction, and the point is measured end to end.
 """
 from __future__ import annotations
 
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from bench_core.components.bench import measure_row, param_shapes
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.registry import LEVERS, HeadLever, NormLever, OptimizerLever
 from bench_core.levers.stage import Stage
-from bench_core.machine.timer import host_ms_per_call
+from bench_core.machine.timer import HOST_CALLS, host_ms_per_call
 from bench_core.models.families import mlp_hidden
 from bench_core.sweep.predict import KernelTime, Part, PointTimings, block_gemms, split_compiled, stage_parts
 
@@ -179,11 +181,28 @@ def optimizer_fn(torch, cfg: BenchConfig, device: str, name: str, gen) -> Callab
 def calls_per_step(part: Part, cfg: BenchConfig) -> int:
     """How often a step runs the part: per block, the norms twice per block plus the final one, the rest once."""
     return {Part.GEMM: cfg.depth, Part.ATTENTION: cfg.depth, Part.NORM: 2 * cfg.depth + 1,
-            Part.ACTIVATION: cfg.depth}.get(part, 1)
+            Part.ACTIVATION: cfg.depth}.get(part, 1)   # a shallow step: once
 
 
-def part_fn(torch, cfg: BenchConfig, device: str, part: Part, name: str, gen) -> Callable[[], Any]:
-    """The part's one call, as the variant names it (see sweep.predict.stage_parts)."""
+def step_fn(torch, cfg: BenchConfig, device: str, stage: Stage, depth: int) -> Callable[[], Any]:
+    """One training step of the stage, as its worker builds and runs it (run.step.build_stage: the family's model
+    with the stage's parts, FP8 conversion, optimizer, autocast, torch.compile, a captured CUDA graph), on the
+    point's model cut to `depth` blocks."""
+    from bench_core.run.processes import StageJob
+    from bench_core.run.step import build_stage
+    built = build_stage(StageJob(replace(cfg, depth=depth), stage, device), stage, torch)
+    if built.capture is not None:
+        built.capture()   # warms up on a side stream, then captures one step; `built.step` replays it
+
+    def run() -> Any:
+        return built.step()
+    return run
+
+
+def part_fn(torch, cfg: BenchConfig, device: str, part: Part, name: str, gen, stage: Stage) -> Callable[[], Any]:
+    """The part's one call, as the variant names it (see sweep.predict.stage_parts), for `stage`."""
+    if part in (Part.STEP_1, Part.STEP_2):
+        return step_fn(torch, cfg, device, stage, 1 if part == Part.STEP_1 else 2)
     base, compiled = split_compiled(name)
     lever, _, dtype = base.partition("@")
     if part == Part.GEMM:
@@ -223,23 +242,34 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
     warmup = WARMUP[device] if warmup is None else warmup
     repeats = REPEATS[device] if repeats is None else repeats
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
-    needed = list(dict.fromkeys(p for stage in stages for p in stage_parts(stage)))
-    times, missing = [], []
+    needed = [(part, name, stage) for stage in stages for part, name in stage_parts(stage)]
+    times: list[KernelTime] = []
+    missing: list[str] = []
+    timed: set[tuple[Part, str]] = set()
     graphs = torch._dynamo.utils.counters["stats"]
-    for part, name in needed:
-        compiled = split_compiled(name)[1]
+    for part, name, stage in needed:
+        if (part, name) in timed:   # a part both stages share is timed once
+            continue
+        timed.add((part, name))
+        compiled = stage.compile_lever.traces_model if part in (Part.STEP_1, Part.STEP_2) else split_compiled(name)[1]
         if compiled:   # a fresh start per part: a function compiled at many shapes would reach dynamo's recompile
             torch._dynamo.reset()   # limit and run eagerly; the compiled kernels stay cached on disk
         traced_before = graphs["unique_graphs"]
-        try:   # each part's tensors are freed before the next part's are made
-            fn = part_fn(torch, cfg, device, part, name, gen)
+        flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        fn: Callable[[], Any] | None = None
+        try:
+            fn = part_fn(torch, cfg, device, part, name, gen, stage)
             row, _ = measure_row(torch, part.value, name, name, name, fn, 0, cuda, warmup, repeats, None,
                                  lambda seen: (None, None))
-            host_ms = host_ms_per_call(torch, fn) if cuda and row.status == "ok" else 0.0
+            # a whole step is issued alone, so hundreds of launches never fill the queue and make the host wait
+            calls = 1 if part in (Part.STEP_1, Part.STEP_2) else HOST_CALLS
+            host_ms = host_ms_per_call(torch, fn, calls) if cuda and row.status == "ok" else 0.0
         except Exception as exc:
             missing.append(f"{part.value} {name}: {type(exc).__name__}: {exc}"[:300])
             continue
-        finally:
+        finally:   # a stage's build sets TF32 for its process: the next part runs as its own variant says
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+            fn = None   # its model, optimizer and tensors go before the next part's are made
             if cuda:
                 torch.cuda.empty_cache()
         if row.status != "ok" or row.median_ms is None:
@@ -251,7 +281,7 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
         times.append(KernelTime(part, name, row.median_ms, row.p10_ms or row.median_ms, row.p90_ms or row.median_ms,
                                 row.kernels_per_call or 0, calls_per_step(part, cfg), row.kernel_ms if cuda else None,
                                 host_ms))
-    return PointTimings(tuple(times), launch_us(torch, device)), tuple(missing)
+    return PointTimings(tuple(times), launch_us(torch, device), cfg.depth), tuple(missing)
 
 
 def main() -> int:

@@ -51,6 +51,7 @@ from bench_core.sweep.spec import (
     parse_budget,
     parse_comparison,
 )
+from helpers import step_timings
 
 FP32 = Stage("adam-fused", "layernorm", "fp32")
 BF16 = Stage("adam-fused", "layernorm", "bf16")
@@ -195,101 +196,84 @@ def test_no_crossover_when_every_point_is_on_one_side():
 
 
 # ---------------------------------------------------------------- the predictor's arithmetic
-def _timings(launch_us=10.0, spread=0.1, **ms):
-    """Hand-set parts: (part, variant) -> (ms per call, kernels per call, calls per step)."""
-    table = {(Part.GEMM, "fp32"): (2.0, 12, 2), (Part.GEMM, "bf16"): (0.5, 12, 2),
-             (Part.ATTENTION, "fp32"): (1.0, 3, 2), (Part.ATTENTION, "bf16"): (0.5, 3, 2),
-             (Part.NORM, "layernorm@fp32"): (0.1, 2, 5), (Part.NORM, "layernorm@bf16"): (0.1, 2, 5),
-             (Part.ACTIVATION, "gelu@fp32"): (0.2, 2, 2), (Part.ACTIVATION, "gelu@bf16"): (0.1, 2, 2),
-             (Part.LOSS, "ce@fp32"): (1.0, 6, 1), (Part.LOSS, "ce@bf16"): (0.5, 6, 1),
-             (Part.OPTIMIZER, "adam-fused"): (0.3, 4, 1), (Part.OPTIMIZER, "adam"): (0.6, 40, 1),
-             # under torch.compile: the same GEMMs, the elementwise work fused into fewer, quicker kernels
-             (Part.GEMM, "bf16+compile"): (0.5, 13, 2), (Part.NORM, "layernorm@bf16+compile"): (0.05, 1, 5),
-             (Part.ACTIVATION, "gelu@bf16+compile"): (0.05, 1, 2), (Part.LOSS, "ce@bf16+compile"): (0.4, 3, 1)}
-    for key, value in ms.items():
-        part, variant = key.split("__")
-        table[(Part(part), variant.replace("_at_", "@"))] = value
-    return PointTimings(tuple(KernelTime(p, v, t, t * (1 - spread), t * (1 + spread), k, c)
-                              for (p, v), (t, k, c) in table.items()), launch_us)
+COMPILED = BF16.replace(compile="compile")
 
 
-def test_a_gpu_bound_stage_is_the_sum_of_its_parts():
+def _step(stage, one, two, spread=0.1):
+    """A stage's shallow steps, hand-set: (kernel ms, kernels, host ms) with one block and with two."""
+    return tuple(KernelTime(part, stage.key, ms, ms * (1 - spread), ms * (1 + spread), k, 1, kernel_ms=ms,
+                            host_ms=host) for part, (ms, k, host) in ((Part.STEP_1, one), (Part.STEP_2, two)))
+
+
+def _timings(depth=12, launch_us=10.0):
+    """FP32: 3 ms of kernels with one block (100 kernels, 1 ms to issue), 5 ms with two (160, 1.6 ms): a block
+    adds 2 ms, 60 kernels and 0.6 ms of host. BF16: 1.5 ms, then 2.5. Compiled BF16: 1.2, then 2.0 ms, 40 kernels a
+    block. A noisy stage: faster with two blocks than with one."""
+    return PointTimings(_step(FP32, (3.0, 100, 1.0), (5.0, 160, 1.6)) + _step(BF16, (1.5, 100, 1.0), (2.5, 160, 1.6))
+                        + _step(COMPILED, (1.2, 50, 0.3), (2.0, 90, 0.4))
+                        + _step(FP32.replace(optimizer="adam"), (3.0, 100, 1.0), (2.9, 160, 1.6)), launch_us, depth)
+
+
+def test_a_stage_is_its_shallow_steps_extrapolated_in_depth():
     a = predict_stage(_timings(), FP32)
-    # 2·2 GEMM + 1·2 attention + 0.1·5 norm + 0.2·2 GELU + 1 loss + 0.3 Adam = 8.2 ms
-    assert a.gpu_ms == pytest.approx(8.2)
-    assert a.kernels == 12 * 2 + 3 * 2 + 2 * 5 + 2 * 2 + 6 + 4 == 54
-    assert a.host_ms == pytest.approx(54 * 10 / 1000) and a.step_ms == pytest.approx(8.2)
-    assert a.bound.value == "gpu-bound"
+    # one block, then 11 more at what the second added: 3 + 11·2 ms, 100 + 11·60 kernels, 1 + 11·0.6 ms of host
+    assert a.gpu_ms == pytest.approx(25.0) and a.kernels == 760 and a.host_ms == pytest.approx(7.6)
+    assert a.step_ms == pytest.approx(25.0) and a.bound.value == "gpu-bound"
+    # the shallow steps' p10/p90 spread (10%) carried to the step
+    assert (a.gpu_low_ms, a.gpu_high_ms) == (pytest.approx(22.5), pytest.approx(27.5))
+    assert predict_stage(_timings(depth=1), FP32).gpu_ms == pytest.approx(3.0)
 
 
 def test_the_speedup_and_its_interval_from_two_predictions():
     p = predict(_timings(), FP32, BF16)
-    # BF16: 0.5·2 + 0.5·2 + 0.1·5 + 0.1·2 + 0.5 + 0.3 = 3.5 ms
-    assert p.b.step_ms == pytest.approx(3.5) and p.speedup == pytest.approx(8.2 / 3.5)
-    assert p.low == pytest.approx(8.2 * 0.9 / (3.5 * 1.1)) and p.high == pytest.approx(8.2 * 1.1 / (3.5 * 0.9))
+    # BF16: 1.5 + 11·1 = 12.5 ms against FP32's 25
+    assert p.b.step_ms == pytest.approx(12.5) and p.speedup == pytest.approx(2.0)
+    assert p.low == pytest.approx(25 * 0.9 / (12.5 * 1.1)) and p.high == pytest.approx(25 * 1.1 / (12.5 * 0.9))
 
 
 def test_a_slow_host_makes_the_stage_launch_bound():
-    a = predict_stage(_timings(launch_us=200.0), FP32)
-    assert a.host_ms == pytest.approx(54 * 0.2) and a.step_ms == pytest.approx(10.8)
-    assert a.bound.value == "launch-bound"
+    """The host's time is the step's own measured time to issue (Apex's launch-bound BF16 stage on the H200: the
+    host, not the GPU, set its pace). Hand-set: 2 ms of host a block against 1 ms of kernels."""
+    slow = PointTimings(_step(BF16, (1.5, 100, 2.5), (2.5, 160, 4.5)), 10.0, 12)
+    b = predict_stage(slow, BF16)
+    assert b.host_ms == pytest.approx(2.5 + 11 * 2.0) and b.gpu_ms == pytest.approx(12.5)
+    assert b.step_ms == pytest.approx(24.5) and b.bound.value == "launch-bound"
 
 
-def test_a_compiled_stage_is_predicted_from_its_parts_timed_under_compile_and_a_graph_launches_once():
-    compiled = predict_stage(_timings(launch_us=200.0), BF16.replace(compile="compile"))
-    # the compiled GEMMs, norms, GELU and loss; attention and the optimizer as an eager step runs them
-    assert compiled.gpu_ms == pytest.approx(0.5 * 2 + 0.5 * 2 + 0.05 * 5 + 0.05 * 2 + 0.4 + 0.3)
-    assert compiled.kernels == 13 * 2 + 3 * 2 + 1 * 5 + 1 * 2 + 3 + 4 == 46
-    assert compiled.host_ms == pytest.approx(46 * 0.2)
-    graphed = predict_stage(_timings(launch_us=200.0), BF16.replace(compile="graphs"))
-    assert graphed.host_ms == pytest.approx(0.2) and graphed.bound.value == "gpu-bound"
+def test_a_compiled_stage_is_its_own_compiled_step():
+    c = predict_stage(_timings(), COMPILED)
+    assert c.gpu_ms == pytest.approx(1.2 + 11 * 0.8) and c.kernels == 50 + 11 * 40
+    assert c.host_ms == pytest.approx(0.3 + 11 * 0.1)    # the compiled step's own issue time, as measured
+
+
+def test_a_step_without_a_measured_issue_time_is_counted_at_the_enqueue_cost():
+    """Older timings, or a part whose host time was not taken: its kernels at the host's enqueue cost."""
+    t = PointTimings(tuple(replace(x, host_ms=0.0) for x in _step(BF16, (1.5, 100, 0), (2.5, 160, 0))), 10.0, 12)
+    assert predict_stage(t, BF16).host_ms == pytest.approx((100 + 11 * 60) * 10 / 1000)
+
+
+def test_a_step_not_timed_or_timed_faster_with_more_blocks_leaves_no_prediction():
+    from bench_core.sweep.predict import MissingTiming
+    with pytest.raises(MissingTiming, match="fp8-torchao"):
+        predict_stage(_timings(), BF16.replace(precision="fp8-torchao"))
+    with pytest.raises(MissingTiming, match="faster with two blocks"):
+        predict_stage(_timings(), FP32.replace(optimizer="adam"))
+    with pytest.raises(MissingTiming):   # a file from before whole steps were timed
+        predict_stage(replace(_timings(), depth=0), FP32)
 
 
 def test_a_compiled_stage_names_the_compiled_variants_of_what_torch_compile_traces():
-    from bench_core.sweep.predict import stage_parts
-    eager = dict(stage_parts(BF16.replace(precision="fp8-torchao")))
-    compiled = dict(stage_parts(BF16.replace(precision="fp8-torchao", compile="compile")))
-    assert compiled == {Part.GEMM: "fp8+compile", Part.ATTENTION: "bf16", Part.NORM: "layernorm@bf16+compile",
-                        Part.ACTIVATION: "gelu@bf16+compile", Part.LOSS: "ce@bf16+compile",
-                        Part.OPTIMIZER: "adam-fused"}
+    from bench_core.sweep.predict import breakdown_parts, stage_parts
+    fp8 = BF16.replace(precision="fp8-torchao", compile="compile")
+    assert dict(breakdown_parts(fp8)) == {
+        Part.GEMM: "fp8+compile", Part.ATTENTION: "bf16", Part.NORM: "layernorm@bf16+compile",
+        Part.ACTIVATION: "gelu@bf16+compile", Part.LOSS: "ce@bf16+compile", Part.OPTIMIZER: "adam-fused"}
+    eager = dict(breakdown_parts(BF16.replace(precision="fp8-torchao")))
     assert eager[Part.GEMM] == "fp8" and eager[Part.NORM] == "layernorm@bf16"
     # a CUDA graph replays eager kernels: its parts are the eager ones
-    assert dict(stage_parts(BF16.replace(compile="graphs"))) == dict(stage_parts(BF16))
-
-
-def test_a_host_bound_part_counts_its_kernel_time_on_the_gpu_and_its_issue_time_on_the_host():
-    """The H200's Apex map: Apex's LayerNorm timed alone read 1.22 ms a call (host-bound) against native's 0.40,
-    and counted as GPU time that predicted x0.69 where x1.00 was measured. Hand-set: both norms' kernels take
-    0.05 ms a call; issuing a call takes the host 1.2 ms (Apex) and 0.4 ms (native)."""
-    apex_norm = BF16.replace(norm="apex-fusedln")
-    t = _timings()
-    norms = (KernelTime(Part.NORM, "layernorm@bf16", 0.4, 0.36, 0.44, 6, 5, kernel_ms=0.05, host_ms=0.4),
-             KernelTime(Part.NORM, "apex-fusedln@bf16", 1.2, 1.08, 1.32, 15, 5, kernel_ms=0.05, host_ms=1.2))
-    t = PointTimings(tuple(x for x in t.times if x.part != Part.NORM) + norms, t.launch_us)
-    native, apex = predict_stage(t, BF16), predict_stage(t, apex_norm)
-    # GPU: 0.5·2 GEMM + 0.5·2 attention + 0.05·5 norm + 0.1·2 GELU + 0.5 loss + 0.3 Adam = 3.25 ms for both
-    assert native.gpu_ms == pytest.approx(3.25) and apex.gpu_ms == pytest.approx(3.25)
-    # the p10/p90 carry the wall time's relative spread (10%) over to the kernel time
-    assert native.gpu_low_ms == pytest.approx(3.5 * 0.9 - 0.5 * 0.9 + 0.25 * 0.9)
-    # host: the norms as issued (0.4·5 and 1.2·5), the other parts' kernels at 10 µs (their issue time not measured)
-    others = (12 * 2 + 3 * 2 + 2 * 2 + 6 + 4) * 10 / 1000
-    assert native.host_ms == pytest.approx(2.0 + others) and apex.host_ms == pytest.approx(6.0 + others)
-    assert native.bound.value == "gpu-bound" and apex.bound.value == "launch-bound"
-    assert predict(t, BF16, apex_norm).speedup == pytest.approx(3.25 / (6.0 + others))
-
-
-def test_a_compiled_step_enqueues_its_fused_launches_not_the_eager_issue_time():
-    t = PointTimings(tuple(replace(x, host_ms=5.0) for x in _timings(launch_us=200.0).times), 200.0)
-    eager = predict_stage(t, BF16)
-    assert eager.host_ms == pytest.approx(5.0 * (2 + 2 + 5 + 2 + 1 + 1))
-    compiled = predict_stage(t, BF16.replace(compile="compile"))
-    assert compiled.host_ms == pytest.approx(46 * 0.2)   # as without measured issue times
-
-
-def test_a_part_not_timed_here_leaves_no_prediction():
-    from bench_core.sweep.predict import MissingTiming
-    with pytest.raises(MissingTiming, match="fp8"):
-        predict_stage(_timings(), BF16.replace(precision="fp8-torchao"))
+    assert dict(breakdown_parts(BF16.replace(compile="graphs"))) == dict(breakdown_parts(BF16))
+    # the prediction's own parts: the whole step at one block and at two, named by the stage's key
+    assert stage_parts(fp8)[:2] == [(Part.STEP_1, fp8.key), (Part.STEP_2, fp8.key)]
 
 
 def test_the_timing_process_times_each_stage_in_its_familys_form():
@@ -312,7 +296,8 @@ def test_the_timing_process_times_each_stage_in_its_familys_form():
                     reason="inductor's CPU backend needs a C++ compiler (the probe reports compile unusable here)")
 def test_a_compiled_stages_parts_are_timed_compiled():
     """A compiled stage's parts timed eagerly count its fused work unfused (FP8's casts above all). The real
-    timing code on a tiny llama on CPU: each traced part of the compiled stage is timed as torch.compile's graph."""
+    timing code on a tiny llama on CPU: its steps and each traced part of its breakdown run as torch.compile's
+    graphs."""
     import torch
 
     from bench_core.sweep.kernels import time_point
@@ -324,11 +309,11 @@ def test_a_compiled_stages_parts_are_timed_compiled():
     before = graphs["unique_graphs"]
     timings, missing = time_point(cfg, (compiled,), "cpu", warmup=1, repeats=2)
     assert missing == ()
-    assert {t.variant for t in timings.times} == {"bf16+compile", "bf16", "rmsnorm@bf16+compile",
+    assert {t.variant for t in timings.times} == {compiled.key, "bf16+compile", "bf16", "rmsnorm@bf16+compile",
                                                   "swiglu@bf16+compile", "ce@bf16+compile", "adam-fused"}
-    # GEMMs, norm, SwiGLU and loss each traced (their backward graphs come with them)
-    assert graphs["unique_graphs"] - before >= 4
-    assert predict_stage(timings, compiled).gpu_ms > 0
+    # both shallow steps compiled as the worker compiles the model, and the GEMMs, norm, SwiGLU and loss each
+    # traced (their backward graphs come with them)
+    assert graphs["unique_graphs"] - before >= 6
 
 
 def test_a_compiled_gemm_returns_its_products():
@@ -385,12 +370,8 @@ def test_the_budget_stops_the_next_point_when_a_typical_point_no_longer_fits():
 
 # ---------------------------------------------------------------- the runner, with fake kernels and runs
 def _optimizer_timings(a_ms, b_ms):
-    """Every part free but the optimizer: the predicted speedup of adam-fused over adam is a_ms / b_ms."""
-    zero = [(Part.GEMM, "fp32"), (Part.ATTENTION, "fp32"), (Part.NORM, "layernorm@fp32"),
-            (Part.ACTIVATION, "gelu@fp32"), (Part.LOSS, "ce@fp32")]
-    return PointTimings(tuple(KernelTime(p, v, 0.0, 0.0, 0.0, 0, 1) for p, v in zero)
-                        + (KernelTime(Part.OPTIMIZER, "adam", a_ms, a_ms, a_ms, 0, 1),
-                           KernelTime(Part.OPTIMIZER, "adam-fused", b_ms, b_ms, b_ms, 0, 1)), 0.0)
+    """adam's step a_ms, adam-fused's b_ms: the predicted speedup of adam-fused over adam is a_ms / b_ms."""
+    return step_timings({"adam+layernorm+fp32": a_ms, "adam-fused+layernorm+fp32": b_ms})
 
 
 def _spec(budget=None, widths=(64, 128, 256, 512)):

@@ -6,17 +6,13 @@ import pytest
 
 import dashboard.session
 from bench_core.results.records import Status
-from bench_core.sweep.predict import KernelTime, Part, PointTimings
 from bench_core.sweep.records import PointMeasurement
 from bench_core.sweep.runner import SweepHooks
+from helpers import step_timings
 
 
 def _timings(speedup):
-    zero = [(Part.GEMM, "fp32"), (Part.ATTENTION, "fp32"), (Part.NORM, "layernorm@fp32"),
-            (Part.ACTIVATION, "gelu@fp32"), (Part.LOSS, "ce@fp32")]
-    return PointTimings(tuple(KernelTime(p, v, 0.0, 0.0, 0.0, 0, 1) for p, v in zero)
-                        + (KernelTime(Part.OPTIMIZER, "adam", speedup, speedup, speedup, 0, 1),
-                           KernelTime(Part.OPTIMIZER, "adam-fused", 1.0, 1.0, 1.0, 0, 1)), 0.0)
+    return step_timings({"adam+layernorm+fp32": speedup, "adam-fused+layernorm+fp32": 1.0})
 
 
 @pytest.fixture
