@@ -230,3 +230,13 @@ def step_timings(ms_by_key: dict[str, float]):
     from bench_core.sweep.predict import KernelTime, Part, PointTimings
     return PointTimings(tuple(KernelTime(part, key, ms, ms, ms, 0, 1) for key, ms in ms_by_key.items()
                               for part in (Part.STEP_1, Part.STEP_2)), 0.0, 1)
+
+
+def load_benchmark(name: str):
+    """A script of benchmarks/ as a module (they are scripts, not a package), registered so its dataclasses can
+    look their module up while it loads."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

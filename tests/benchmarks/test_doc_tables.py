@@ -1,20 +1,16 @@
 """benchmarks/doc_tables.py: the docs' tables come from the engine's own summary texts, one row per stage."""
-import importlib.util
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from bench_core.results.records import Status
 from bench_core.results.summary import summarize
-from helpers import sample_runs
+from helpers import load_benchmark, sample_runs
 
 gpu_run = sample_runs().gpu_run
 
-SPEC = importlib.util.spec_from_file_location("doc_tables", Path(__file__).parents[2] / "benchmarks" / "doc_tables.py")
-doc_tables = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(doc_tables)
+doc_tables = load_benchmark("doc_tables")
 
 
 @pytest.fixture

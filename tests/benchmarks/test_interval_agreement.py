@@ -1,21 +1,14 @@
 """benchmarks/interval_agreement.py: how many stages of run B have their speedup inside run A's interval."""
-import importlib.util
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from bench_core.results.formats import to_json
-from helpers import sample_runs
+from helpers import load_benchmark, sample_runs
 
 gpu_run = sample_runs().gpu_run
 
-SPEC = importlib.util.spec_from_file_location("interval_agreement",
-                                              Path(__file__).parents[2] / "benchmarks" / "interval_agreement.py")
-agreement = importlib.util.module_from_spec(SPEC)
-sys.modules[SPEC.name] = agreement  # its dataclasses look their module up while it loads
-SPEC.loader.exec_module(agreement)
+agreement = load_benchmark("interval_agreement")
 
 
 @pytest.fixture

@@ -1,8 +1,5 @@
 """benchmarks/sweep_targets.py: issue 21's predictor targets, step times within 10% at GPU-bound points and the
 side of x1.00, on hand-made sweeps with known answers."""
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -11,12 +8,9 @@ from bench_core.results.records import Status
 from bench_core.sweep.predict import PointTimings
 from bench_core.sweep.records import PointMeasurement, PointPrediction, PointResult, SweepResult, to_json
 from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
+from helpers import load_benchmark
 
-SPEC = importlib.util.spec_from_file_location("sweep_targets",
-                                              Path(__file__).parents[2] / "benchmarks" / "sweep_targets.py")
-targets = importlib.util.module_from_spec(SPEC)
-sys.modules[SPEC.name] = targets  # its dataclasses look their module up while it loads
-SPEC.loader.exec_module(targets)
+targets = load_benchmark("sweep_targets")
 
 NO_TIMINGS = PointTimings((), 0.0)
 

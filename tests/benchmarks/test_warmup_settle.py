@@ -1,22 +1,15 @@
 """benchmarks/warmup_settle.py: per stage and process, the warm-up used, where it had settled, the spare seconds,
 and the largest settle time over every process."""
-import importlib.util
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from bench_core.machine.conditions import Conditions
 from bench_core.measure.warmup import WarmupTrace
 from bench_core.results.formats import to_json
-from helpers import sample_runs
+from helpers import load_benchmark, sample_runs
 
-SPEC = importlib.util.spec_from_file_location("warmup_settle",
-                                              Path(__file__).parents[2] / "benchmarks" / "warmup_settle.py")
-settle_script = importlib.util.module_from_spec(SPEC)
-sys.modules[SPEC.name] = settle_script
-SPEC.loader.exec_module(settle_script)
+settle_script = load_benchmark("warmup_settle")
 
 
 def trace(step_ms, clock_mhz=(), every_s=0.05):
