@@ -37,7 +37,8 @@ class Part(StrEnum):
 
 @dataclass(frozen=True)
 class KernelTime:
-    """One part timed alone: per call (median, p10, p90 in ms), its kernels per call, and its calls per step."""
+    """One part, or a shallow step, timed alone: per call (median, p10, p90 in ms), its kernels per call, and its
+    calls per step."""
     part: Part
     variant: str               # what distinguishes implementations: precision, or lever@dtype (see `variant`)
     ms: float                  # wall time per call, back to back: the GPU's or the host's, whichever is longer
