@@ -127,12 +127,12 @@ def new_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe) -> SweepR
 
 def _prediction(timings: PointTimings | None, missing: tuple[str, ...], comparison: Comparison,
                 device: str) -> tuple[PointPrediction | None, str | None]:
-    if timings is None or missing:
+    if timings is None:
         return None, "; ".join(missing) or "not timed"
-    try:
+    try:   # a part of the breakdown that could not be timed leaves the prediction, made of whole steps, standing
         p = predict(timings, comparison.a, comparison.b)
     except MissingTiming as exc:
-        return None, str(exc)
+        return None, "; ".join((str(exc), *missing))
     # on a CPU ops run as they are called: no launch queue, so no bound to predict (as a measured CPU stage says)
     bound = p.b.bound if device == "cuda" else Bound.UNKNOWN
     return PointPrediction(p.speedup, p.low, p.high, p.a.step_ms, p.b.step_ms, bound.value, timings, p.a.gpu_ms,

@@ -454,6 +454,29 @@ def test_a_step_error_splits_into_kernels_the_parts_miss_and_the_gpus_idle():
     assert row["a_kernel_error"] == pytest.approx(-0.1) and row["measured_b_kernel_ms"] == 50.0
 
 
+def test_a_breakdown_part_not_timed_leaves_the_prediction_and_a_step_not_timed_takes_it():
+    """The prediction is made of the stages' whole steps: a part of the breakdown that could not run here (a vendor's
+    kernel under compile, say) does not take it away; a step that could not run does, and the note says why."""
+    steps = _optimizer_timings(2.0, 1.0)
+    no_b = PointTimings(tuple(t for t in steps.times if t.variant != "adam-fused+layernorm+fp32"), 0.0, 1)
+    timed = {64: (steps, ("gemm fp8: RuntimeError: no FP8 here",)), 128: (no_b, ("step@1 adam-fused+layernorm+fp32: "
+                                                                               "OutOfMemoryError",))}
+
+    clock = _Clock()
+
+    def predict_points(points, comparison, device, cancel):
+        for p in points:
+            clock.t += 1.0   # predicting spends the whole budget: nothing runs end to end
+            yield (p.index, *timed[p.config.width])
+    result = run_sweep(_spec(budget=0.5, widths=(64, 128)), _points(_spec(widths=(64, 128))), NO_GPU,
+                       SweepHooks(clock=clock, predict_points=predict_points,
+                                  measure_point=lambda *a: pytest.fail("a 0.5 s budget measures nothing")))
+    first, second = result.points
+    assert first.prediction.speedup == pytest.approx(2.0) and first.prediction_note is None
+    assert second.prediction is None
+    assert "was not timed here" in second.prediction_note and "OutOfMemoryError" in second.prediction_note
+
+
 def test_without_a_budget_every_point_runs_and_a_cancel_keeps_what_finished():
     clock = _Clock()
     fake_predict, fake_measure = _fake_run([0.55, 0.97, 1.2, 2.4], [0.5, 0.95, 1.3, 2.5], clock)
