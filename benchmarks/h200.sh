@@ -97,6 +97,23 @@ sweep() {  # sweep NAME ARGS...: one `python -m bench_core sweep`, budgeted to e
   log "sweep $name exit $? wall $(python3 -c "print(round($(date +%s.%N)-$t0,1))") s"; tail -4 "$OUT/sweep_$name.log" | tee -a "$OUT/steps.log"
 }
 
+map_args() {  # map_args MAP: the comparison, base model and axes of one of issue 21's maps
+  case $1 in
+    # torchao FP8 compiled against compiled BF16, llama widths 1024-4096 x batch 2 and 4 (llama-1b's 16 x 2048), 2
+    # processes a stage: each compiled FP8 process spends ~33 s compiling even with a warm cache (call 21)
+    fp8) echo "--compare adam-fused+rmsnorm+bf16+compile,adam-fused+rmsnorm+fp8-torchao+compile --model llama-1b
+               --axis width=1024,2048,3072,4096 --axis batch_size=2,4 --repeats 2" ;;
+    # the Apex BF16 stage against native BF16 on GPT, batch 1-32 at widths 768 and 1280 (gpt2-small's depth)
+    apex) echo "--compare adam-fused+layernorm+bf16,apex-fusedadam+apex-fusedln+bf16 --model gpt2-small
+                --axis batch_size=1:32:x2 --axis width=768,1280" ;;
+    # Liger's fused linear cross-entropy against the LM head + CE: peak memory by vocabulary x batch (tokens), 1
+    # process a stage (peak memory is the figure)
+    flce) echo "--compare liger-flce --model gpt2-medium --axis vocab_size=32000,50304,128256 --axis batch_size=4,8,16
+                --repeats 1" ;;
+    *) return 1 ;;
+  esac
+}
+
 for mode in "$@"; do
   case $mode in
     apex) apex ;;
@@ -212,23 +229,16 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
       log "gpu test: conditions"; timeout 120 python3 -m pytest -q -m gpu tests/gpu/test_conditions_gpu.py \
         -p no:cacheprovider -rs > "$OUT/gpu_tests_conditions.log" 2>&1; log "exit $?" ;;
     sweep:*)  # sweep:MAP[:EXTRA,ARGS] (issue 21); `wheels` first for fp8 and flce, `apex` for apex. Files are named
-      # MAP_FAMILY_N, N counting this call's sweeps, so one call can run a map twice.
-      # fp8:  torchao FP8 compiled against compiled BF16, llama widths 1024-4096 x batch 2 and 4 (llama-1b's 16 x 2048),
-      #       2 processes a stage: each compiled FP8 process spends ~33 s compiling even with a warm cache (call 21)
-      # apex: the Apex BF16 stage against native BF16 on GPT, batch 1-32 at widths 768 and 1280 (gpt2-small's depth)
-      # flce: Liger's fused linear cross-entropy against the LM head + CE: peak memory by vocabulary x batch (tokens),
-      #       1 process a stage (peak memory is the figure)
+      # sweep_MAP_N, N counting this call's sweeps, so one call can run a map twice. The maps: map_args below.
       IFS=: read -r _ map extra <<< "$mode"; SWEEP_N=$(( ${SWEEP_N:-0} + 1 ))
-      case $map in
-        # shellcheck disable=SC2086  # EXTRA is split on purpose
-        fp8) sweep "fp8_llama_$SWEEP_N" --compare adam-fused+rmsnorm+bf16+compile,adam-fused+rmsnorm+fp8-torchao+compile \
-               --model llama-1b --axis width=1024,2048,3072,4096 --axis batch_size=2,4 --repeats 2 ${extra//,/ } ;;
-        apex) sweep "apex_gpt_$SWEEP_N" --compare adam-fused+layernorm+bf16,apex-fusedadam+apex-fusedln+bf16 \
-               --model gpt2-small --axis batch_size=1:32:x2 --axis width=768,1280 ${extra//,/ } ;;
-        flce) sweep "flce_gpt_$SWEEP_N" --compare liger-flce --model gpt2-medium --axis vocab_size=32000,50304,128256 \
-               --axis batch_size=4,8,16 --repeats 1 ${extra//,/ } ;;
-        *) log "unknown sweep map $map (fp8, apex, flce)" ;;
-      esac ;;
+      # shellcheck disable=SC2046,SC2086  # the map's arguments and EXTRA are split on purpose
+      if args=$(map_args "$map"); then sweep "${map}_$SWEEP_N" $args ${extra//,/ }; else log "unknown sweep map $map"; fi ;;
+    predict_maps)  # the predictor against every map measured end to end (calls 22-27): each map's points predicted
+      # only (a 1 s budget runs none); `wheels` and `apex` first. Then, here: python benchmarks/sweep_targets.py
+      # --measured docs/data/h200_..._sweep_MAP_*.json --predicted sweep_MAP_N.json
+      for map in apex flce fp8; do SWEEP_N=$(( ${SWEEP_N:-0} + 1 ))
+        # shellcheck disable=SC2046  # the map's arguments are split on purpose
+        sweep "${map}_$SWEEP_N" $(map_args "$map") --budget 1s; done ;;
     inductor_in)  # the compile cache a previous call sent back (inductor_out), if carried
       if [ -f .inductor/inductor_cache.tar.xz ]; then mkdir -p "$TORCHINDUCTOR_CACHE_DIR" && \
         tar -C "$TORCHINDUCTOR_CACHE_DIR" -xJf .inductor/inductor_cache.tar.xz; log "compile cache unpacked"; fi ;;
