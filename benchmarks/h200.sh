@@ -229,7 +229,7 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
       log "gpu test: conditions"; timeout 120 python3 -m pytest -q -m gpu tests/gpu/test_conditions_gpu.py \
         -p no:cacheprovider -rs > "$OUT/gpu_tests_conditions.log" 2>&1; log "exit $?" ;;
     sweep:*)  # sweep:MAP[:EXTRA,ARGS] (issue 21); `wheels` first for fp8 and flce, `apex` for apex. Files are named
-      # sweep_MAP_N, N counting this call's sweeps, so one call can run a map twice. The maps: map_args below.
+      # sweep_MAP_N, N counting this call's sweeps, so one call can run a map twice. The maps: map_args.
       IFS=: read -r _ map extra <<< "$mode"; SWEEP_N=$(( ${SWEEP_N:-0} + 1 ))
       # shellcheck disable=SC2046,SC2086  # the map's arguments and EXTRA are split on purpose
       if args=$(map_args "$map"); then sweep "${map}_$SWEEP_N" $args ${extra//,/ }; else log "unknown sweep map $map"; fi ;;
