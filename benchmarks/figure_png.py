@@ -2,6 +2,8 @@
 
     python benchmarks/figure_png.py roofline OUT.png RUN.json [RUN.json ...]
     python benchmarks/figure_png.py components OUT.png COMPONENTS.json
+    python benchmarks/figure_png.py sweep OUT.png SWEEP.json          (its map: a line or a heatmap)
+    python benchmarks/figure_png.py sweep_memory OUT.png SWEEP.json   (its peak-memory map)
 The figure is written as HTML with the bundled plotly.js and photographed by headless Chromium (Playwright with
 Debian's /usr/bin/chromium), so no image-export package is needed.
 """
@@ -24,6 +26,11 @@ def figure(kind: str, paths: list[str]):
     data = [json.loads(Path(p).read_text()) for p in paths]
     if kind == "components":
         return figures.components_bars(ComponentsReport.from_dict(data[0]))
+    if kind in ("sweep", "sweep_memory"):
+        from bench_core.sweep import figures as sweep_figures
+        from bench_core.sweep.records import SweepResult
+        result = SweepResult.from_dict(data[0])
+        return sweep_figures.sweep_figure(result) if kind == "sweep" else sweep_figures.peak_memory_map(result)
     builder = getattr(figures, kind)
     return builder([summarize(RunResult.from_dict(d)) for d in data])
 

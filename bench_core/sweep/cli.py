@@ -53,8 +53,8 @@ from bench_core.sweep.spec import (
 def parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m bench_core sweep",
                 description="Where does a lever start to pay? Its speedup across model shapes on this machine: "
-                            "each point predicted from its own kernels timed alone, the points in doubt measured "
-                            "end to end")
+                            "each point predicted from its stages' own steps on the model cut to one and two "
+                            "blocks, the points in doubt measured end to end")
     p.add_argument("--compare", required=True, help="a lever (against the lever it replaces, in native BF16 "
                    "eager; e.g. fp8-torchao, liger-flce) or two stage keys KEY_A,KEY_B (B's speedup over A)")
     p.add_argument("--axis", action="append", default=[], help=f"NAME=VALUES, once or twice; NAME one of "

@@ -33,6 +33,11 @@ def _text(p: PointResult) -> str:
     return f"{p.label}: ×{est[0]:.2f} ({est[1]:.2f}–{est[2]:.2f}), {p.source}, {p.bound or 'bound unknown'}{extra}"
 
 
+def _wrapped(result: SweepResult) -> str:
+    """The title "B vs A" on two lines: two stage keys side by side run past a phone's width."""
+    return result.title.replace(" vs ", "<br>vs ", 1)
+
+
 def comparable(a: SweepResult, b: SweepResult) -> bool:
     """Two sweeps one chart may hold: the same two stages along the same first axis."""
     return (a.spec.comparison.a, a.spec.comparison.b, a.spec.axes[0].name) == \
@@ -78,12 +83,24 @@ def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
                                      marker=dict(symbol="x", size=13, color=color or CROSS_COLOR)))
     fig.add_hline(y=1.0, line=dict(color="#757575", dash="dot"))
     where = " and ".join(dict.fromkeys(r.gpu or r.device for r in results))
-    title = f"{results[0].title}<br><sup>speedup of B over A by {axis} on {where}</sup>"
+    title = f"{_wrapped(results[0])}<br><sup>speedup of B over A by {axis} on {where}</sup>"
     return _layout(fig, title, axis, "speedup (×)", log_x=True)
 
 
+CORNER = (-0.38, 0.32)   # where a cell's source marker sits, off its centre, so it never covers the figure
+
+
+def _grid_axes(fig: go.Figure, xs: Sequence[int], ys: Sequence[int]) -> go.Figure:
+    """A heatmap's cells at index positions, labelled with the axis values: one cell a value, evenly spaced (as
+    numbers, batch 2 and 4 drew cells spanning 1 to 5)."""
+    fig.update_xaxes(tickvals=list(range(len(xs))), ticktext=[str(v) for v in xs], showgrid=False, zeroline=False)
+    fig.update_yaxes(tickvals=list(range(len(ys))), ticktext=[str(v) for v in ys], showgrid=False, zeroline=False)
+    return fig
+
+
 def sweep_heatmap(result: SweepResult) -> go.Figure:
-    """Two axes: colour is log2 of the speedup, centred on ×1.00; each cell's marker says measured or predicted."""
+    """Two axes: colour is log2 of the speedup, centred on ×1.00, the figure written in each cell; a marker in
+    the cell's corner says measured or predicted."""
     ax, ay = (a.name for a in result.spec.axes[:2])
     xs, ys = list(result.spec.axes[0].values), list(result.spec.axes[1].values)
     z: list[list[float | None]] = [[None] * len(xs) for _ in ys]
@@ -94,18 +111,19 @@ def sweep_heatmap(result: SweepResult) -> go.Figure:
             z[i][j] = math.log2(p.estimate[0])
             text[i][j] = f"×{p.estimate[0]:.2f}"
     bound = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
-    fig = go.Figure(go.Heatmap(x=[str(v) for v in xs], y=[str(v) for v in ys], z=z, text=text,
+    fig = go.Figure(go.Heatmap(x=list(range(len(xs))), y=list(range(len(ys))), z=z, text=text,
                                texttemplate="%{text}", colorscale="RdBu", zmid=0, zmin=-bound, zmax=bound,
                                colorbar=dict(title="log2 ×"), hoverinfo="skip", name="speedup"))
     for source in (Source.MEASURED, Source.PREDICTED):
         pts = [p for p in result.points if p.source == source]
         if pts:
-            fig.add_trace(go.Scatter(x=[str(p.value(ax)) for p in pts], y=[str(p.value(ay)) for p in pts],
+            fig.add_trace(go.Scatter(x=[xs.index(p.value(ax)) + CORNER[0] for p in pts],
+                                     y=[ys.index(p.value(ay)) + CORNER[1] for p in pts],
                                      mode="markers", name=NAMES[source], hovertext=[_text(p) for p in pts],
                                      hoverinfo="text", marker=dict(symbol=MARKERS[source], size=9, color="#212121",
                                                                    line=dict(width=1.5))))
-    title = f"{result.title}<br><sup>speedup of B over A on {result.gpu or result.device}</sup>"
-    return _layout(fig, title, ax, ay, log_x=False)
+    title = f"{_wrapped(result)}<br><sup>speedup of B over A on {result.gpu or result.device}</sup>"
+    return _grid_axes(_layout(fig, title, ax, ay, log_x=False), xs, ys)
 
 
 def sweep_figure(result: SweepResult) -> go.Figure:
@@ -118,7 +136,7 @@ def peak_memory_map(result: SweepResult) -> go.Figure:
     measured = [p for p in result.points if p.measurement is not None and p.measurement.peak_change is not None]
     axes = result.spec.axes
     where = result.gpu or result.device
-    title = f"{result.title}<br><sup>peak memory of B against A, measured points, on {where}</sup>"
+    title = f"{_wrapped(result)}<br><sup>peak memory of B against A, measured points, on {where}</sup>"
     if len(axes) == 1:
         xs = [p.value(axes[0].name) for p in measured]
         ys = [100 * p.measurement.peak_change for p in measured if p.measurement and p.measurement.peak_change
@@ -128,16 +146,18 @@ def peak_memory_map(result: SweepResult) -> go.Figure:
                                    hovertext=[_text(p) for p in measured], hoverinfo="text"))
         fig.add_hline(y=0.0, line=dict(color="#757575", dash="dot"))
         return _layout(fig, title, axes[0].name, "peak memory change (%)", log_x=True)
-    xs, ys = list(axes[0].values), list(axes[1].values)
-    z: list[list[float | None]] = [[None] * len(xs) for _ in ys]
+    cols, rows = list(axes[0].values), list(axes[1].values)
+    z: list[list[float | None]] = [[None] * len(cols) for _ in rows]
     for p in measured:
         if p.measurement is not None and p.measurement.peak_change is not None:
-            z[ys.index(p.value(axes[1].name))][xs.index(p.value(axes[0].name))] = 100 * p.measurement.peak_change
+            z[rows.index(p.value(axes[1].name))][cols.index(p.value(axes[0].name))] = 100 * p.measurement.peak_change
     bound = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
-    fig = go.Figure(go.Heatmap(x=[str(v) for v in xs], y=[str(v) for v in ys], z=z, texttemplate="%{z:+.1f}%",
+    text = [["not measured" if v is None else f"{v:+.1f}%" for v in row] for row in z]
+    fig = go.Figure(go.Heatmap(x=list(range(len(cols))), y=list(range(len(rows))), z=z, text=text,
+                               texttemplate="%{text}",
                                colorscale="RdBu", reversescale=True, zmid=0, zmin=-bound, zmax=bound,
                                colorbar=dict(title="%"), name="peak memory change"))
-    return _layout(fig, title, axes[0].name, axes[1].name, log_x=False)
+    return _grid_axes(_layout(fig, title, axes[0].name, axes[1].name, log_x=False), cols, rows)
 
 
 def has_memory(result: SweepResult) -> bool:

@@ -27,8 +27,9 @@ DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "flo
 LAUNCH_PROBE_KERNELS = 2000
 # Timed calls per part (after as many warm-up calls as WARMUP): a GPU's kernels are steady and quick; a CPU sweep
 # only exercises the path (its tiny parts take milliseconds, and the machine is often shared).
-REPEATS = {"cuda": 20, "cpu": 5}
-WARMUP = {"cuda": 5, "cpu": 1}
+REPEATS = {"cuda": 20, "cpu": 7}
+# A CPU's first steps allocate: with one warm-up call, a process's first shallow step read 1.8x its later ones.
+WARMUP = {"cuda": 5, "cpu": 3}
 FP8_MAX = 448.0   # float8_e4m3fn's largest value: dynamic scaling maps each tensor's amax onto it
 
 

@@ -281,15 +281,17 @@ def test_the_timing_process_times_each_stage_in_its_familys_form():
     their keys timed GELU and left every llama point without a prediction ('activation swiglu@fp32 was not timed
     here', H200 call 20). The real `python -m bench_core.sweep.kernels` process, on a tiny llama on CPU."""
     from bench_core.sweep.runner import predict_in_process
-    base = BenchConfig(family="llama", depth=1, width=32, heads=2, seq_len=16, batch_size=1, vocab_size=64,
+    # wide enough that a block is a clear share of the step (at width 32 it was 0-40% of it, within the CPU's noise)
+    base = BenchConfig(family="llama", depth=1, width=128, heads=4, seq_len=64, batch_size=2, vocab_size=512,
                        device="cpu")
     comparison = parse_comparison("adam-fused+rmsnorm+fp32,adam-fused+rmsnorm+bf16", "llama")
-    points = grid((Axis("width", (32,)),), base)
+    points = grid((Axis("width", (128,)),), base)
     ((_, timings, missing),) = list(predict_in_process(points, comparison, "cpu", threading.Event()))
     assert missing == () and timings is not None
     assert timings.find(Part.ACTIVATION, "swiglu@fp32") and timings.find(Part.ACTIVATION, "swiglu@bf16")
     assert timings.find(Part.ACTIVATION, "gelu@fp32") is None
-    assert predict(timings, comparison.a, comparison.b).speedup > 0
+    assert all(timings.find(part, stage.key) for part in (Part.STEP_1, Part.STEP_2)
+               for stage in (comparison.a, comparison.b))
 
 
 @pytest.mark.skipif(not (shutil.which("c++") or shutil.which("g++")),
@@ -581,6 +583,12 @@ def test_two_axes_draw_a_heatmap_centred_on_one():
     assert heat.z[0][0] == pytest.approx(math.log2(0.5 * 1.1))      # predicted only at (64, 2)
     assert heat.z[0][1] == pytest.approx(math.log2(1.0))            # measured at (128, 2)
     assert {t.name for t in fig.data[1:]} == {"measured end to end", "predicted from kernels"}
+    # one evenly spaced cell a value (as numbers, batch 2 and 4 drew cells from 1 to 5), labelled with the value
+    assert list(heat.x) == [0, 1] and list(fig.layout.xaxis.ticktext) == ["64", "128"]
+    # each marker in its cell's corner, off the figure written at the centre
+    measured = next(t for t in fig.data[1:] if t.name == "measured end to end")
+    assert all(0 < abs(x - round(x)) < 0.5 for x in measured.x) and all(0 < abs(y - round(y)) < 0.5
+                                                                       for y in measured.y)
 
 
 def test_the_peak_memory_map_draws_the_measured_points_only():
@@ -589,6 +597,7 @@ def test_the_peak_memory_map_draws_the_measured_points_only():
     assert list(line.data[0].x) == [128, 512] and list(line.data[0].y) == [pytest.approx(-30.0)] * 2
     heat = peak_memory_map(_result(two_axes=True)).data[0]
     assert heat.type == "heatmap" and heat.z[0][0] is None and heat.z[0][1] == pytest.approx(-30.0)
+    assert heat.text[0][0] == "not measured" and heat.text[0][1] == "-30.0%"   # an empty cell said so, not "%"
 
 
 def test_the_html_report_holds_the_map_and_each_point(tmp_path):

@@ -113,9 +113,13 @@ def test_a_real_tiny_sweep_on_cpu_end_to_end_and_its_import(tmp_path):
     assert [p["values"] for p in data["points"]] == [[["width", 64]], [["width", 128]]]
     for p in data["points"]:
         assert p["measurement"]["status"] == "ok" and p["measurement"]["speedup"] > 0
-        assert p["prediction"]["speedup"] > 0, p["prediction_note"]
+        # a CPU's timings can be noisier than a block: then the point says so instead of extrapolating noise
+        if p["prediction"] is None:
+            assert "faster with two blocks than with one" in p["prediction_note"]
+            continue
+        assert p["prediction"]["speedup"] > 0
         parts = {(t["part"], t["variant"]): t for t in p["prediction"]["timings"]["times"]}
-        assert parts[("optimizer", "adam-fused")]["ms"] > 0 and parts[("norm", "layernorm@fp32")]["calls"] == 5
+        assert parts[("step@2", COMPARE.split(",")[1])]["ms"] > 0 and parts[("norm", "layernorm@fp32")]["calls"] == 5
     assert "prediction error (rms)" in proc.stdout and "2 of 2 points measured end to end" in proc.stdout
     assert csv_path.read_text().count("\n") == 3 and "fig-sweep" in html.read_text()
     store = SweepStore(env["BENCH_DB"])
