@@ -21,7 +21,15 @@ from bench_core.levers.registry import LEVERS, HeadLever, NormLever, OptimizerLe
 from bench_core.levers.stage import Stage
 from bench_core.machine.timer import HOST_CALLS, host_ms_per_call
 from bench_core.models.families import mlp_hidden
-from bench_core.sweep.predict import KernelTime, Part, PointTimings, block_gemms, split_compiled, stage_parts
+from bench_core.sweep.predict import (
+    STEP_BLOCKS,
+    KernelTime,
+    Part,
+    PointTimings,
+    block_gemms,
+    split_compiled,
+    stage_parts,
+)
 
 DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 LAUNCH_PROBE_KERNELS = 2000
@@ -202,8 +210,8 @@ def step_fn(torch, cfg: BenchConfig, device: str, stage: Stage, depth: int) -> C
 
 def part_fn(torch, cfg: BenchConfig, device: str, part: Part, name: str, gen, stage: Stage) -> Callable[[], Any]:
     """The part's one call, as the variant names it (see sweep.predict.stage_parts), for `stage`."""
-    if part in (Part.STEP_1, Part.STEP_2):
-        return step_fn(torch, cfg, device, stage, 1 if part == Part.STEP_1 else 2)
+    if part in STEP_BLOCKS:
+        return step_fn(torch, cfg, device, stage, STEP_BLOCKS[part])
     base, compiled = split_compiled(name)
     lever, _, dtype = base.partition("@")
     if part == Part.GEMM:
@@ -252,7 +260,7 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
         if (part, name) in timed:   # a part both stages share is timed once
             continue
         timed.add((part, name))
-        compiled = stage.compile_lever.traces_model if part in (Part.STEP_1, Part.STEP_2) else split_compiled(name)[1]
+        compiled = stage.compile_lever.traces_model if part in STEP_BLOCKS else split_compiled(name)[1]
         if compiled:   # a fresh start per part: a function compiled at many shapes would reach dynamo's recompile
             torch._dynamo.reset()   # limit and run eagerly; the compiled kernels stay cached on disk
         traced_before = graphs["unique_graphs"]
@@ -263,7 +271,7 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
             row, _ = measure_row(torch, part.value, name, name, name, fn, 0, cuda, warmup, repeats, None,
                                  lambda seen: (None, None))
             # a whole step is issued alone, so hundreds of launches never fill the queue and make the host wait
-            calls = 1 if part in (Part.STEP_1, Part.STEP_2) else HOST_CALLS
+            calls = 1 if part in STEP_BLOCKS else HOST_CALLS
             host_ms = host_ms_per_call(torch, fn, calls) if cuda and row.status == "ok" else 0.0
         except Exception as exc:
             missing.append(f"{part.value} {name}: {type(exc).__name__}: {exc}"[:300])

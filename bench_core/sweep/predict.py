@@ -165,9 +165,12 @@ def breakdown_parts(stage: Stage) -> list[tuple[Part, str]]:
     return [(part, name + COMPILED if part in COMPILED_PARTS else name) for part, name in parts]
 
 
+STEP_BLOCKS = {Part.STEP_1: 1, Part.STEP_2: 2}   # the shallow steps and the blocks each is cut to
+
+
 def step_parts(stage: Stage) -> list[tuple[Part, str]]:
     """The stage's whole step at one block and at two: what the prediction is made of (variant: the stage's key)."""
-    return [(Part.STEP_1, stage.key), (Part.STEP_2, stage.key)]
+    return [(part, stage.key) for part in STEP_BLOCKS]
 
 
 def stage_parts(stage: Stage) -> list[tuple[Part, str]]:
@@ -185,7 +188,7 @@ def _relative(t: KernelTime) -> tuple[float, float]:
 
 
 def predict_stage(timings: PointTimings, stage: Stage) -> StagePrediction:
-    one, two = (timings.find(part, stage.key) for part in (Part.STEP_1, Part.STEP_2))
+    one, two = (timings.find(part, name) for part, name in step_parts(stage))
     if one is None or two is None or timings.depth < 1:
         raise MissingTiming(f"the {stage.key} step was not timed here")
     blocks = timings.depth - 1

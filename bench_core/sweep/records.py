@@ -36,7 +36,7 @@ class PointPrediction:
     b_ms: float
     bound: str                      # B's predicted bound (gpu-bound | launch-bound)
     timings: PointTimings
-    a_gpu_ms: float | None = None   # the GPU's share of each step: its parts' kernel time (None: older files)
+    a_gpu_ms: float | None = None   # the GPU's share of each step: the kernel time predicted (None: older files)
     b_gpu_ms: float | None = None
 
     def to_dict(self) -> dict:
@@ -125,24 +125,26 @@ class PointResult:
             return None
         return measured / self.prediction.speedup - 1
 
+    def _paired_errors(self, predicted: str, measured: str) -> tuple[float, float] | None:
+        """predicted / measured - 1 for stage A then B, from the prediction's and the measurement's `a_`/`b_`
+        fields of those names, where the point ran end to end and all four figures exist."""
+        m, p = self.measurement, self.prediction
+        if not self.measured or m is None or p is None:
+            return None
+        pa, pb, ma, mb = (getattr(o, f"{s}_{n}") for o, n in ((p, predicted), (m, measured)) for s in "ab")
+        return (pa / ma - 1, pb / mb - 1) if pa and pb and ma and mb else None
+
     @property
     def step_errors(self) -> tuple[float, float] | None:
-        """Each stage's predicted step time against its measured one (predicted / measured - 1), A then B, where
-        the point ran end to end: what the predictor is judged on, beside the ratio both errors share."""
-        m, p = self.measurement, self.prediction
-        if not self.measured or m is None or p is None or not m.a_ms or not m.b_ms:
-            return None
-        return p.a_ms / m.a_ms - 1, p.b_ms / m.b_ms - 1
+        """Each stage's predicted step time against its measured one, A then B: what the predictor is judged on,
+        beside the ratio both errors share."""
+        return self._paired_errors("ms", "ms")
 
     @property
     def kernel_errors(self) -> tuple[float, float] | None:
         """Each stage's predicted GPU time against the kernel time its profiled steps measured, A then B: the part
-        of a step-time error that is kernels the parts do not hold, apart from the GPU's idle time in the step."""
-        m, p = self.measurement, self.prediction
-        if not self.measured or m is None or p is None or not (m.a_kernel_ms and m.b_kernel_ms and p.a_gpu_ms
-                                                                and p.b_gpu_ms):
-            return None
-        return p.a_gpu_ms / m.a_kernel_ms - 1, p.b_gpu_ms / m.b_kernel_ms - 1
+        of a step-time error that is kernels the prediction misses, apart from the GPU's idle time in the step."""
+        return self._paired_errors("gpu_ms", "kernel_ms")
 
     @property
     def bound(self) -> str | None:
@@ -246,18 +248,22 @@ def crossovers(result: SweepResult) -> list[Crossover]:
     return out
 
 
-def prediction_error(result: SweepResult) -> float | None:
-    """The root-mean-square of log(measured / predicted) over the points that have both, as a ratio (0.08: the
-    prediction is typically 8% off); None without such a point."""
-    logs = [math.log1p(e) for e in (p.prediction_error for p in result.points) if e is not None]
+def _rms_ratio(errors: list[float]) -> float | None:
+    """The root-mean-square of log(1 + error), as a ratio (0.08: typically 8% off); None without an error."""
+    logs = [math.log1p(e) for e in errors]
     return math.expm1(math.sqrt(sum(x * x for x in logs) / len(logs))) if logs else None
+
+
+def prediction_error(result: SweepResult) -> float | None:
+    """The speedup's error (measured / predicted) over the points that have both, as `_rms_ratio`."""
+    return _rms_ratio([e for e in (p.prediction_error for p in result.points) if e is not None])
 
 
 @dataclass(frozen=True)
 class StepTimeError:
     """The step-time errors at the GPU-bound points that ran end to end (both stages): their root-mean-square in
-    log space, as a ratio, and the largest one. A launch-bound point's time is the host's, which the predictor only
-    estimates from the parts' issue times, so it is left out here and seen in its own row."""
+    log space, as a ratio, and the largest one. A launch-bound point's time is the host's, predicted from the
+    shallow steps' issue times; it is left out here and seen in its own row."""
     rms: float
     worst: float
     points: int
@@ -270,11 +276,8 @@ class StepTimeError:
 
 def step_time_error(result: SweepResult) -> StepTimeError | None:
     errors = [e for p in result.points if p.bound == "gpu-bound" and p.step_errors for e in p.step_errors]
-    if not errors:
-        return None
-    logs = [math.log1p(e) for e in errors]
-    return StepTimeError(math.expm1(math.sqrt(sum(x * x for x in logs) / len(logs))), max(errors, key=abs),
-                         len(errors) // 2)
+    rms = _rms_ratio(errors)
+    return None if rms is None else StepTimeError(rms, max(errors, key=abs), len(errors) // 2)
 
 
 CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_1", "value_1", "axis_2", "value_2",
