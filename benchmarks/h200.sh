@@ -92,7 +92,8 @@ sweep() {  # sweep NAME ARGS...: one `python -m bench_core sweep`, budgeted to e
   if [ "$left" -lt 120 ]; then log "sweep $name skipped: ${left} s left in this call"; return; fi
   log "sweep $name (budget $(( left - 60 )) s): $*"
   local t0=$(date +%s.%N)
-  timeout "$left" python3 -m bench_core sweep --quiet --no-db --budget "$(( left - 60 ))s" --json "$OUT/sweep_$name.json" \
+  # SIGINT at the limit: the sweep cancels as on Ctrl-C and still writes the points that finished
+  timeout -s INT -k 30 "$left" python3 -m bench_core sweep --quiet --no-db --budget "$(( left - 60 ))s" --json "$OUT/sweep_$name.json" \
     --csv "$OUT/sweep_$name.csv" --html "$OUT/sweep_$name.html" "$@" > "$OUT/sweep_$name.log" 2>&1
   log "sweep $name exit $? wall $(python3 -c "print(round($(date +%s.%N)-$t0,1))") s"; tail -4 "$OUT/sweep_$name.log" | tee -a "$OUT/steps.log"
 }
@@ -233,12 +234,12 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
       IFS=: read -r _ map extra <<< "$mode"; SWEEP_N=$(( ${SWEEP_N:-0} + 1 ))
       # shellcheck disable=SC2046,SC2086  # the map's arguments and EXTRA are split on purpose
       if args=$(map_args "$map"); then sweep "${map}_$SWEEP_N" $args ${extra//,/ }; else log "unknown sweep map $map"; fi ;;
-    predict_maps)  # the predictor against every map measured end to end (calls 22-27): each map's points predicted
-      # only (a 1 s budget runs none); `wheels` and `apex` first. Then, here: python benchmarks/sweep_targets.py
-      # --measured docs/data/h200_..._sweep_MAP_*.json --predicted sweep_MAP_N.json
-      for map in apex flce fp8; do SWEEP_N=$(( ${SWEEP_N:-0} + 1 ))
-        # shellcheck disable=SC2046  # the map's arguments are split on purpose
-        sweep "${map}_$SWEEP_N" $(map_args "$map") --budget 1s; done ;;
+    predict:*)  # predict:MAP: one map's points predicted only (a 1 s budget runs none), to check against the calls
+      # that measured it end to end (calls 22-27): python benchmarks/sweep_targets.py --measured
+      # docs/data/h200_..._sweep_MAP_*.json --predicted sweep_MAP_N.json. `wheels` and `apex` first.
+      map=${mode#predict:}; SWEEP_N=$(( ${SWEEP_N:-0} + 1 ))
+      # shellcheck disable=SC2046  # the map's arguments are split on purpose
+      sweep "${map}_$SWEEP_N" $(map_args "$map") --budget 1s ;;
     inductor_in)  # the compile cache a previous call sent back (inductor_out), if carried
       if [ -f .inductor/inductor_cache.tar.xz ]; then mkdir -p "$TORCHINDUCTOR_CACHE_DIR" && \
         tar -C "$TORCHINDUCTOR_CACHE_DIR" -xJf .inductor/inductor_cache.tar.xz; log "compile cache unpacked"; fi ;;
