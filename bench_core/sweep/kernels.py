@@ -10,6 +10,7 @@ shallow steps a stage has no prediction, and the point is measured end to end.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -33,6 +34,17 @@ from bench_core.sweep.predict import (
 
 DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 LAUNCH_PROBE_KERNELS = 2000
+# A whole step's host time is taken over 2 steps back to back, as a run issues them: a shallow step launches up to
+# about 300 kernels, so 2 stay inside the launch queue (about a thousand) and the host never waits for the GPU (on
+# the H200, call 28, gpt2-small's one-block step at batch 1 took 5.36 ms to issue alone after a sync, 4.23 ms a
+# step back to back).
+STEP_HOST_CALLS = 2
+# Kineto leaves CUPTI attached after a profile unless told to tear it down, and every later launch in the process
+# pays for it (pytorch/pytorch#144455: training 10-20% slower). On the H200 this process's launch-bound predictions
+# came out 50-110% longer than the same stages measured by workers, which profile only after they are timed (call 28
+# against calls 22-23). Each part is timed before it is profiled; the teardown keeps one part's profile out of the
+# next part's timing.
+PROFILER_TEARDOWN = ("TEARDOWN_CUPTI", "1")
 # Timed calls per part (after as many warm-up calls as WARMUP): a GPU's kernels are steady and quick; a CPU sweep
 # only exercises the path (its tiny parts take milliseconds, and the machine is often shared).
 REPEATS = {"cuda": 20, "cpu": 7}
@@ -246,8 +258,10 @@ def launch_us(torch, device: str) -> float:
 def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup: int | None = None,
                repeats: int | None = None) -> tuple[PointTimings, tuple[str, ...]]:
     """The parts the stages need, timed at this config's shapes; and why any part could not be timed."""
+    os.environ.setdefault(*PROFILER_TEARDOWN)
     import torch
     cuda = device == "cuda"
+    enqueue_us = launch_us(torch, device)   # before any profile
     warmup = WARMUP[device] if warmup is None else warmup
     repeats = REPEATS[device] if repeats is None else repeats
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
@@ -268,11 +282,13 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
         fn: Callable[[], Any] | None = None
         try:
             fn = part_fn(torch, cfg, device, part, name, gen, stage)
+            host_ms = 0.0
+            if cuda:   # before the part's profile (see PROFILER_TEARDOWN), after its own warm-up
+                for _ in range(warmup):
+                    fn()
+                host_ms = host_ms_per_call(torch, fn, STEP_HOST_CALLS if part in STEP_BLOCKS else HOST_CALLS)
             row, _ = measure_row(torch, part.value, name, name, name, fn, 0, cuda, warmup, repeats, None,
                                  lambda seen: (None, None))
-            # a whole step is issued alone, so hundreds of launches never fill the queue and make the host wait
-            calls = 1 if part in STEP_BLOCKS else HOST_CALLS
-            host_ms = host_ms_per_call(torch, fn, calls) if cuda and row.status == "ok" else 0.0
         except Exception as exc:
             missing.append(f"{part.value} {name}: {type(exc).__name__}: {exc}"[:300])
             continue
@@ -290,7 +306,7 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
         times.append(KernelTime(part, name, row.median_ms, row.p10_ms or row.median_ms, row.p90_ms or row.median_ms,
                                 row.kernels_per_call or 0, calls_per_step(part, cfg), row.kernel_ms if cuda else None,
                                 host_ms))
-    return PointTimings(tuple(times), launch_us(torch, device), cfg.depth), tuple(missing)
+    return PointTimings(tuple(times), enqueue_us, cfg.depth), tuple(missing)
 
 
 def main() -> int:

@@ -216,7 +216,8 @@ def _timings(depth=12, launch_us=10.0):
 
 def test_a_stage_is_its_shallow_steps_extrapolated_in_depth():
     a = predict_stage(_timings(), FP32)
-    # one block, then 11 more at what the second added: 3 + 11·2 ms, 100 + 11·60 kernels, 1 + 11·0.6 ms of host
+    # one block, then 11 more at what the second added: 3 + 11·2 ms, 100 + 11·60 kernels; the host at its 0.01 ms
+    # a kernel (2.6 ms over 260 kernels) for each
     assert a.gpu_ms == pytest.approx(25.0) and a.kernels == 760 and a.host_ms == pytest.approx(7.6)
     assert a.step_ms == pytest.approx(25.0) and a.bound.value == "gpu-bound"
     # the shallow steps' p10/p90 spread (10%) carried to the step
@@ -236,14 +237,31 @@ def test_a_slow_host_makes_the_stage_launch_bound():
     host, not the GPU, set its pace). Hand-set: 2 ms of host a block against 1 ms of kernels."""
     slow = PointTimings(_step(BF16, (1.5, 100, 2.5), (2.5, 160, 4.5)), 10.0, 12)
     b = predict_stage(slow, BF16)
-    assert b.host_ms == pytest.approx(2.5 + 11 * 2.0) and b.gpu_ms == pytest.approx(12.5)
-    assert b.step_ms == pytest.approx(24.5) and b.bound.value == "launch-bound"
+    # 760 kernels at the shallow steps' 7 ms of host over their 260 kernels
+    assert b.host_ms == pytest.approx(760 * 7.0 / 260) and b.gpu_ms == pytest.approx(12.5)
+    assert b.step_ms == pytest.approx(760 * 7.0 / 260) and b.bound.value == "launch-bound"
+
+
+def test_the_host_goes_with_the_kernels_so_its_noise_is_not_multiplied_by_the_blocks():
+    """Two measurements of the same shallow steps, the second block's host time 0.5 ms apart (noise): extrapolating
+    the host's own difference would put 11 x 0.5 ms between the predictions; per kernel, 760 x 0.5 / 260."""
+    quiet = predict_stage(PointTimings(_step(BF16, (1.5, 100, 2.5), (2.5, 160, 4.5)), 10.0, 12), BF16)
+    noisy = predict_stage(PointTimings(_step(BF16, (1.5, 100, 2.5), (2.5, 160, 5.0)), 10.0, 12), BF16)
+    assert noisy.host_ms - quiet.host_ms == pytest.approx(760 * 0.5 / 260)   # 1.46 ms, not 5.5
+
+
+def test_the_gpu_time_is_the_wall_time_where_the_gpu_set_the_pace_and_the_traced_kernels_where_the_host_did():
+    gpu_paced = KernelTime(Part.STEP_1, "k", 10.3, 10.2, 10.4, 127, 1, kernel_ms=10.6, host_ms=6.7)
+    host_paced = replace(gpu_paced, ms=8.0, kernel_ms=3.0, host_ms=7.9)
+    assert gpu_paced.gpu_bound and gpu_paced.gpu_ms == 10.3   # the median of many calls, not the one traced call
+    assert not host_paced.gpu_bound and host_paced.gpu_ms == 3.0
+    assert replace(gpu_paced, kernel_ms=None).gpu_ms == 10.3   # a CPU: ops run as they are called
 
 
 def test_a_compiled_stage_is_its_own_compiled_step():
     c = predict_stage(_timings(), COMPILED)
     assert c.gpu_ms == pytest.approx(1.2 + 11 * 0.8) and c.kernels == 50 + 11 * 40
-    assert c.host_ms == pytest.approx(0.3 + 11 * 0.1)    # the compiled step's own issue time, as measured
+    assert c.host_ms == pytest.approx(490 * 0.7 / 140)   # the compiled step's own issue time, per kernel
 
 
 def test_a_step_without_a_measured_issue_time_is_counted_at_the_enqueue_cost():
