@@ -15,8 +15,7 @@ from bench_core.sweep.records import (
     SweepResult,
     crossovers,
     csv_rows,
-    prediction_error,
-    step_time_error,
+    error_figures,
     to_csv,
     to_json,
 )
@@ -76,13 +75,8 @@ if not is_operator():
 
 def show(result: SweepResult, key: str) -> None:
     found = crossovers(result)
-    err = prediction_error(result)
     lines = [f"crossover: **{c.text}**" for c in found] or ["no crossover of ×1.00 inside the swept values"]
-    lines.append("prediction error (rms of measured against predicted): "
-                 + ("no point has both" if err is None else f"**{err:.1%}**"))
-    steps = step_time_error(result)
-    lines.append("step-time error, predicted against measured: "
-                 + ("no GPU-bound point has both" if steps is None else f"**{steps.text}**"))
+    lines += [f"{e.label}: " + (f"**{e.text}**" if e.found else e.text) for e in error_figures(result)]
     st.markdown("\n".join(f"- {line}" for line in [*lines, *result.notes]))
     if any(p.estimate for p in result.points):
         st.plotly_chart(sweep_figure(result), width="stretch", key=f"sweep_chart_{key}")

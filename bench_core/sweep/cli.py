@@ -33,8 +33,7 @@ from bench_core.sweep.records import (
     Phase,
     SweepResult,
     crossovers,
-    prediction_error,
-    step_time_error,
+    error_figures,
     to_csv,
     to_json,
 )
@@ -130,11 +129,7 @@ def summary_lines(result: SweepResult) -> list[str]:
                      + (f"; not predicted: {p.prediction_note}" if p.prediction_note else ""))
     for c in crossovers(result):
         lines.append(f"  crossover: {c.text}")
-    err = prediction_error(result)
-    lines.append("  prediction error (rms): " + (f"{err:.1%}" if err is not None else "no point has both"))
-    steps = step_time_error(result)
-    lines.append("  step-time error, predicted against measured: "
-                 + (steps.text if steps else "no GPU-bound point has both"))
+    lines += [f"  {e.label}: {e.text}" for e in error_figures(result)]
     lines += [f"  {n}" for n in result.notes]
     return lines
 

@@ -232,7 +232,3 @@ def block_gemms(family: str, width: int, hidden: int) -> list[tuple[int, int]]:
     mlp = [(d, h), (h, d)] if family == "gpt" else [(d, h), (d, h), (h, d)]
     return [(d, 3 * d), (d, d), *mlp]
 
-
-def gemm_flops_per_step(m: int, shapes: list[tuple[int, int]], depth: int) -> int:
-    """Forward (M·K·N) and both backward products (dX, dW), 2 FLOPs a term: 6·M·K·N per layer, × depth."""
-    return depth * sum(6 * m * k * n for k, n in shapes)

@@ -280,6 +280,23 @@ def step_time_error(result: SweepResult) -> StepTimeError | None:
     return None if rms is None else StepTimeError(rms, max(errors, key=abs), len(errors) // 2)
 
 
+@dataclass(frozen=True)
+class ErrorFigure:
+    """One of a sweep's prediction errors as every view shows it: what it is, and its figure or why it has none."""
+    label: str
+    text: str
+    found: bool
+
+
+def error_figures(result: SweepResult) -> tuple[ErrorFigure, ErrorFigure]:
+    """The speedup's rms error and the step-time error, worded once for the CLI, the page and the HTML report."""
+    err, steps = prediction_error(result), step_time_error(result)
+    return (ErrorFigure("prediction error (rms of measured against predicted)",
+                        "no point has both" if err is None else f"{err:.1%}", err is not None),
+            ErrorFigure("step-time error, predicted against measured",
+                        "no GPU-bound point has both" if steps is None else steps.text, steps is not None))
+
+
 CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_1", "value_1", "axis_2", "value_2",
               "source", "speedup", "speedup_low", "speedup_high", "bound", "peak_mem_change", "predicted_speedup",
               "predicted_low", "predicted_high", "predicted_bound", "prediction_error", "measured_speedup",

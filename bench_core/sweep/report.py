@@ -6,7 +6,7 @@ import html
 from bench_core.config.bench_config import describe_shape
 from bench_core.results.report import _plotly_loader
 from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure
-from bench_core.sweep.records import SHOWN_FIELDS, SweepResult, crossovers, csv_rows, prediction_error, step_time_error
+from bench_core.sweep.records import SHOWN_FIELDS, SweepResult, crossovers, csv_rows, error_figures
 
 
 def _cell(value: object) -> str:
@@ -21,14 +21,12 @@ def render_html(result: SweepResult) -> str:
     body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r[c]))}</td>" for c in SHOWN_FIELDS) + "</tr>"
                    for r in rows)
     found = crossovers(result)
-    err, steps = prediction_error(result), step_time_error(result)
     parts = [f"<h1>{html.escape(result.title)} on {html.escape(result.gpu or result.device)}</h1>",
              f"<p>sweep {result.sweep_id} · {result.created_at} · base {html.escape(describe_shape(result.spec.base))}"
              "</p>",
              "<ul>" + "".join(f"<li>crossover: {html.escape(c.text)}</li>" for c in found)
              + ("" if found else "<li>no crossover of ×1.00 inside the swept values</li>")
-             + f"<li>prediction error (rms): {'no point has both' if err is None else f'{err:.1%}'}</li>"
-             + f"<li>step-time error: {'no GPU-bound point has both' if steps is None else steps.text}</li>"
+             + "".join(f"<li>{e.label}: {html.escape(e.text)}</li>" for e in error_figures(result))
              + "".join(f"<li>{html.escape(n)}</li>" for n in result.notes) + "</ul>",
              "<div id='fig-sweep' class='fig'></div>"]
     figures = [f'{{"id": "fig-sweep", "fig": {sweep_figure(result).to_json()}}}']

@@ -86,7 +86,7 @@ def test_a_two_point_sweep_runs_end_to_end(tmp_path, monkeypatch):
 
 
 @pytest.mark.xfail(reason="call 29 predicted this point x0.91, launch-bound, against x1.00 GPU-bound measured three "
-                   "times: the Apex stage's host time is overestimated (docs/BENCHMARKS.md, calls 28-30)")
+                   "times: the Apex stage's host time is overestimated (docs/BENCHMARKS.md, calls 28-31)")
 def test_a_host_bound_norm_does_not_count_as_gpu_time(runnable):
     """The H200's Apex map (calls 22-23): Apex FusedAdam + FusedLayerNorm + BF16 against native BF16 on gpt2-small
     at batch 16 measured x1.00 (0.99-1.00 and 0.97-1.02), GPU-bound, while the predictor said x0.69: Apex's
