@@ -13,6 +13,10 @@ from bench_core.sweep.records import PointResult, Source, SweepResult, crossover
 
 MEASURED_COLOR, PREDICTED_COLOR, CROSS_COLOR = "#1565c0", "#ef6c00", "#6a1b9a"
 MARKERS = {Source.MEASURED: "circle", Source.PREDICTED: "circle-open"}
+# On a heatmap cell each marker has both a dark and a light edge, so it shows on the darkest cell and the palest
+# (an open dark circle vanished on a deep red cell): measured dark ringed light, predicted light ringed dark.
+CELL_MARKERS = {Source.MEASURED: dict(symbol="circle", color="#212121", line=dict(width=1, color="white")),
+                Source.PREDICTED: dict(symbol="circle", color="white", line=dict(width=2, color="#212121"))}
 NAMES = {Source.MEASURED: "measured end to end", Source.PREDICTED: "predicted from kernels"}
 
 
@@ -120,8 +124,7 @@ def sweep_heatmap(result: SweepResult) -> go.Figure:
             fig.add_trace(go.Scatter(x=[xs.index(p.value(ax)) + CORNER[0] for p in pts],
                                      y=[ys.index(p.value(ay)) + CORNER[1] for p in pts],
                                      mode="markers", name=NAMES[source], hovertext=[_text(p) for p in pts],
-                                     hoverinfo="text", marker=dict(symbol=MARKERS[source], size=9, color="#212121",
-                                                                   line=dict(width=1.5))))
+                                     hoverinfo="text", marker=dict(size=11, **CELL_MARKERS[source])))
     title = f"{_wrapped(result)}<br><sup>speedup of B over A on {result.gpu or result.device}</sup>"
     return _grid_axes(_layout(fig, title, ax, ay, log_x=False), xs, ys)
 

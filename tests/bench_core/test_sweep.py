@@ -611,6 +611,11 @@ def test_two_axes_draw_a_heatmap_centred_on_one():
     measured = next(t for t in fig.data[1:] if t.name == "measured end to end")
     assert all(0 < abs(x - round(x)) < 0.5 for x in measured.x) and all(0 < abs(y - round(y)) < 0.5
                                                                        for y in measured.y)
+    # each marker has a dark and a light edge, so it shows on the deepest and the palest cell alike
+    predicted = next(t for t in fig.data[1:] if t.name == "predicted from kernels")
+    assert {measured.marker.color, measured.marker.line.color} == {predicted.marker.color,
+                                                                   predicted.marker.line.color} == {"#212121", "white"}
+    assert measured.marker.color != predicted.marker.color   # measured filled dark, predicted filled light
 
 
 def test_the_peak_memory_map_draws_the_measured_points_only():
