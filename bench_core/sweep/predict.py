@@ -197,9 +197,10 @@ def _relative(t: KernelTime) -> tuple[float, float]:
 
 def host_per_kernel_ms(one: KernelTime, two: KernelTime, launch_us: float) -> float:
     """The host's time to issue a step, per kernel it launches, over both shallow steps. Extrapolating the host's
-    own difference in depth multiplied its noise by the blocks added (on the H200, call 28, a block's issue time
-    read 1.8 to 5.8 ms for one stage across points whose blocks launch the same kernels); the time per kernel held
-    within 8% between one block and two."""
+    own difference in depth multiplied its noise by the blocks added (on the H200, call 28, native BF16's second
+    block read 1.8 to 5.0 ms across points whose blocks launch the same kernels). A rate has its own fault: a stage's
+    fixed host cost (Apex's optimizer, Liger FLCE's wait for the GPU inside its loss, FP8's casts) is carried into
+    every block, so such a stage's host time comes out long (calls 29-30, docs/BENCHMARKS.md)."""
     hosts = one.host_call_ms(launch_us, one.kernels) + two.host_call_ms(launch_us, two.kernels)
     kernels = one.kernels + two.kernels
     return hosts / kernels if kernels else 0.0
