@@ -170,6 +170,7 @@ else:
             f"pasted.{st.session_state['paste_kind']}", st.session_state["paste_text"].encode()))
 message = st.session_state.pop("import_message", None)
 if message:
-    # each run the message names links to its own view (a duplicate's message names both runs)
+    # each run or sweep the message names links to its own view (a duplicate's message names both)
     text = re.sub(r"\brun ([0-9a-f]{12}(?:-imp-[0-9a-f]{6})?)\b", r"[run \1](/history?run=\1)", message[1])
+    text = re.sub(r"\bsweep ([0-9a-f]{12}(?:-imp-[0-9a-f]{6})?)\b", r"[sweep \1](/sweep?sweep=\1)", text)
     (st.success if message[0] == "success" else st.error)(text)

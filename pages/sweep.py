@@ -11,11 +11,10 @@ from bench_core.models.families import FAMILIES
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from bench_core.sweep.figures import comparable, has_memory, peak_memory_map, sweep_figure, sweep_line
 from bench_core.sweep.records import (
-    SHOWN_FIELDS,
     SweepResult,
     crossovers,
-    csv_rows,
     error_figures,
+    shown_rows,
     to_csv,
     to_json,
 )
@@ -82,7 +81,7 @@ def show(result: SweepResult, key: str) -> None:
         st.plotly_chart(sweep_figure(result), width="stretch", key=f"sweep_chart_{key}")
     if has_memory(result):
         st.plotly_chart(peak_memory_map(result), width="stretch", key=f"sweep_memory_{key}")
-    st.dataframe(pd.DataFrame(csv_rows(result))[list(SHOWN_FIELDS)], hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame(shown_rows(result)), hide_index=True, width="stretch")
     c1, c2, c3 = st.columns(3)
     c1.download_button("JSON", to_json(result), f"sweep_{result.sweep_id}.json", "application/json",
                        key=f"sweep_json_{key}")
@@ -115,8 +114,9 @@ rows = listed(sweeps.store.list_sweeps, "the history database") if sweeps.store 
 if not rows:
     st.info("No sweep yet.")
 else:
-    labels = {r["sweep_id"]: f"{r['created_at'][:16]} · {r['compare']} · {r['axes']} · {r['gpu'] or r['device']} · "
-              f"{r['status']}" for r in rows}
+    # what tells sweeps apart first: a phone cuts the rest (the comparison's stage keys run long)
+    labels = {r["sweep_id"]: f"{r['created_at'][:16]} · {r['gpu'] or r['device']} · {r['status']} · {r['axes']} · "
+              f"{r['compare']}" for r in rows}
     wanted = st.query_params.get("sweep") or st.session_state.get("sweep_shown")
     chosen = st.selectbox("Sweep", list(labels), format_func=lambda i: labels[i], key="sweep_pick",
                           index=list(labels).index(wanted) if wanted in labels else 0)

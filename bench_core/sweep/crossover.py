@@ -33,25 +33,30 @@ class Crossover:
     # Some point past the crossing is faster beyond its interval. False: the lever only reaches ×1.00 there (on
     # the H200, Apex BF16 against native: ×0.59-0.68 where the host sets the pace, ×1.00-1.01 where the GPU does).
     pays: bool = True
+    best: float | None = None    # the largest speedup past the crossing: how much "pays" pays (None: older files)
+    predicted_only: bool = False  # no point of its line ran end to end: the crossing is the predictor's alone
 
     @property
     def text(self) -> str:
         lo = "below the range" if self.low is None else f"{self.low:,.0f}"
         hi = "beyond the range" if self.high is None else f"{self.high:,.0f}"
         where = f"{self.axis} ≈ {self.value:,.0f} ({lo}–{hi})"
-        if self.pays:
-            return f"{self.direction.value} {where}"
         side = "above" if self.direction == Direction.PAYS_ABOVE else "below"
-        return f"reaches ×1.00 {side} {where}; no point past it measurably faster"
+        if self.pays:
+            said = f"{self.direction.value} {where}" + (f", up to ×{self.best:.2f}" if self.best else "")
+        else:
+            said = f"reaches ×1.00 {side} {where}; no point past it measurably faster"
+        return said + ("; predicted only, no point measured" if self.predicted_only else "")
 
     def to_dict(self) -> dict:
         return {"axis": self.axis, "value": self.value, "low": self.low, "high": self.high,
-                "direction": self.direction.value, "pays": self.pays}
+                "direction": self.direction.value, "pays": self.pays, "best": self.best,
+                "predicted_only": self.predicted_only}
 
     @classmethod
     def from_dict(cls, data: dict) -> Crossover:
         return cls(data["axis"], data["value"], data.get("low"), data.get("high"), Direction(data["direction"]),
-                   bool(data.get("pays", True)))
+                   bool(data.get("pays", True)), data.get("best"), bool(data.get("predicted_only", False)))
 
 
 def _crossings(xs: list[float], ys: list[float]) -> list[tuple[float, Direction]]:
@@ -89,4 +94,5 @@ def crossover(axis: str, points: list[Estimate]) -> Crossover | None:
     if high is not None and high < value:
         high = None
     past = [p for p in pts if (p.x > value if direction == Direction.PAYS_ABOVE else p.x < value)]
-    return Crossover(axis, value, low, high, direction, pays=any(p.low > 1.0 for p in past))
+    return Crossover(axis, value, low, high, direction, pays=any(p.low > 1.0 for p in past),
+                     best=max((p.speedup for p in past), default=None))

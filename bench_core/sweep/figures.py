@@ -1,10 +1,11 @@
 """A sweep's map: one axis, a line of speedups with their intervals, the crossover and its interval as a band;
 two axes, a heatmap of the speedup with each point's source marked. Measured points are filled, predicted ones
-hollow. No streamlit: the page, the HTML report and the tests draw these."""
+hollow (on a heatmap, a light dot ringed dark). No streamlit: the page, the HTML report and the tests draw these."""
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -13,10 +14,11 @@ from bench_core.sweep.records import PointResult, Source, SweepResult, crossover
 
 MEASURED_COLOR, PREDICTED_COLOR, CROSS_COLOR = "#1565c0", "#ef6c00", "#6a1b9a"
 MARKERS = {Source.MEASURED: "circle", Source.PREDICTED: "circle-open"}
-# On a heatmap cell each marker has both a dark and a light edge, so it shows on the darkest cell and the palest
-# (an open dark circle vanished on a deep red cell): measured dark ringed light, predicted light ringed dark.
-CELL_MARKERS = {Source.MEASURED: dict(symbol="circle", color="#212121", line=dict(width=1, color="white")),
-                Source.PREDICTED: dict(symbol="circle", color="white", line=dict(width=2, color="#212121"))}
+# On a heatmap cell: measured a dark dot, predicted a light dot ringed dark, so each shows on the deepest cell and
+# the palest (an open dark circle vanished on a deep red cell; a light ring round the dark dot made it read as open).
+CELL_MARKERS: dict[Source, dict[str, Any]] = {Source.MEASURED: dict(symbol="circle", color="#212121"),
+                                                Source.PREDICTED: dict(symbol="circle", color="white",
+                                                                       line=dict(width=2, color="#212121"))}
 NAMES = {Source.MEASURED: "measured end to end", Source.PREDICTED: "predicted from kernels"}
 
 
@@ -91,7 +93,10 @@ def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
     return _layout(fig, title, axis, "speedup (×)", log_x=True)
 
 
-CORNER = (-0.38, 0.32)   # where a cell's source marker sits, off its centre, so it never covers the figure
+# Where a cell's source marker sits, off its centre so it never covers the figure, and far enough inside that a
+# 30 px cell (a phone's) still holds the whole marker (at 0.38 it straddled the cell's edge).
+CORNER = (-0.28, 0.28)
+SPEEDUP_TICKS = (0.25, 0.5, 0.7, 1.0, 1.4, 2.0, 4.0)   # the colour bar's ticks, as speedups (its scale is log2)
 
 
 def _grid_axes(fig: go.Figure, xs: Sequence[int], ys: Sequence[int]) -> go.Figure:
@@ -109,15 +114,20 @@ def sweep_heatmap(result: SweepResult) -> go.Figure:
     xs, ys = list(result.spec.axes[0].values), list(result.spec.axes[1].values)
     z: list[list[float | None]] = [[None] * len(xs) for _ in ys]
     text: list[list[str]] = [[""] * len(xs) for _ in ys]
+    hover: list[list[str]] = [[""] * len(xs) for _ in ys]
     for p in result.points:
         i, j = ys.index(p.value(ay)), xs.index(p.value(ax))
+        hover[i][j] = _text(p)   # the interval and the bound, which the cell has no room for
         if p.estimate:
             z[i][j] = math.log2(p.estimate[0])
             text[i][j] = f"×{p.estimate[0]:.2f}"
     bound = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
+    ticks = [t for t in SPEEDUP_TICKS if abs(math.log2(t)) <= bound + 1e-9]
     fig = go.Figure(go.Heatmap(x=list(range(len(xs))), y=list(range(len(ys))), z=z, text=text,
                                texttemplate="%{text}", colorscale="RdBu", zmid=0, zmin=-bound, zmax=bound,
-                               colorbar=dict(title="log2 ×"), hoverinfo="skip", name="speedup"))
+                               colorbar=dict(title="×", thickness=12, tickvals=[math.log2(t) for t in ticks],
+                                             ticktext=[f"×{t:g}" for t in ticks]),
+                               hovertext=hover, hoverinfo="text", name="speedup"))
     for source in (Source.MEASURED, Source.PREDICTED):
         pts = [p for p in result.points if p.source == source]
         if pts:
@@ -126,7 +136,8 @@ def sweep_heatmap(result: SweepResult) -> go.Figure:
                                      mode="markers", name=NAMES[source], hovertext=[_text(p) for p in pts],
                                      hoverinfo="text", marker=dict(size=11, **CELL_MARKERS[source])))
     title = f"{_wrapped(result)}<br><sup>speedup of B over A on {result.gpu or result.device}</sup>"
-    return _grid_axes(_layout(fig, title, ax, ay, log_x=False), xs, ys)
+    fig = _grid_axes(_layout(fig, title, ax, ay, log_x=False), xs, ys)
+    return fig.update_layout(showlegend=True)   # with one source only, plotly would hide the markers' key
 
 
 def sweep_figure(result: SweepResult) -> go.Figure:

@@ -244,7 +244,8 @@ def crossovers(result: SweepResult) -> list[Crossover]:
         line = [Estimate(p.value(axes[0].name), *p.estimate) for p in pts if p.estimate]
         found = crossover(axes[0].name, line) if len(line) >= 2 else None
         if found:
-            out.append(replace(found, axis=axes[0].name + "".join(f" at {k}={v}" for k, v in fixed)))
+            out.append(replace(found, axis=axes[0].name + "".join(f" at {k}={v}" for k, v in fixed),
+                               predicted_only=not any(p.measured for p in pts)))
     return out
 
 
@@ -291,9 +292,9 @@ class ErrorFigure:
 def error_figures(result: SweepResult) -> tuple[ErrorFigure, ErrorFigure]:
     """The speedup's rms error and the step-time error, worded once for the CLI, the page and the HTML report."""
     err, steps = prediction_error(result), step_time_error(result)
-    return (ErrorFigure("prediction error (rms of measured against predicted)",
+    return (ErrorFigure("speedup prediction error (rms over the points measured)",
                         "no point has both" if err is None else f"{err:.1%}", err is not None),
-            ErrorFigure("step-time error, predicted against measured",
+            ErrorFigure("step-time prediction error (GPU-bound points only)",
                         "no GPU-bound point has both" if steps is None else steps.text, steps is not None))
 
 
@@ -304,11 +305,19 @@ CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_
               "prediction_note", "predicted_a_ms", "predicted_b_ms", "measured_a_ms", "measured_b_ms",
               "a_step_error", "b_step_error", "predicted_a_gpu_ms", "predicted_b_gpu_ms", "measured_a_kernel_ms",
               "measured_b_kernel_ms", "a_kernel_error", "b_kernel_error")
-# What the report and the page show of each point (a subset of the CSV's columns, in this order).
-SHOWN_FIELDS = ("axis_1", "value_1", "axis_2", "value_2", "source", "speedup", "speedup_low", "speedup_high", "bound",
-                "peak_mem_change", "predicted_speedup", "measured_speedup", "prediction_error", "predicted_a_ms",
-                "measured_a_ms", "a_step_error", "predicted_b_ms", "measured_b_ms", "b_step_error",
-                "interval_scope", "measured_status", "measured_reason", "prediction_note")
+# The table the page and the HTML report show, after the axes' values (`shown_rows`): the answer first, so a phone's
+# first columns hold it.
+SHOWN_FIELDS = ("speedup", "speedup_low", "speedup_high", "source", "bound", "peak_mem_change", "predicted_speedup",
+                "measured_speedup", "prediction_error", "predicted_a_ms", "measured_a_ms", "a_step_error",
+                "predicted_b_ms", "measured_b_ms", "b_step_error", "interval_scope", "measured_status",
+                "measured_reason", "prediction_note")
+
+
+def shown_rows(result: SweepResult) -> list[dict]:
+    """Each point as the page and the report show it: its axis values under the axes' own names, then SHOWN_FIELDS."""
+    names = [a.name for a in result.spec.axes]
+    return [{**{name: row[f"value_{i + 1}"] for i, name in enumerate(names)}, **{f: row[f] for f in SHOWN_FIELDS}}
+            for row in csv_rows(result)]
 
 
 def csv_rows(result: SweepResult) -> list[dict]:

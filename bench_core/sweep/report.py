@@ -6,7 +6,7 @@ import html
 from bench_core.config.bench_config import describe_shape
 from bench_core.results.report import _plotly_loader
 from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure
-from bench_core.sweep.records import SHOWN_FIELDS, SweepResult, crossovers, csv_rows, error_figures
+from bench_core.sweep.records import SHOWN_FIELDS, SweepResult, crossovers, error_figures, shown_rows
 
 
 def _cell(value: object) -> str:
@@ -16,9 +16,10 @@ def _cell(value: object) -> str:
 
 
 def render_html(result: SweepResult) -> str:
-    rows = csv_rows(result)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in SHOWN_FIELDS)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r[c]))}</td>" for c in SHOWN_FIELDS) + "</tr>"
+    rows = shown_rows(result)
+    columns = list(rows[0]) if rows else list(SHOWN_FIELDS)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r[c]))}</td>" for c in columns) + "</tr>"
                    for r in rows)
     found = crossovers(result)
     parts = [f"<h1>{html.escape(result.title)} on {html.escape(result.gpu or result.device)}</h1>",

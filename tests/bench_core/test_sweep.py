@@ -38,6 +38,7 @@ from bench_core.sweep.records import (
     from_json,
     is_sweep_json,
     prediction_error,
+    shown_rows,
     step_time_error,
     to_json,
 )
@@ -162,7 +163,19 @@ def test_crossover_of_a_known_line_and_its_interval():
     assert found is not None and found.direction == Direction.PAYS_ABOVE
     assert found.value == pytest.approx(1000)
     assert found.low == pytest.approx(1000 / 1.1) and found.high == pytest.approx(1100)
-    assert found.pays and found.text == "pays above width ≈ 1,000 (909–1,100)"   # x2, x4 lie above their intervals
+    # x2, x4 lie above their intervals; the text says how much it pays
+    assert found.pays and found.text == "pays above width ≈ 1,000 (909–1,100), up to ×4.00"
+    assert Crossover.from_dict(found.to_dict()) == found
+
+
+def test_a_crossing_no_point_of_its_line_measured_says_so():
+    """Call 30's FP8 map, predicted only: its crossing at width ≈ 1,846 (1,821–1,914) came from predictions alone,
+    its narrow interval the shallow steps' spread, not a measurement's."""
+    result = _result()
+    unmeasured = replace(result, points=tuple(replace(p, measurement=None) for p in result.points))
+    assert all(c.predicted_only and c.text.endswith("; predicted only, no point measured")
+               for c in crossovers(unmeasured))
+    assert crossovers(unmeasured) and not any(c.predicted_only for c in crossovers(result))
 
 
 def test_a_lever_that_only_reaches_parity_is_not_said_to_pay():
@@ -457,6 +470,9 @@ def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
                                                         (False, "no GPU-bound point has both")]
     row = csv_rows(result)[1]
     assert row["a_step_error"] == pytest.approx(errors[0]) and row["measured_b_ms"] == 10.0
+    # the shown table: the axis under its own name, then the answer
+    shown = shown_rows(result)[1]
+    assert list(shown)[:3] == ["width", "speedup", "speedup_low"] and shown["width"] == 128
     (c,) = crossovers(result)                 # 0.97 at 128 (measured), 1.2 at 256 (measured)
     assert c.value == pytest.approx(math.exp(math.log(128) + (-math.log(0.97)) * math.log(2) /
                                              (math.log(1.2) - math.log(0.97))))
@@ -611,11 +627,14 @@ def test_two_axes_draw_a_heatmap_centred_on_one():
     measured = next(t for t in fig.data[1:] if t.name == "measured end to end")
     assert all(0 < abs(x - round(x)) < 0.5 for x in measured.x) and all(0 < abs(y - round(y)) < 0.5
                                                                        for y in measured.y)
-    # each marker has a dark and a light edge, so it shows on the deepest and the palest cell alike
+    # measured a dark dot, predicted a light one ringed dark: each shows on the deepest and the palest cell alike
     predicted = next(t for t in fig.data[1:] if t.name == "predicted from kernels")
-    assert {measured.marker.color, measured.marker.line.color} == {predicted.marker.color,
-                                                                   predicted.marker.line.color} == {"#212121", "white"}
-    assert measured.marker.color != predicted.marker.color   # measured filled dark, predicted filled light
+    assert measured.marker.color == "#212121" and measured.marker.line.color is None
+    assert predicted.marker.color == "white" and predicted.marker.line.color == "#212121"
+    assert fig.layout.showlegend   # the markers' key, even where every point has one source
+    # the colour bar reads in speedups, and each cell's hover carries its interval and bound
+    assert "×1" in heat.colorbar.ticktext
+    assert heat.hovertext[0][1].startswith("width=128, batch_size=2: ×1.00 (0.90–1.10)")
 
 
 def test_the_peak_memory_map_draws_the_measured_points_only():

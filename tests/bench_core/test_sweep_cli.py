@@ -120,7 +120,7 @@ def test_a_real_tiny_sweep_on_cpu_end_to_end_and_its_import(tmp_path):
         assert p["prediction"]["speedup"] > 0
         parts = {(t["part"], t["variant"]): t for t in p["prediction"]["timings"]["times"]}
         assert parts[("step@2", COMPARE.split(",")[1])]["ms"] > 0 and parts[("norm", "layernorm@fp32")]["calls"] == 5
-    assert "prediction error (rms of measured against predicted)" in proc.stdout
+    assert "speedup prediction error (rms over the points measured)" in proc.stdout
     assert "2 of 2 points measured end to end" in proc.stdout
     assert csv_path.read_text().count("\n") == 3 and "fig-sweep" in html.read_text()
     store = SweepStore(env["BENCH_DB"])

@@ -5,6 +5,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -230,6 +231,19 @@ def test_good_import_appears_in_history(app, app_env):
     button.click().run()
     assert any("Imported 1 run" in s for s in texts(at, "success"))
     assert run.run_id in set(at.dataframe[0].value["run_id"])
+
+
+def test_an_imported_sweep_is_linked_to_its_map(app, app_env):
+    """A sweep's JSON imports on History, and the message links to the Sweep page showing it (a new user imported
+    one and found no way there)."""
+    at = app("pages/history.py")
+    at.radio(key="paste_kind").set_value("json")
+    sweep = Path(__file__).parents[2] / "docs" / "data" / "h200_2026-12-04_call29_sweep_apex_gpt_1.json"
+    at.text_area(key="paste_text").set_value(sweep.read_text())
+    [button] = [b for b in at.button if b.label == "Import pasted text"]
+    button.click().run()
+    assert any("[sweep 4ce754672c94](/sweep?sweep=4ce754672c94)" in s for s in texts(at, "success")), \
+        texts(at, "success")
 
 
 def test_finished_cpu_seed_run_shows_its_verdict_charts_table_and_downloads(app, manager):
