@@ -281,12 +281,12 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
         fn: Callable[[], Any] | None = None
         try:
             fn = part_fn(torch, cfg, device, part, name, gen, stage)
-            host_ms = 0.0
-            if cuda:   # before the part's profile (see PROFILER_TEARDOWN), after its own warm-up
-                for _ in range(warmup):
-                    fn()
-                host_ms = host_ms_per_call(torch, fn, STEP_HOST_CALLS if part in STEP_BLOCKS else HOST_CALLS)
-            row, _ = measure_row(torch, part.value, name, name, name, fn, 0, cuda, warmup, repeats, None,
+            for _ in range(warmup):   # once: the host's timing and the timed calls both follow it
+                fn()
+            # the host's time before the part's profile (see PROFILER_TEARDOWN)
+            host_ms = host_ms_per_call(torch, fn, STEP_HOST_CALLS if part in STEP_BLOCKS else HOST_CALLS) \
+                if cuda else 0.0
+            row, _ = measure_row(torch, part.value, name, name, name, fn, 0, cuda, 0, repeats, None,
                                  lambda seen: (None, None))
         except Exception as exc:
             missing.append(f"{part.value} {name}: {type(exc).__name__}: {exc}"[:300])

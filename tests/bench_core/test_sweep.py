@@ -2,6 +2,7 @@
 the predictor's arithmetic against hand-computed cases, the budget planner, storage and import, the map's traces
 and the command line's refusals. The real end-to-end sweep is in test_sweep_cli.py."""
 import math
+import os
 import shutil
 import threading
 from dataclasses import replace
@@ -347,6 +348,29 @@ def test_a_compiled_stages_parts_are_timed_compiled():
     # both shallow steps compiled as the worker compiles the model, and the GEMMs, norm, SwiGLU and loss each
     # traced (their backward graphs come with them)
     assert graphs["unique_graphs"] - before >= 6
+
+
+def test_each_part_is_warmed_once_and_the_profiler_is_told_to_let_go(monkeypatch):
+    """A part's warm-up runs once, before its host timing and its timed calls (it ran twice); and the timing
+    process asks Kineto to tear CUPTI down after each profile, so no profile slows the next part's launches (the
+    H200's enqueue probe read 14.3 us a kernel after profiles, 10.3 before any)."""
+    from bench_core.sweep import kernels
+    calls: list[int] = []
+
+    def counted(*args, **kwargs):
+        calls.append(0)
+        index = len(calls)
+
+        def fn() -> None:
+            calls[index - 1] += 1
+        return fn
+    monkeypatch.setattr(kernels, "part_fn", counted)
+    monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+    cfg = BenchConfig(depth=1, width=32, heads=2, seq_len=16, batch_size=1, vocab_size=64, device="cpu")
+    timings, missing = kernels.time_point(cfg, (BF16,), "cpu", warmup=2, repeats=3)
+    assert missing == () and len(timings.times) == len(calls) == 8
+    assert calls == [2 + 3 + 1] * 8        # warm-up, timed calls, the one profiled call
+    assert os.environ["TEARDOWN_CUPTI"] == "1"
 
 
 def test_a_compiled_gemm_returns_its_products():
