@@ -13,6 +13,9 @@ the measurement has a side, the prediction is right on it. Where it has none, th
 the point is on, and the prediction is right when its interval overlaps the measured one: it does not contradict
 the measurement. (Until call 28 a measured x1.00 asked for a predicted interval holding 1, which judged how wide the
 predicted interval was, not its side: a prediction of x0.990 (0.989-0.992) failed against x0.998 (0.99-1.00).)
+Beside each stage's step-time error: its predicted kernel time against the kernels its profiled steps measured, and
+its predicted host time against the host time its timed steps measured (read the host's at launch-bound points:
+where the GPU sets the pace, the measured host also waits for room in the launch queue).
 Exit 0 with the counts; 2 with a message for bad input.
 """
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Check:
     predicted: tuple[float, float]   # the predicted one
     predicted_side: str
     kernel_errors: tuple[float, float] | None = None   # predicted GPU time / measured kernel time - 1 (newer files)
+    host_errors: tuple[float, float] | None = None     # predicted host time / measured host time - 1 (newer files)
 
     @property
     def measured_side(self) -> str:
@@ -68,7 +72,7 @@ def check_point(source: str, measured: PointResult, predicted: PointResult) -> C
     low = m.low if m.low is not None else speedup
     high = m.high if m.high is not None else speedup
     return Check(source, measured.label, m.bound or "unknown", *errors, (low, high), (p.low, p.high),
-                 side(p.speedup, p.speedup), paired.kernel_errors)
+                 side(p.speedup, p.speedup), paired.kernel_errors, paired.host_errors)
 
 
 def checks(measured: list[tuple[str, SweepResult]], predicted: SweepResult | None) -> list[Check]:
@@ -83,12 +87,16 @@ def checks(measured: list[tuple[str, SweepResult]], predicted: SweepResult | Non
     return out
 
 
+def _pair(errors: tuple[float, float] | None) -> str:
+    return f"{errors[0]:>+8.1%} {errors[1]:>+8.1%}" if errors else f"{'-':>8} {'-':>8}"
+
+
 def report(found: list[Check]) -> list[str]:
     lines = [f"{'file':<44} {'point':<28} {'bound':<13} {'A step':>8} {'B step':>8} {'A kern':>8} {'B kern':>8}"
-             "  side measured/predicted"]
+             f" {'A host':>8} {'B host':>8}  side measured/predicted"]
     for c in found:
-        kern = (f"{c.kernel_errors[0]:>+8.1%} {c.kernel_errors[1]:>+8.1%}" if c.kernel_errors else f"{'-':>8} {'-':>8}")
-        lines.append(f"{c.source:<44} {c.label:<28} {c.bound:<13} {c.a_error:>+8.1%} {c.b_error:>+8.1%} {kern}  "
+        lines.append(f"{c.source:<44} {c.label:<28} {c.bound:<13} {c.a_error:>+8.1%} {c.b_error:>+8.1%} "
+                     f"{_pair(c.kernel_errors)} {_pair(c.host_errors)}  "
                      f"{c.measured_side}/{c.predicted_side}{'' if c.side_ok else '  (wrong side)'}")
     gpu = [c for c in found if c.bound == "gpu-bound"]
     steps_ok = sum(c.step_ok for c in gpu)

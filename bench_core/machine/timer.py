@@ -33,10 +33,9 @@ HOST_CALLS = 3   # calls per host-timing round: few enough that the launch queue
 HOST_ROUNDS = 5
 
 
-def host_ms_per_call(torch, fn, calls: int = HOST_CALLS, rounds: int = HOST_ROUNDS) -> float:
-    """The host's time to issue one call on a GPU, the GPU not waited for: the median over rounds of `calls`
+def host_rounds_ms(torch, fn, calls: int = HOST_CALLS, rounds: int = HOST_ROUNDS) -> list[float]:
+    """The host's time to issue one call on a GPU, the GPU not waited for, in each of `rounds` rounds of `calls`
     back-to-back calls, each round starting on an idle GPU (a sync before it, none inside it)."""
-    import statistics
     per_call = []
     for _ in range(rounds):
         torch.cuda.synchronize()
@@ -45,4 +44,4 @@ def host_ms_per_call(torch, fn, calls: int = HOST_CALLS, rounds: int = HOST_ROUN
             fn()
         per_call.append((time.perf_counter() - t0) * 1e3 / calls)
     torch.cuda.synchronize()
-    return statistics.median(per_call)
+    return per_call

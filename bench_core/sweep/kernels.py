@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -20,7 +21,7 @@ from bench_core.components.bench import measure_row, param_shapes
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.registry import LEVERS, HeadLever, NormLever, OptimizerLever
 from bench_core.levers.stage import Stage
-from bench_core.machine.timer import HOST_CALLS, host_ms_per_call
+from bench_core.machine.timer import HOST_CALLS, host_rounds_ms
 from bench_core.models.families import mlp_hidden
 from bench_core.sweep.predict import (
     STEP_BLOCKS,
@@ -284,8 +285,8 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
             for _ in range(warmup):   # once: the host's timing and the timed calls both follow it
                 fn()
             # the host's time before the part's profile (see PROFILER_TEARDOWN)
-            host_ms = host_ms_per_call(torch, fn, STEP_HOST_CALLS if part in STEP_BLOCKS else HOST_CALLS) \
-                if cuda else 0.0
+            rounds = host_rounds_ms(torch, fn, STEP_HOST_CALLS if part in STEP_BLOCKS else HOST_CALLS) \
+                if cuda else [0.0]
             row, _ = measure_row(torch, part.value, name, name, name, fn, 0, cuda, 0, repeats, None,
                                  lambda seen: (None, None))
         except Exception as exc:
@@ -304,7 +305,7 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
             continue
         times.append(KernelTime(part, name, row.median_ms, row.p10_ms or row.median_ms, row.p90_ms or row.median_ms,
                                 row.kernels_per_call or 0, calls_per_step(part, cfg), row.kernel_ms if cuda else None,
-                                host_ms))
+                                statistics.median(rounds), min(rounds), max(rounds)))
     return PointTimings(tuple(times), enqueue_us, cfg.depth), tuple(missing)
 
 

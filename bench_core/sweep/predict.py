@@ -8,7 +8,10 @@ share come once, and the optimizer's work grows with the parameters, so the step
 its kernels are the one-block figure plus (depth - 1) times what the second block added. The host's time to issue
 the step goes with the kernels it launches: the predicted kernels at the shallow steps' host time per kernel. The
 host enqueues ahead of the GPU, so the step takes the longer of the two, and that one names the bound (as a measured
-stage's bottleneck does).
+stage's bottleneck does). The speedup's interval spans both stages' kernels at their p10/p90 and their hosts at
+their fastest and slowest round: where a stage is launch-bound its time is its host's, and a host's time is the
+least steady figure here (the same shallow step's second block read 2.0 to 4.0 ms of host across the points of one
+H200 sweep, call 29), so a launch-bound prediction is not shown as exact.
 
 The first predictor summed the parts below, each timed alone; on the H200 that fell 5-18% short of the measured
 step at GPU-bound points (docs/BENCHMARKS.md, calls 24-27): the parts leave out a step's small kernels (the
@@ -48,7 +51,9 @@ class KernelTime:
     kernels: int               # per call; 0 where not counted (CPU)
     calls: int
     kernel_ms: float | None = None  # the call's kernel time from the trace (CUDA); None: not traced (CPU, older files)
-    host_ms: float = 0.0       # the host's time to issue one call, the GPU not waited for; 0: not measured
+    host_ms: float = 0.0       # the host's time to issue one call, the GPU not waited for (median of rounds); 0: not
+    host_low_ms: float = 0.0   # measured. Its fastest and slowest round; 0: not kept (older files), the median
+    host_high_ms: float = 0.0
 
     @property
     def gpu_bound(self) -> bool:
@@ -70,6 +75,13 @@ class KernelTime:
     def host_call_ms(self, launch_us: float, launches: int) -> float:
         """The host's time per call: measured where it was, else `launches` at the measured enqueue cost."""
         return self.host_ms if self.host_ms > 0 else launches * launch_us / 1e3
+
+    def host_call_range(self, launch_us: float, launches: int) -> tuple[float, float]:
+        """The host's time per call in its fastest and slowest round (the median where rounds were not kept)."""
+        median = self.host_call_ms(launch_us, launches)
+        if self.host_ms <= 0:
+            return median, median
+        return self.host_low_ms or median, self.host_high_ms or median
 
     def to_dict(self) -> dict:
         return {**self.__dict__, "part": self.part.value}
@@ -107,10 +119,21 @@ class StagePrediction:
     gpu_high_ms: float         # at their p90 spread
     kernels: int
     host_ms: float
+    host_low_ms: float         # at the shallow steps' fastest host rounds
+    host_high_ms: float        # at their slowest
 
     @property
     def step_ms(self) -> float:
         return max(self.gpu_ms, self.host_ms)
+
+    @property
+    def fastest_ms(self) -> float:
+        """The step with its kernels and its host both at their fastest: the low end of its time."""
+        return max(self.gpu_low_ms, self.host_low_ms)
+
+    @property
+    def slowest_ms(self) -> float:
+        return max(self.gpu_high_ms, self.host_high_ms)
 
     @property
     def bound(self) -> Bound:
@@ -128,12 +151,13 @@ class Prediction:
 
     @property
     def low(self) -> float:
-        """B's parts at their slowest (p90) against A's at their fastest (p10)."""
-        return max(self.a.gpu_low_ms, self.a.host_ms) / max(self.b.gpu_high_ms, self.b.host_ms)
+        """B's step at its slowest against A's at its fastest: kernels at their p10/p90, the host at its fastest and
+        slowest round (a launch-bound stage's time is its host's, and the host varies)."""
+        return self.a.fastest_ms / self.b.slowest_ms
 
     @property
     def high(self) -> float:
-        return max(self.a.gpu_high_ms, self.a.host_ms) / max(self.b.gpu_low_ms, self.b.host_ms)
+        return self.a.slowest_ms / self.b.fastest_ms
 
 
 def compute_dtype(stage: Stage) -> str:
@@ -195,15 +219,19 @@ def _relative(t: KernelTime) -> tuple[float, float]:
     return (low / t.gpu_ms, high / t.gpu_ms) if t.gpu_ms > 0 else (1.0, 1.0)
 
 
-def host_per_kernel_ms(one: KernelTime, two: KernelTime, launch_us: float) -> float:
-    """The host's time to issue a step, per kernel it launches, over both shallow steps. Extrapolating the host's
+def host_per_kernel_ms(one: KernelTime, two: KernelTime, launch_us: float) -> tuple[float, float, float]:
+    """The host's time to issue a step, per kernel it launches, over both shallow steps: at their median rounds,
+    their fastest and their slowest. Extrapolating the host's
     own difference in depth multiplied its noise by the blocks added (on the H200, call 28, native BF16's second
     block read 1.8 to 5.0 ms across points whose blocks launch the same kernels). A rate has its own fault: a stage's
     fixed host cost (Apex's optimizer, Liger FLCE's wait for the GPU inside its loss, FP8's casts) is carried into
     every block, so such a stage's host time comes out long (calls 29-30, docs/BENCHMARKS.md)."""
-    hosts = one.host_call_ms(launch_us, one.kernels) + two.host_call_ms(launch_us, two.kernels)
     kernels = one.kernels + two.kernels
-    return hosts / kernels if kernels else 0.0
+    if not kernels:
+        return 0.0, 0.0, 0.0
+    median = one.host_call_ms(launch_us, one.kernels) + two.host_call_ms(launch_us, two.kernels)
+    (low_1, high_1), (low_2, high_2) = (t.host_call_range(launch_us, t.kernels) for t in (one, two))
+    return median / kernels, (low_1 + low_2) / kernels, (high_1 + high_2) / kernels
 
 
 def predict_stage(timings: PointTimings, stage: Stage) -> StagePrediction:
@@ -216,10 +244,10 @@ def predict_stage(timings: PointTimings, stage: Stage) -> StagePrediction:
         raise MissingTiming(f"the {stage.key} step timed faster with two blocks than with one")
     gpu = one.gpu_ms + blocks * (two.gpu_ms - one.gpu_ms)
     kernels = one.kernels + blocks * (two.kernels - one.kernels)
-    host = kernels * host_per_kernel_ms(one, two, timings.launch_us)
+    host, host_low, host_high = (kernels * rate for rate in host_per_kernel_ms(one, two, timings.launch_us))
     spreads = (_relative(one), _relative(two))
     low, high = min(r[0] for r in spreads), max(r[1] for r in spreads)
-    return StagePrediction(gpu, gpu * low, gpu * high, kernels, host)
+    return StagePrediction(gpu, gpu * low, gpu * high, kernels, host, host_low, host_high)
 
 
 def predict(timings: PointTimings, a: Stage, b: Stage) -> Prediction:

@@ -38,6 +38,8 @@ class PointPrediction:
     timings: PointTimings
     a_gpu_ms: float | None = None   # the GPU's share of each step: the kernel time predicted (None: older files)
     b_gpu_ms: float | None = None
+    a_host_ms: float | None = None  # the host's: its time to issue a step (None: older files)
+    b_host_ms: float | None = None
 
     def to_dict(self) -> dict:
         return {**{k: v for k, v in self.__dict__.items() if k != "timings"}, "timings": self.timings.to_dict()}
@@ -63,6 +65,8 @@ class PointMeasurement:
     wall_s: float | None = None     # what the point cost end to end (the planner's cost estimate)
     a_kernel_ms: float | None = None   # each stage's kernel time a step, from its profiled steps (CUDA)
     b_kernel_ms: float | None = None
+    a_host_ms: float | None = None     # each stage's host time to issue a step, median of its timed steps (CUDA;
+    b_host_ms: float | None = None     # where the GPU sets the pace this includes waiting on a full launch queue)
 
     @property
     def peak_change(self) -> float | None:
@@ -145,6 +149,13 @@ class PointResult:
         """Each stage's predicted GPU time against the kernel time its profiled steps measured, A then B: the part
         of a step-time error that is kernels the prediction misses, apart from the GPU's idle time in the step."""
         return self._paired_errors("gpu_ms", "kernel_ms")
+
+    @property
+    def host_errors(self) -> tuple[float, float] | None:
+        """Each stage's predicted host time against the host time its timed steps measured, A then B: the other
+        part of a step-time error, and the one that names a launch-bound point. Read it where the stage is
+        launch-bound: where the GPU sets the pace, the measured host also waits for room in the launch queue."""
+        return self._paired_errors("host_ms", "host_ms")
 
     @property
     def bound(self) -> str | None:
@@ -304,7 +315,8 @@ CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_
               "measured_low", "measured_high", "interval_scope", "measured_status", "measured_reason",
               "prediction_note", "predicted_a_ms", "predicted_b_ms", "measured_a_ms", "measured_b_ms",
               "a_step_error", "b_step_error", "predicted_a_gpu_ms", "predicted_b_gpu_ms", "measured_a_kernel_ms",
-              "measured_b_kernel_ms", "a_kernel_error", "b_kernel_error")
+              "measured_b_kernel_ms", "a_kernel_error", "b_kernel_error", "predicted_a_host_ms", "predicted_b_host_ms",
+              "measured_a_host_ms", "measured_b_host_ms", "a_host_error", "b_host_error")
 # The table the page and the HTML report show, after the axes' values (`shown_rows`): the answer first, so a phone's
 # first columns hold it.
 SHOWN_FIELDS = ("speedup", "speedup_low", "speedup_high", "source", "bound", "peak_mem_change", "predicted_speedup",
@@ -327,6 +339,7 @@ def csv_rows(result: SweepResult) -> list[dict]:
         names = [k for k, _ in p.values] + [None]
         vals = [v for _, v in p.values] + [None]
         pred, meas, est, steps, kernels = p.prediction, p.measurement, p.estimate, p.step_errors, p.kernel_errors
+        hosts = p.host_errors
         out.append({"sweep_id": result.sweep_id, "compare": spec.comparison.text, "a": spec.comparison.a.key,
                     "b": spec.comparison.b.key, "family": spec.base.family, "device": result.device,
                     "gpu": result.gpu, "axis_1": names[0], "value_1": vals[0], "axis_2": names[1],
@@ -349,7 +362,12 @@ def csv_rows(result: SweepResult) -> list[dict]:
                     "measured_a_kernel_ms": meas.a_kernel_ms if meas else None,
                     "measured_b_kernel_ms": meas.b_kernel_ms if meas else None,
                     "a_kernel_error": kernels[0] if kernels else None,
-                    "b_kernel_error": kernels[1] if kernels else None})
+                    "b_kernel_error": kernels[1] if kernels else None,
+                    "predicted_a_host_ms": pred.a_host_ms if pred else None,
+                    "predicted_b_host_ms": pred.b_host_ms if pred else None,
+                    "measured_a_host_ms": meas.a_host_ms if meas else None,
+                    "measured_b_host_ms": meas.b_host_ms if meas else None,
+                    "a_host_error": hosts[0] if hosts else None, "b_host_error": hosts[1] if hosts else None})
     return out
 
 

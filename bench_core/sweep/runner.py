@@ -105,7 +105,7 @@ def measure_end_to_end(cfg: BenchConfig, comparison: Comparison, probe: Probe, h
                             ci.text if ci else None, sa.timing.median_ms, sb.timing.median_ms,
                             sb.bottleneck.verdict.value, sa.peak_mem_mib, sb.peak_mem_mib, wall,
                             sa.profile.gpu_kernel_ms if sa.profile else None,
-                            sb.profile.gpu_kernel_ms if sb.profile else None)
+                            sb.profile.gpu_kernel_ms if sb.profile else None, sa.host_ms, sb.host_ms)
 
 
 @dataclass
@@ -136,7 +136,8 @@ def _prediction(timings: PointTimings | None, missing: tuple[str, ...], comparis
     # on a CPU ops run as they are called: no launch queue, so no bound to predict (as a measured CPU stage says)
     bound = p.b.bound if device == "cuda" else Bound.UNKNOWN
     return PointPrediction(p.speedup, p.low, p.high, p.a.step_ms, p.b.step_ms, bound.value, timings, p.a.gpu_ms,
-                           p.b.gpu_ms), None
+                           p.b.gpu_ms, p.a.host_ms if device == "cuda" else None,
+                           p.b.host_ms if device == "cuda" else None), None
 
 
 def _candidate(p: PointResult) -> plan.Candidate:

@@ -264,6 +264,26 @@ def test_the_host_goes_with_the_kernels_so_its_noise_is_not_multiplied_by_the_bl
     assert noisy.host_ms - quiet.host_ms == pytest.approx(760 * 0.5 / 260)   # 1.46 ms, not 5.5
 
 
+def test_a_launch_bound_prediction_spans_its_hosts_fastest_and_slowest_rounds():
+    """The host's rounds, hand-set: one block 2.5 ms (fastest 2.0, slowest 3.5), two blocks 4.5 (4.0, 6.0). BF16 is
+    launch-bound (760 kernels over the shallow steps' 260), FP32 GPU-bound: its interval is its kernels' 10%."""
+    host_range = {Part.STEP_1: (2.0, 3.5), Part.STEP_2: (4.0, 6.0)}
+    slow = tuple(replace(t, host_low_ms=host_range[t.part][0], host_high_ms=host_range[t.part][1])
+                 for t in _step(BF16, (1.5, 100, 2.5), (2.5, 160, 4.5)))
+    timings = PointTimings(_step(FP32, (3.0, 100, 1.0), (5.0, 160, 1.6)) + slow, 10.0, 12)
+    b = predict_stage(timings, BF16)
+    per_kernel = (6.0 / 260, 7.0 / 260, 9.5 / 260)   # the rounds' fastest, median and slowest over 260 kernels
+    assert (b.host_low_ms, b.host_ms, b.host_high_ms) == pytest.approx(tuple(760 * r for r in per_kernel))
+    p = predict(timings, FP32, BF16)
+    assert p.speedup == pytest.approx(25.0 / (760 * 7.0 / 260))
+    assert p.low == pytest.approx(22.5 / (760 * 9.5 / 260)) and p.high == pytest.approx(27.5 / (760 * 6.0 / 260))
+    # without kept rounds (older files) the host is its median: the interval is the kernels' alone
+    old = predict(PointTimings(_step(FP32, (3.0, 100, 1.0), (5.0, 160, 1.6)) + _step(BF16, (1.5, 100, 2.5),
+                                                                                      (2.5, 160, 4.5)), 10.0, 12),
+                  FP32, BF16)
+    assert old.low == pytest.approx(22.5 / (760 * 7.0 / 260)) and old.high == pytest.approx(27.5 / (760 * 7.0 / 260))
+
+
 def test_the_gpu_time_is_the_wall_time_where_the_gpu_set_the_pace_and_the_traced_kernels_where_the_host_did():
     gpu_paced = KernelTime(Part.STEP_1, "k", 10.3, 10.2, 10.4, 127, 1, kernel_ms=10.6, host_ms=6.7)
     host_paced = replace(gpu_paced, ms=8.0, kernel_ms=3.0, host_ms=7.9)
@@ -505,9 +525,9 @@ def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
 def test_a_step_error_splits_into_kernels_the_parts_miss_and_the_gpus_idle():
     """Predicted 100 ms (90 of kernels) against a measured 110 ms step with 100 ms of kernels: the step is 9.1%
     short, of which the kernels 10% short; the rest is time the GPU idled."""
-    pred = PointPrediction(2.0, 1.9, 2.1, 100.0, 50.0, "gpu-bound", PointTimings((), 0.0), 90.0, 45.0)
+    pred = PointPrediction(2.0, 1.9, 2.1, 100.0, 50.0, "gpu-bound", PointTimings((), 0.0), 90.0, 45.0, 30.0, 40.0)
     meas = PointMeasurement(Status.OK, speedup=2.0, low=1.9, high=2.1, a_ms=110.0, b_ms=55.0, bound="gpu-bound",
-                            a_kernel_ms=100.0, b_kernel_ms=50.0)
+                            a_kernel_ms=100.0, b_kernel_ms=50.0, a_host_ms=25.0, b_host_ms=50.0)
     point = PointResult(0, (("width", 64),), pred, None, meas)
     assert point.step_errors == pytest.approx((100 / 110 - 1, 50 / 55 - 1))
     assert point.kernel_errors == pytest.approx((-0.1, -0.1))
@@ -516,6 +536,10 @@ def test_a_step_error_splits_into_kernels_the_parts_miss_and_the_gpus_idle():
     sweep = SweepResult(_spec(), "cuda", "GPU", (point,))
     row = csv_rows(from_json(to_json(sweep)))[0]
     assert row["a_kernel_error"] == pytest.approx(-0.1) and row["measured_b_kernel_ms"] == 50.0
+    # the host's share: predicted 30 and 40 ms to issue a step against 25 and 50 measured
+    assert point.host_errors == pytest.approx((0.2, -0.2))
+    assert row["a_host_error"] == pytest.approx(0.2) and row["measured_b_host_ms"] == 50.0
+    assert replace(point, prediction=replace(pred, b_host_ms=None)).host_errors is None   # an older file, or a CPU
 
 
 def test_a_breakdown_part_not_timed_leaves_the_prediction_and_a_step_not_timed_takes_it():

@@ -23,25 +23,27 @@ def _sweep(points: list[tuple[PointPrediction | None, PointMeasurement | None]])
                                                                               strict=True)), Status.DONE)
 
 
-def _measured(a_ms, b_ms, low, high, bound="gpu-bound", kernels=(None, None)):
+def _measured(a_ms, b_ms, low, high, bound="gpu-bound", kernels=(None, None), hosts=(None, None)):
     return PointMeasurement(Status.OK, speedup=a_ms / b_ms, low=low, high=high, a_ms=a_ms, b_ms=b_ms, bound=bound,
-                            a_kernel_ms=kernels[0], b_kernel_ms=kernels[1])
+                            a_kernel_ms=kernels[0], b_kernel_ms=kernels[1], a_host_ms=hosts[0], b_host_ms=hosts[1])
 
 
-def _predicted(a_ms, b_ms, low, high, gpu=(None, None)):
-    return PointPrediction(a_ms / b_ms, low, high, a_ms, b_ms, "gpu-bound", NO_TIMINGS, *gpu)
+def _predicted(a_ms, b_ms, low, high, gpu=(None, None), hosts=(None, None)):
+    return PointPrediction(a_ms / b_ms, low, high, a_ms, b_ms, "gpu-bound", NO_TIMINGS, *gpu, *hosts)
 
 
 @pytest.fixture
 def sweep_file(tmp_path):
     """Point 1: steps predicted 5% and 9% short (their kernels 5.3% and 6.2%), both sides above: inside both
     targets. Point 2: A 20% short (GPU-bound: misses), measured x1.00 (its interval holds 1) and predicted below.
-    Point 3: launch-bound, 30% off, same side: the step target does not count it. Point 4: predicted only."""
+    Point 3: launch-bound, 30% off (its hosts 28.6% short), same side: the step target does not count it. Point 4:
+    predicted only."""
     path = tmp_path / "s.json"
     path.write_text(to_json(_sweep([
         (_predicted(95, 45.5, 1.9, 2.3, gpu=(90, 45)), _measured(100, 50, 1.9, 2.1, kernels=(95, 48))),
         (_predicted(80, 100, 0.7, 0.9), _measured(100, 100, 0.97, 1.03)),
-        (_predicted(70, 140, 0.4, 0.6), _measured(100, 200, 0.45, 0.55, "launch-bound")),
+        (_predicted(70, 140, 0.4, 0.6, hosts=(70, 140)), _measured(100, 200, 0.45, 0.55, "launch-bound",
+                                                                    hosts=(98, 196))),
         (_predicted(10, 5, 1.8, 2.2), None)])))
     return str(path)
 
@@ -55,6 +57,8 @@ def test_counts_each_target_over_the_points_that_ran(sweep_file, capsys):
     assert "-5.0%" in row and "-9.0%" in row and "above/above" in row
     assert "-5.3%" in row and "-6.2%" in row          # predicted GPU time against the kernels measured: 90/95, 45/48
     assert "x1.00/below  (wrong side)" in next(line for line in out.splitlines() if "batch_size=2" in line)
+    # the launch-bound point's hosts: 70 and 140 ms predicted to issue a step against 98 and 196 measured
+    assert "-        -   -28.6%   -28.6%" in next(line for line in out.splitlines() if "batch_size=3" in line)
 
 
 def test_predictions_from_another_file_are_paired_by_their_axis_values(sweep_file, tmp_path, capsys):
