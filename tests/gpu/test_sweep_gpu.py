@@ -23,6 +23,8 @@ def test_every_part_is_timed_with_its_kernels_and_the_launch_cost_is_measured():
     assert all(t.ms > 0 and t.kernels >= 1 for t in timings.times), timings.times
     # each part's GPU time is its traced kernel time, and the host's time to issue it is measured on its own
     assert all(t.kernel_ms is not None and 0 < t.kernel_ms and t.host_ms > 0 for t in timings.times), timings.times
+    # with its rounds' fastest and slowest kept, the median between them
+    assert all(0 < t.host_low_ms <= t.host_ms <= t.host_high_ms for t in timings.times), timings.times
     gemm, compiled_gemm = timings.find(Part.GEMM, "bf16"), timings.find(Part.GEMM, "bf16+compile")
     assert gemm is not None and gemm.kernels >= 3 * 5   # fwd, dX, dW for each of the llama block's 5 linears
     # compiled, the products are still all there (a compiled graph drops results nobody uses)
