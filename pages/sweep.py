@@ -10,6 +10,7 @@ from bench_core.levers.registry import BASELINE_LEVERS, LEVERS
 from bench_core.models.families import FAMILIES
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from bench_core.sweep.figures import comparable, has_memory, peak_memory_map, sweep_figure, sweep_line
+from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
 from bench_core.sweep.records import (
     SweepResult,
     crossovers,
@@ -53,6 +54,9 @@ with st.form("sweep_form"):
     axis2 = a2.selectbox("Second axis (optional)", ("none", *AXES), key="sweep_axis2")
     values2 = v2.text_input("Its values", key="sweep_values2", value="")
     budget = st.text_input("Budget (e.g. 10m; empty: every point measured)", key="sweep_budget", value="")
+    breakdown = st.checkbox("Also time each part of a block alone (where a step's time goes; not used by the "
+                            "prediction, and on a GPU it about doubles a compiled point's prediction time)",
+                            key="sweep_breakdown")
     start = st.form_submit_button("Start the sweep", type="primary", disabled=not is_operator() or sweeps.running)
 
 if start:
@@ -61,7 +65,7 @@ if start:
         base = BenchConfig.from_dict({**base.to_dict(), "family": family, "device": device})
         texts = [f"{axis1}={values1}"] + ([f"{axis2}={values2}"] if axis2 != "none" else [])
         comparison = parse_comparison(lever if mode.startswith("a lever") else keys, family)
-        spec = SweepSpec(comparison, base, parse_axes(texts), parse_budget(budget))
+        spec = SweepSpec(comparison, base, parse_axes(texts), parse_budget(budget), breakdown)
         st.session_state["sweep_shown"] = sweeps.start(spec, role())
     except ConfigError as exc:
         st.error(f"{exc.field}: {exc.limit} (got {exc.value!r})")
@@ -81,6 +85,11 @@ def show(result: SweepResult, key: str) -> None:
     if has_memory(result):
         st.plotly_chart(peak_memory_map(result), width="stretch", key=f"sweep_memory_{key}")
     st.dataframe(pd.DataFrame(shown_rows(result)), hide_index=True, width="stretch")
+    parts = breakdown_rows(result)
+    if parts:
+        with st.expander(BREAKDOWN_TITLE):
+            st.caption(BREAKDOWN_CAPTION)
+            st.dataframe(pd.DataFrame([r.shown() for r in parts]), hide_index=True, width="stretch")
     c1, c2, c3 = st.columns(3)
     c1.download_button("JSON", to_json(result), f"sweep_{result.sweep_id}.json", "application/json",
                        key=f"sweep_json_{key}")

@@ -1,7 +1,8 @@
 """``python -m bench_core sweep``: one lever comparison across model shapes, from a terminal.
 
 ``python -m bench_core sweep --compare LEVER|KEY_A,KEY_B --family gpt|llama --axis width=256,512,1024
-[--axis batch_size=4,8] [--budget 10m] [--device auto] [--json F] [--csv F] [--html F] [--db PATH | --no-db]``
+[--axis batch_size=4,8] [--budget 10m] [--breakdown] [--device auto] [--json F] [--csv F] [--html F]
+[--db PATH | --no-db]``
 Every input is checked before anything starts; bad input exits 2 with the flag named.
 """
 from __future__ import annotations
@@ -65,6 +66,9 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--" + name.replace("_", "-"), dest=name, default=None, help=FIELD_HELP[name].replace("%", "%%"))
     p.add_argument("--budget", default=None, help="time for the whole sweep, e.g. 10m, 90s, 1h (default: no limit, "
                    "every point measured end to end)")
+    p.add_argument("--breakdown", action="store_true", help="also time each part of a block alone (GEMMs, "
+                   "attention, norm, activation, loss head, optimizer) at every point: where a block's time goes. "
+                   "Not used by the prediction; on a GPU it about doubles a compiled point's prediction time")
     p.add_argument("--device", default="auto", help="auto, cuda or cpu")
     p.add_argument("--json", dest="json_path", default=None, help="write the sweep as JSON here")
     p.add_argument("--csv", dest="csv_path", default=None, help="write one row per point as CSV here")
@@ -105,7 +109,7 @@ def resolve(args: argparse.Namespace) -> SweepSpec:
     device_kind = "cpu" if args.device == "cpu" else ("cuda" if has_nvidia_gpu() else "cpu")
     base = base_config(args, device_kind)
     comparison = parse_comparison(args.compare, base.family)
-    spec = SweepSpec(comparison, base, axes, budget)
+    spec = SweepSpec(comparison, base, axes, budget, args.breakdown)
     limit = load_limits().max_sweep_points
     n = len(grid(axes, base))
     if n > limit:

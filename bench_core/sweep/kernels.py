@@ -3,7 +3,8 @@ alone (the breakdown), all at the point's real shapes, through the components en
 (components.bench.measure_row: the stages' timer, kernels counted by the profiler on CUDA); imports torch, so it
 runs in the sweep's own measuring process, never in the dashboard's.
 
-Only the (part, variant) pairs the two stages need are timed (sweep.predict.stage_parts). A part that cannot run
+Only the (part, variant) pairs the two stages need are timed: their shallow steps, and their breakdown where asked
+(sweep.predict.stage_parts). A part that cannot run
 here (an FP8 GEMM below compute capability 8.9, a vendor's kernel without its package) is left out: without its
 shallow steps a stage has no prediction, and the point is measured end to end.
 """
@@ -256,8 +257,9 @@ def launch_us(torch, device: str) -> float:
 
 
 def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup: int | None = None,
-               repeats: int | None = None) -> tuple[PointTimings, tuple[str, ...]]:
-    """The parts the stages need, timed at this config's shapes; and why any part could not be timed."""
+               repeats: int | None = None, breakdown: bool = False) -> tuple[PointTimings, tuple[str, ...]]:
+    """The parts the stages need, timed at this config's shapes (with `breakdown`, each part of a block alone as
+    well); and why any part could not be timed."""
     os.environ.setdefault(*PROFILER_TEARDOWN)
     import torch
     cuda = device == "cuda"
@@ -265,7 +267,7 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
     warmup = WARMUP[device] if warmup is None else warmup
     repeats = REPEATS[device] if repeats is None else repeats
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
-    needed = [(part, name, stage) for stage in stages for part, name in stage_parts(stage)]
+    needed = [(part, name, stage) for stage in stages for part, name in stage_parts(stage, breakdown)]
     times: list[KernelTime] = []
     missing: list[str] = []
     timed: set[tuple[Part, str]] = set()
@@ -311,7 +313,8 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
 
 def main() -> int:
     """`python -m bench_core.sweep.kernels`: one process times every point of a sweep (torch imported once).
-    stdin: {"device", "a", "b", "configs": [BenchConfig dicts]}; stdout: one JSON line per point, in order."""
+    stdin: {"device", "a", "b", "configs": [BenchConfig dicts], "breakdown": bool}; stdout: one JSON line per
+    point, in order."""
     import json
     import sys
     request = json.loads(sys.stdin.read())
@@ -321,7 +324,7 @@ def main() -> int:
         # A key leaves out the family's own parts (llama's SwiGLU is plain): each stage in the config's family form,
         # as the worker builds it (run.step) and the comparison was parsed (sweep.spec).
         stages = tuple(stage.for_family(cfg.family) or stage for stage in keyed)
-        timings, missing = time_point(cfg, stages, request["device"])
+        timings, missing = time_point(cfg, stages, request["device"], breakdown=bool(request.get("breakdown")))
         print(json.dumps({"index": i, "timings": timings.to_dict(), "missing": list(missing)}), flush=True)
     return 0
 

@@ -16,8 +16,9 @@ H200 sweep, call 29), so a launch-bound prediction is not shown as exact.
 The first predictor summed the parts below, each timed alone; on the H200 that fell 5-18% short of the measured
 step at GPU-bound points (docs/BENCHMARKS.md, calls 24-27): the parts leave out a step's small kernels (the
 embeddings, residual adds, copies, reductions: 6% of gpt2-small's kernel time at batch 8), and a part timed alone is
-issued by its own Python, not the block's. The parts are still timed, as the breakdown of where a block's time goes
-(`breakdown_parts`), never added into the prediction.
+issued by its own Python, not the block's. The parts can still be timed where asked (`--breakdown`), as the
+breakdown of where a block's time goes (`breakdown_parts`), never added into the prediction: on the H200 they cost
+about half of a compiled point's prediction time (call 30).
 """
 from __future__ import annotations
 
@@ -205,9 +206,9 @@ def step_parts(stage: Stage) -> list[tuple[Part, str]]:
     return [(part, stage.key) for part in STEP_BLOCKS]
 
 
-def stage_parts(stage: Stage) -> list[tuple[Part, str]]:
-    """Everything timed for a stage: its shallow steps, then its breakdown."""
-    return step_parts(stage) + breakdown_parts(stage)
+def stage_parts(stage: Stage, breakdown: bool = True) -> list[tuple[Part, str]]:
+    """Everything timed for a stage: its shallow steps, then (where asked) its breakdown."""
+    return step_parts(stage) + (breakdown_parts(stage) if breakdown else [])
 
 
 class MissingTiming(LookupError):

@@ -6,6 +6,7 @@ import html
 from bench_core.config.bench_config import describe_shape
 from bench_core.results.report import _plotly_loader
 from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure
+from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
 from bench_core.sweep.records import SHOWN_FIELDS, SweepResult, crossovers, error_figures, shown_rows
 
 
@@ -15,12 +16,15 @@ def _cell(value: object) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def render_html(result: SweepResult) -> str:
-    rows = shown_rows(result)
-    columns = list(rows[0]) if rows else list(SHOWN_FIELDS)
+def _table(rows: list[dict], columns: list[str]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r[c]))}</td>" for c in columns) + "</tr>"
                    for r in rows)
+    return f"<div class='scroll'><table><tr>{head}</tr>{body}</table></div>"
+
+
+def render_html(result: SweepResult) -> str:
+    rows = shown_rows(result)
     found = crossovers(result)
     parts = [f"<h1>{html.escape(result.title)} on {html.escape(result.gpu or result.device)}</h1>",
              f"<p>sweep {result.sweep_id} · {result.created_at} · base {html.escape(describe_shape(result.spec.base))}"
@@ -34,7 +38,12 @@ def render_html(result: SweepResult) -> str:
     if has_memory(result):
         parts.append("<div id='fig-memory' class='fig'></div>")
         figures.append(f'{{"id": "fig-memory", "fig": {peak_memory_map(result).to_json()}}}')
-    parts += [f"<div class='scroll'><table><tr>{head}</tr>{body}</table></div>", _plotly_loader(figures)]
+    parts.append(_table(rows, list(rows[0]) if rows else list(SHOWN_FIELDS)))
+    breakdown = [r.shown() for r in breakdown_rows(result)]
+    if breakdown:
+        parts += [f"<h2>{html.escape(BREAKDOWN_TITLE)}</h2><p>{html.escape(BREAKDOWN_CAPTION)}</p>",
+                  _table(breakdown, list(breakdown[0]))]
+    parts.append(_plotly_loader(figures))
     style = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto;padding:0 12px}"
              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:4px}"
              ".scroll{max-width:100%;overflow-x:auto}.fig{max-width:100%}")

@@ -49,10 +49,11 @@ class _NoCeilings:
 
 
 def predict_in_process(points: list[SweepPoint], comparison: Comparison, device: str,
-                       cancel: threading.Event, env: dict | None = None) -> Iterator[Timed]:
-    """Every point's timings from one `python -m bench_core.sweep.kernels` process; killed on cancel."""
+                       cancel: threading.Event, env: dict | None = None, breakdown: bool = False) -> Iterator[Timed]:
+    """Every point's timings from one `python -m bench_core.sweep.kernels` process (with `breakdown`, each part of
+    a block alone as well); killed on cancel."""
     request = {"device": device, "a": comparison.a.key, "b": comparison.b.key,
-               "configs": [p.config.to_dict() for p in points]}
+               "configs": [p.config.to_dict() for p in points], "breakdown": breakdown}
     proc = subprocess.Popen([sys.executable, "-m", "bench_core.sweep.kernels"],  # noqa: S603 (our own argv)
                             env=child_env(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # Ctrl-C is the parent's
@@ -165,8 +166,8 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
 
     comparison, n = spec.comparison, len(points)
     publish(replace(state["result"], progress=Progress(Phase.PREDICTING, 0, n, None)))
-    predictor = hooks.predict_points or (lambda pts, c, d, cancel: predict_in_process(pts, c, d, cancel,
-                                                                                       hooks.worker_env))
+    predictor = hooks.predict_points or (lambda pts, c, d, cancel: predict_in_process(
+        pts, c, d, cancel, hooks.worker_env, spec.breakdown))
     done = 0
     for index, timings, missing in predictor(points, comparison, state["result"].device, hooks.cancel):
         prediction, note = _prediction(timings, missing, comparison, state["result"].device)

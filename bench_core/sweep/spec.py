@@ -55,16 +55,18 @@ class SweepSpec:
     base: BenchConfig               # every field a point does not vary (its run settings too)
     axes: tuple[Axis, ...]
     budget_s: float | None          # None: measure every point end to end
+    breakdown: bool = False         # also time each part of a block alone (sweep.predict.breakdown_parts)
 
     def to_dict(self) -> dict:
         return {"compare": self.comparison.text, "a": self.comparison.a.key, "b": self.comparison.b.key,
-                "base": self.base.to_dict(), "axes": [a.to_dict() for a in self.axes], "budget_s": self.budget_s}
+                "base": self.base.to_dict(), "axes": [a.to_dict() for a in self.axes], "budget_s": self.budget_s,
+                "breakdown": self.breakdown}
 
     @classmethod
     def from_dict(cls, data: dict) -> SweepSpec:
         comparison = Comparison(Stage.from_key(data["a"]), Stage.from_key(data["b"]), str(data["compare"]))
         return cls(comparison, BenchConfig.from_dict(data["base"]),
-                   tuple(Axis.from_dict(a) for a in data["axes"]), data.get("budget_s"))
+                   tuple(Axis.from_dict(a) for a in data["axes"]), data.get("budget_s"), bool(data.get("breakdown")))
 
 
 @dataclass(frozen=True)

@@ -338,7 +338,8 @@ def test_the_timing_process_times_each_stage_in_its_familys_form():
                        device="cpu")
     comparison = parse_comparison("adam-fused+rmsnorm+fp32,adam-fused+rmsnorm+bf16", "llama")
     points = grid((Axis("width", (128,)),), base)
-    ((_, timings, missing),) = list(predict_in_process(points, comparison, "cpu", threading.Event()))
+    ((_, timings, missing),) = list(predict_in_process(points, comparison, "cpu", threading.Event(),
+                                                       breakdown=True))
     assert missing == () and timings is not None
     assert timings.find(Part.ACTIVATION, "swiglu@fp32") and timings.find(Part.ACTIVATION, "swiglu@bf16")
     assert timings.find(Part.ACTIVATION, "gelu@fp32") is None
@@ -361,7 +362,7 @@ def test_a_compiled_stages_parts_are_timed_compiled():
     compiled = eager.replace(compile="compile")
     graphs = torch._dynamo.utils.counters["stats"]
     before = graphs["unique_graphs"]
-    timings, missing = time_point(cfg, (compiled,), "cpu", warmup=1, repeats=2)
+    timings, missing = time_point(cfg, (compiled,), "cpu", warmup=1, repeats=2, breakdown=True)
     assert missing == ()
     assert {t.variant for t in timings.times} == {compiled.key, "bf16+compile", "bf16", "rmsnorm@bf16+compile",
                                                   "swiglu@bf16+compile", "ce@bf16+compile", "adam-fused"}
@@ -387,10 +388,15 @@ def test_each_part_is_warmed_once_and_the_profiler_is_told_to_let_go(monkeypatch
     monkeypatch.setattr(kernels, "part_fn", counted)
     monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
     cfg = BenchConfig(depth=1, width=32, heads=2, seq_len=16, batch_size=1, vocab_size=64, device="cpu")
-    timings, missing = kernels.time_point(cfg, (BF16,), "cpu", warmup=2, repeats=3)
+    timings, missing = kernels.time_point(cfg, (BF16,), "cpu", warmup=2, repeats=3, breakdown=True)
     assert missing == () and len(timings.times) == len(calls) == 8
     assert calls == [2 + 3 + 1] * 8        # warm-up, timed calls, the one profiled call
     assert os.environ["TEARDOWN_CUPTI"] == "1"
+    # without the breakdown asked for, only what the prediction is made of: the two shallow steps
+    calls.clear()
+    timings, _ = kernels.time_point(cfg, (BF16,), "cpu", warmup=2, repeats=3)
+    assert [(t.part, t.variant) for t in timings.times] == [(Part.STEP_1, BF16.key), (Part.STEP_2, BF16.key)]
+    assert calls == [2 + 3 + 1] * 2
 
 
 def test_a_compiled_gemm_returns_its_products():

@@ -105,11 +105,11 @@ def test_a_real_tiny_sweep_on_cpu_end_to_end_and_its_import(tmp_path):
     out, csv_path, html = tmp_path / "s.json", tmp_path / "s.csv", tmp_path / "s.html"
     proc = subprocess.run([sys.executable, "-m", "bench_core", "sweep", "--compare", COMPARE, "--model", "tiny",
                            "--device", "cpu", "--axis", "width=64,128", "--iters", "5", "--warmup", "1", "--quiet",
-                           "--json", str(out), "--csv", str(csv_path), "--html", str(html)],
+                           "--breakdown", "--json", str(out), "--csv", str(csv_path), "--html", str(html)],
                           cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=180, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
-    assert data["status"] == "done" and data["spec"]["b"] == "adam-fused+layernorm+fp32"
+    assert data["status"] == "done" and data["spec"]["b"] == "adam-fused+layernorm+fp32" and data["spec"]["breakdown"]
     assert [p["values"] for p in data["points"]] == [[["width", 64]], [["width", 128]]]
     for p in data["points"]:
         assert p["measurement"]["status"] == "ok" and p["measurement"]["speedup"] > 0

@@ -17,7 +17,7 @@ BF16 = Stage("adam-fused", "rmsnorm", "bf16")
 
 
 def test_every_part_is_timed_with_its_kernels_and_the_launch_cost_is_measured():
-    timings, missing = time_point(LLAMA, (BF16, BF16.replace(compile="compile")), "cuda")
+    timings, missing = time_point(LLAMA, (BF16, BF16.replace(compile="compile")), "cuda", breakdown=True)
     assert missing == ()
     assert {t.part for t in timings.times} == set(Part)
     assert all(t.ms > 0 and t.kernels >= 1 for t in timings.times), timings.times
@@ -39,7 +39,7 @@ def test_fp8_gemms_are_timed_where_the_gpu_has_them():
     if torch.cuda.get_device_capability() < (8, 9):
         pytest.skip("FP8 GEMMs need compute capability 8.9")
     fp8 = BF16.replace(precision="fp8-torchao")
-    timings, missing = time_point(LLAMA, (BF16, fp8), "cuda")
+    timings, missing = time_point(LLAMA, (BF16, fp8), "cuda", breakdown=True)
     assert not [m for m in missing if m.startswith("gemm")], missing
     fp8_gemm, bf16_gemm = timings.find(Part.GEMM, "fp8"), timings.find(Part.GEMM, "bf16")
     assert fp8_gemm is not None and bf16_gemm is not None and fp8_gemm.ms > 0

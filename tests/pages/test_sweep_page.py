@@ -33,6 +33,7 @@ def fake_sweeps(monkeypatch):
 def test_the_form_starts_a_sweep_and_the_page_draws_its_map(app, fake_sweeps):
     at = app("pages/sweep.py")
     assert at.title[0].value.startswith("Sweep")
+    at.radio(key="sweep_mode").set_value("two stage keys")   # adam against adam-fused, as the fakes time them
     at.text_input(key="sweep_values1").set_value("64,128")
     [start] = [b for b in at.button if b.label == "Start the sweep"]
     start.click()
@@ -40,6 +41,7 @@ def test_the_form_starts_a_sweep_and_the_page_draws_its_map(app, fake_sweeps):
     assert not at.exception and not at.error, [e.value for e in at.error]
     result = dashboard.session.get_sweeps().wait(timeout=30)
     assert result is not None and result.status == Status.DONE and all(p.measured for p in result.points)
+    assert all(p.prediction for p in result.points), [p.prediction_note for p in result.points]
     at.run()
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     assert any(t.get("name", "").startswith("crossover: pays above width") for c in charts for t in c["data"])
@@ -70,3 +72,33 @@ def test_a_viewer_cannot_start_a_sweep(app_env, monkeypatch, root, fake_sweeps):
     from bench_core.service.jobs import NotAllowed
     with pytest.raises(NotAllowed):
         dashboard.session.get_sweeps().cancel("viewer")
+
+
+def test_the_breakdown_asked_for_is_kept_with_the_sweep_and_shown_beside_its_map(app, monkeypatch):
+    """The checkbox reaches the sweep's spec (so the timing process times each part); parts timed are shown A beside
+    B per step: adam's optimizer 2.0 ms against adam-fused's 0.5."""
+    from bench_core.sweep.predict import KernelTime, Part, PointTimings
+
+    def predict_points(points, comparison, device, cancel):
+        for p in points:
+            steps = _timings(1.5)
+            parts = (KernelTime(Part.OPTIMIZER, "adam", 2.0, 2.0, 2.0, 9, 1),
+                     KernelTime(Part.OPTIMIZER, "adam-fused", 0.5, 0.5, 0.5, 3, 1))
+            yield p.index, PointTimings(steps.times + parts, 0.0, 1), ()
+    monkeypatch.setattr(dashboard.session, "SWEEP_HOOKS_OVERRIDE", SweepHooks(
+        predict_points=predict_points, measure_point=lambda *a: PointMeasurement(Status.CANCELLED, "not measured")))
+    at = app("pages/sweep.py")
+    at.radio(key="sweep_mode").set_value("two stage keys")   # adam against adam-fused, as the fake timed them
+    at.text_input(key="sweep_values1").set_value("64")
+    at.text_input(key="sweep_budget").set_value("1s")
+    at.checkbox(key="sweep_breakdown").check()
+    [start] = [b for b in at.button if b.label == "Start the sweep"]
+    start.click()
+    at.run()
+    result = dashboard.session.get_sweeps().wait(timeout=30)
+    assert result is not None and result.spec.breakdown
+    at.run()
+    [expander] = [e for e in at.expander if e.label.startswith("Where a step's time goes")]
+    [table] = [d.value for d in expander.dataframe]
+    row = table.set_index("part").loc["optimizer"]
+    assert (row["A"], row["A ms/step"], row["B"], row["B - A ms/step"]) == ("adam", 2.0, "adam-fused", -1.5)

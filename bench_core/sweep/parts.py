@@ -1,0 +1,70 @@
+"""Where a step's time goes at each point of a sweep timed with its breakdown (`--breakdown`): each part of a block
+timed alone, stage A's variant beside stage B's, per step (a call's time times the part's calls in a step). Read by
+the Sweep page and the HTML report; computed here once.
+
+A part timed alone is issued by its own Python: where its kernels are quicker than its host, its time is the
+host's (an Apex FusedLayerNorm under autocast read 1.32 ms a call on the H200 against 0.03 ms of kernels, call 29).
+So a row says how the part runs alone, not its share of the step; the prediction is made of whole steps instead
+(sweep.predict).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench_core.sweep.predict import KernelTime, Part, breakdown_parts
+from bench_core.sweep.records import PointResult, SweepResult
+
+BREAKDOWN_TITLE = "Where a step's time goes: each part of a block timed alone, A beside B"
+BREAKDOWN_CAPTION = ("Per step: a call's time times the part's calls in a step. A part timed alone is issued by its "
+                     "own Python: where its kernels (the kernels column) are quicker than its host, its time is the "
+                     "host's, so a row says how the part runs alone, not its share of the step. The prediction is "
+                     "made of whole steps instead.")
+
+
+@dataclass(frozen=True)
+class PartRow:
+    point: str                 # the point's axis values
+    part: Part
+    a_variant: str
+    a_ms: float | None         # per step; None: not timed (it could not run here)
+    b_variant: str
+    b_ms: float | None
+    a_kernel_ms: float | None  # the kernels' share of a_ms, from the trace (CUDA); None: not traced
+    b_kernel_ms: float | None
+
+    @property
+    def change_ms(self) -> float | None:
+        """B's time in the part less A's, per step."""
+        return None if self.a_ms is None or self.b_ms is None else self.b_ms - self.a_ms
+
+    def shown(self) -> dict:
+        return {"point": self.point, "part": self.part.value, "A": self.a_variant, "A ms/step": self.a_ms,
+                "A kernels ms/step": self.a_kernel_ms, "B": self.b_variant, "B ms/step": self.b_ms,
+                "B kernels ms/step": self.b_kernel_ms, "B - A ms/step": self.change_ms}
+
+
+def _per_step(t: KernelTime | None) -> tuple[float | None, float | None]:
+    if t is None:
+        return None, None
+    return t.ms * t.calls, (t.kernel_ms * t.calls if t.kernel_ms is not None else None)
+
+
+def point_rows(result: SweepResult, point: PointResult) -> list[PartRow]:
+    """The point's breakdown, A beside B; empty where it was not timed."""
+    if point.prediction is None:
+        return []
+    timings, family = point.prediction.timings, result.spec.base.family
+    # the stages in the family's form, as the timing process timed them (sweep.kernels.main)
+    a, b = (s.for_family(family) or s for s in (result.spec.comparison.a, result.spec.comparison.b))
+    rows = []
+    for (part, a_name), (_, b_name) in zip(breakdown_parts(a), breakdown_parts(b), strict=True):
+        a_ms, a_kernel = _per_step(timings.find(part, a_name))
+        b_ms, b_kernel = _per_step(timings.find(part, b_name))
+        if a_ms is None and b_ms is None:
+            continue
+        rows.append(PartRow(point.label, part, a_name, a_ms, b_name, b_ms, a_kernel, b_kernel))
+    return rows
+
+
+def breakdown_rows(result: SweepResult) -> list[PartRow]:
+    return [row for p in result.points for row in point_rows(result, p)]

@@ -1,0 +1,64 @@
+"""A sweep's breakdown (`--breakdown`): each part of a block timed alone, stage A beside stage B per step, on
+hand-set timings with known answers; and the HTML report's table of it."""
+import html
+from dataclasses import replace
+
+import pytest
+
+from bench_core.config.bench_config import BenchConfig
+from bench_core.results.records import Status
+from bench_core.sweep.parts import BREAKDOWN_TITLE, breakdown_rows
+from bench_core.sweep.predict import KernelTime, Part, PointTimings
+from bench_core.sweep.records import PointPrediction, PointResult, SweepResult
+from bench_core.sweep.report import render_html
+from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
+
+
+def _sweep(compare: str, family: str, times: tuple[KernelTime, ...]) -> SweepResult:
+    base = BenchConfig(family=family, depth=2, width=64, heads=2, seq_len=16, batch_size=2, vocab_size=128,
+                       device="cpu")
+    spec = SweepSpec(parse_comparison(compare, family), base, (Axis("width", (64, 128)),), None, breakdown=True)
+    timed, untimed = grid(spec.axes, base)
+    prediction = PointPrediction(1.0, 0.9, 1.1, 1.0, 1.0, "gpu-bound", PointTimings(times, 0.0, 2))
+    return SweepResult(spec, "cpu", "CPU", (PointResult(timed.index, timed.values, prediction),
+                                            PointResult(untimed.index, untimed.values)), Status.DONE)
+
+
+def _part(part: Part, variant: str, ms: float, calls: int, kernel_ms: float | None = None) -> KernelTime:
+    return KernelTime(part, variant, ms, ms, ms, 3, calls, kernel_ms)
+
+
+def test_each_part_is_a_beside_b_per_step_and_a_part_not_timed_is_left_out():
+    """adam against adam-fused, depth 2: the norm runs 5 times a step (twice a block, once at the end), both stages
+    share it; the optimizer once, 2.0 ms for adam against 0.5 for adam-fused. The GEMMs were not timed."""
+    result = _sweep("adam+layernorm+fp32,adam-fused+layernorm+fp32", "gpt", (
+        _part(Part.NORM, "layernorm@fp32", 0.1, 5, kernel_ms=0.02), _part(Part.OPTIMIZER, "adam", 2.0, 1),
+        _part(Part.OPTIMIZER, "adam-fused", 0.5, 1)))
+    rows = {r.part: r for r in breakdown_rows(result)}
+    assert set(rows) == {Part.NORM, Part.OPTIMIZER}            # the second point has no prediction: no rows
+    norm, opt = rows[Part.NORM], rows[Part.OPTIMIZER]
+    assert (norm.a_ms, norm.b_ms, norm.change_ms) == (pytest.approx(0.5), pytest.approx(0.5), pytest.approx(0.0))
+    assert norm.a_kernel_ms == pytest.approx(0.1) and opt.a_kernel_ms is None   # not traced: none
+    assert (opt.a_variant, opt.b_variant, opt.change_ms) == ("adam", "adam-fused", pytest.approx(-1.5))
+    assert norm.point == "width=64"
+
+
+def test_the_stages_are_taken_in_their_familys_form_and_a_part_timed_for_one_stage_only_keeps_its_row():
+    """On llama the activation is SwiGLU (a key leaves the family's own parts out); Liger's fused loss could not
+    be timed here, so the loss row has A's figure and none for B."""
+    result = _sweep("liger-flce", "llama", (_part(Part.ACTIVATION, "swiglu@bf16", 0.2, 2),
+                                            _part(Part.LOSS, "ce@bf16", 3.0, 1)))
+    rows = {r.part: r for r in breakdown_rows(result)}
+    assert rows[Part.ACTIVATION].a_variant == rows[Part.ACTIVATION].b_variant == "swiglu@bf16"
+    loss = rows[Part.LOSS]
+    assert (loss.a_variant, loss.a_ms, loss.b_variant, loss.b_ms) == ("ce@bf16", 3.0, "liger-flce@bf16", None)
+    assert loss.change_ms is None
+
+
+def test_the_report_shows_the_breakdown_only_where_it_was_timed():
+    result = _sweep("adam+layernorm+fp32,adam-fused+layernorm+fp32", "gpt", (
+        _part(Part.OPTIMIZER, "adam", 2.0, 1), _part(Part.OPTIMIZER, "adam-fused", 0.5, 1)))
+    page, title = render_html(result), html.escape(BREAKDOWN_TITLE)
+    assert title in page and "adam-fused" in page and "-1.500" in page
+    bare = replace(result, points=tuple(replace(p, prediction=None) for p in result.points))
+    assert title not in render_html(bare)
