@@ -17,8 +17,9 @@ The first predictor summed the parts below, each timed alone; on the H200 that f
 step at GPU-bound points (docs/BENCHMARKS.md, calls 24-27): the parts leave out a step's small kernels (the
 embeddings, residual adds, copies, reductions: 6% of gpt2-small's kernel time at batch 8), and a part timed alone is
 issued by its own Python, not the block's. The parts can still be timed where asked (`--breakdown`), as the
-breakdown of where a block's time goes (`breakdown_parts`), never added into the prediction: on the H200 they cost
-about half of a compiled point's prediction time (call 30).
+breakdown of where a block's time goes (`breakdown_parts`), never added into the prediction: a compiled stage compiles
+each of them as well (on the H200 compiled FP8 took about 58 s a point with them, call 30; how much was theirs was
+not timed).
 """
 from __future__ import annotations
 
