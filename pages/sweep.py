@@ -55,7 +55,8 @@ with st.form("sweep_form"):
     values2 = v2.text_input("Its values", key="sweep_values2", value="")
     budget = st.text_input("Budget (e.g. 10m; empty: every point measured)", key="sweep_budget", value="")
     breakdown = st.checkbox("Also time each part of a block alone (where a step's time goes; not used by the "
-                            "prediction; a compiled stage compiles each part too, so its points take longer to predict)",
+                            "prediction; a compiled stage compiles each part too, so its points take longer to "
+                            "predict)",
                             key="sweep_breakdown")
     start = st.form_submit_button("Start the sweep", type="primary", disabled=not is_operator() or sweeps.running)
 

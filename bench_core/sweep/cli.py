@@ -68,7 +68,8 @@ def parser() -> argparse.ArgumentParser:
                    "every point measured end to end)")
     p.add_argument("--breakdown", action="store_true", help="also time each part of a block alone (GEMMs, "
                    "attention, norm, activation, loss head, optimizer) at every point: where a block's time goes. "
-                   "Not used by the prediction; a compiled stage compiles each part as well, so its points take longer to predict")
+                   "Not used by the prediction; a compiled stage compiles each part as well, so its points take "
+                   "longer to predict")
     p.add_argument("--device", default="auto", help="auto, cuda or cpu")
     p.add_argument("--json", dest="json_path", default=None, help="write the sweep as JSON here")
     p.add_argument("--csv", dest="csv_path", default=None, help="write one row per point as CSV here")
