@@ -15,11 +15,10 @@ from bench_core.sweep.records import (
     SweepResult,
     crossovers,
     error_figures,
-    shown_rows,
-    to_csv,
     to_json,
 )
 from bench_core.sweep.report import render_html
+from bench_core.sweep.rows import shown_rows, to_csv
 from bench_core.sweep.spec import AXES, SweepSpec, parse_axes, parse_budget, parse_comparison
 from dashboard.session import access_panel, get_manager, get_sweeps, is_operator, listed, persistence_banner, role
 
@@ -29,9 +28,9 @@ access_panel()
 st.title("Sweep: where does a lever start to pay?")
 st.caption("One comparison across model shapes on this machine. Each point is first predicted: each stage's own "
            "training step timed on the point's model cut to one block and to two, every kernel at its real shape, "
-           "and extrapolated to the full depth (its GPU time and kernels; the host's time to issue it goes with "
-           "the kernels); then the points nearest ×1.00 run end to end, two stages each in fresh processes, "
-           "while the budget lasts. Measured points are filled, predicted ones hollow.")
+           "and extrapolated to the full depth (its GPU time, kernels and peak memory; the host's time to issue "
+           "it goes with the kernels); then the points nearest ×1.00 run end to end, two stages each in fresh "
+           "processes, while the budget lasts. Measured points are filled, predicted ones hollow.")
 persistence_banner(manager)
 probe = manager.probe(timeout=0)
 device = "cuda" if probe is not None and probe.cuda_available else "cpu"

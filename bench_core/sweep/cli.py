@@ -35,9 +35,9 @@ from bench_core.sweep.records import (
     SweepResult,
     crossovers,
     error_figures,
-    to_csv,
     to_json,
 )
+from bench_core.sweep.rows import to_csv
 from bench_core.sweep.spec import (
     AXES,
     SweepSpec,

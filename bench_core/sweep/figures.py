@@ -34,8 +34,8 @@ def _text(p: PointResult) -> str:
     est = p.estimate
     if est is None:
         return f"{p.label}: no figure ({p.prediction_note or 'not measured'})"
-    extra = f", peak memory {p.measurement.peak_change:+.1%}" if p.measurement and p.measurement.peak_change \
-        is not None else ""
+    memory = p.memory
+    extra = f", peak memory {memory[0]:+.1%} ({memory[1]})" if memory else ""
     return f"{p.label}: ×{est[0]:.2f} ({est[1]:.2f}–{est[2]:.2f}), {p.source}, {p.bound or 'bound unknown'}{extra}"
 
 
@@ -145,34 +145,51 @@ def sweep_figure(result: SweepResult) -> go.Figure:
 
 
 def peak_memory_map(result: SweepResult) -> go.Figure:
-    """B's peak memory against A's at each measured point (predicted points have no memory figure): a line along
-    one axis, a heatmap over two; less memory is blue."""
-    measured = [p for p in result.points if p.measurement is not None and p.measurement.peak_change is not None]
+    """B's peak memory against A's at each point, measured where the point ran end to end, else predicted from its
+    shallow steps' peaks (PointResult.memory), each marked as the speedup map marks it: a line along one axis, a
+    heatmap over two; less memory is blue."""
+    known = [(p, memory) for p in result.points if (memory := p.memory) is not None]
     axes = result.spec.axes
-    where = result.gpu or result.device
-    title = f"{_wrapped(result)}<br><sup>peak memory of B against A, measured points, on {where}</sup>"
+    title = f"{_wrapped(result)}<br><sup>peak memory of B against A on {result.gpu or result.device}</sup>"
     if len(axes) == 1:
-        xs = [p.value(axes[0].name) for p in measured]
-        ys = [100 * p.measurement.peak_change for p in measured if p.measurement and p.measurement.peak_change
-              is not None]
-        fig = go.Figure(go.Scatter(x=xs, y=ys, mode="lines+markers", name="peak memory change",
-                                   marker=dict(symbol=MARKERS[Source.MEASURED], size=11, color=MEASURED_COLOR),
-                                   hovertext=[_text(p) for p in measured], hoverinfo="text"))
+        name = axes[0].name
+        line = sorted(known, key=lambda k: k[0].value(name))
+        fig = go.Figure(go.Scatter(x=[p.value(name) for p, _ in line], y=[100 * m[0] for _, m in line],
+                                   mode="lines", name="peak memory change", line=dict(color="#9e9e9e"),
+                                   hoverinfo="skip"))
+        for source in (Source.MEASURED, Source.PREDICTED):
+            pts = [(p, m) for p, m in known if m[1] == source]
+            if pts:
+                fig.add_trace(go.Scatter(x=[p.value(name) for p, _ in pts], y=[100 * m[0] for _, m in pts],
+                                         mode="markers", name=NAMES[source], hovertext=[_text(p) for p, _ in pts],
+                                         hoverinfo="text", marker=dict(symbol=MARKERS[source], size=11,
+                                                                       line=dict(width=2), color=MEASURED_COLOR if
+                                                                       source == Source.MEASURED else
+                                                                       PREDICTED_COLOR)))
         fig.add_hline(y=0.0, line=dict(color="#757575", dash="dot"))
-        return _layout(fig, title, axes[0].name, "peak memory change (%)", log_x=True)
+        return _layout(fig, title, name, "peak memory change (%)", log_x=True)
     cols, rows = list(axes[0].values), list(axes[1].values)
     z: list[list[float | None]] = [[None] * len(cols) for _ in rows]
-    for p in measured:
-        if p.measurement is not None and p.measurement.peak_change is not None:
-            z[rows.index(p.value(axes[1].name))][cols.index(p.value(axes[0].name))] = 100 * p.measurement.peak_change
+    hover: list[list[str]] = [[""] * len(cols) for _ in rows]
+    for p, memory in known:
+        i, j = rows.index(p.value(axes[1].name)), cols.index(p.value(axes[0].name))
+        z[i][j], hover[i][j] = 100 * memory[0], _text(p)
     bound = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
-    text = [["not measured" if v is None else f"{v:+.1f}%" for v in row] for row in z]
+    text = [["no figure" if v is None else f"{v:+.1f}%" for v in row] for row in z]
     fig = go.Figure(go.Heatmap(x=list(range(len(cols))), y=list(range(len(rows))), z=z, text=text,
-                               texttemplate="%{text}",
+                               texttemplate="%{text}", hovertext=hover, hoverinfo="text",
                                colorscale="RdBu", reversescale=True, zmid=0, zmin=-bound, zmax=bound,
-                               colorbar=dict(title="%"), name="peak memory change"))
-    return _grid_axes(_layout(fig, title, axes[0].name, axes[1].name, log_x=False), cols, rows)
+                               colorbar=dict(title="%", thickness=12), name="peak memory change"))
+    for source in (Source.MEASURED, Source.PREDICTED):
+        cells = [p for p, m in known if m[1] == source]
+        if cells:
+            fig.add_trace(go.Scatter(x=[cols.index(p.value(axes[0].name)) + CORNER[0] for p in cells],
+                                     y=[rows.index(p.value(axes[1].name)) + CORNER[1] for p in cells],
+                                     mode="markers", name=NAMES[source], hovertext=[_text(p) for p in cells],
+                                     hoverinfo="text", marker=dict(size=11, **CELL_MARKERS[source])))
+    fig = _grid_axes(_layout(fig, title, axes[0].name, axes[1].name, log_x=False), cols, rows)
+    return fig.update_layout(showlegend=True)
 
 
 def has_memory(result: SweepResult) -> bool:
-    return any(p.measurement is not None and p.measurement.peak_change is not None for p in result.points)
+    return any(p.memory is not None for p in result.points)

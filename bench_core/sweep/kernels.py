@@ -11,6 +11,7 @@ shallow steps a stage has no prediction, and the point is measured end to end.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import statistics
 import time
@@ -282,15 +283,20 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
         traced_before = graphs["unique_graphs"]
         flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
         fn: Callable[[], Any] | None = None
+        baseline = torch.cuda.memory_allocated() if cuda else 0
         try:
             fn = part_fn(torch, cfg, device, part, name, gen, stage)
             for _ in range(warmup):   # once: the host's timing and the timed calls both follow it
                 fn()
+            if cuda:   # the peak after the warm-up, as a worker reads its stage's (run.step)
+                torch.cuda.reset_peak_memory_stats()
             # the host's time before the part's profile (see PROFILER_TEARDOWN)
             rounds = host_rounds_ms(torch, fn, STEP_HOST_CALLS if part in STEP_BLOCKS else HOST_CALLS) \
                 if cuda else [0.0]
             row, _ = measure_row(torch, part.value, name, name, name, fn, 0, cuda, 0, repeats, None,
                                  lambda seen: (None, None))
+            # a whole step's peak: its model, gradients, optimizer state and activations, less what was there before
+            peak_mib = (torch.cuda.max_memory_allocated() - baseline) / 2**20 if cuda and part in STEP_BLOCKS else 0.0
         except Exception as exc:
             missing.append(f"{part.value} {name}: {type(exc).__name__}: {exc}"[:300])
             continue
@@ -298,6 +304,7 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
             fn = None   # its model, optimizer and tensors go before the next part's are made
             if cuda:
+                gc.collect()   # a built stage's closures hold cycles: freed before the next part's baseline
                 torch.cuda.empty_cache()
         if row.status != "ok" or row.median_ms is None:
             missing.append(f"{part.value} {name}: {row.reason}")
@@ -307,7 +314,7 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
             continue
         times.append(KernelTime(part, name, row.median_ms, row.p10_ms or row.median_ms, row.p90_ms or row.median_ms,
                                 row.kernels_per_call or 0, calls_per_step(part, cfg), row.kernel_ms if cuda else None,
-                                statistics.median(rounds), min(rounds), max(rounds)))
+                                statistics.median(rounds), min(rounds), max(rounds), peak_mib))
     return PointTimings(tuple(times), enqueue_us, cfg.depth), tuple(missing)
 
 

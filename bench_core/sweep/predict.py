@@ -56,6 +56,7 @@ class KernelTime:
     host_ms: float = 0.0       # the host's time to issue one call, the GPU not waited for (median of rounds); 0: not
     host_low_ms: float = 0.0   # measured. Its fastest and slowest round; 0: not kept (older files), the median
     host_high_ms: float = 0.0
+    peak_mib: float = 0.0      # a shallow step's peak memory allocated (CUDA); 0: not measured (CPU, a part, older)
 
     @property
     def gpu_bound(self) -> bool:
@@ -123,6 +124,7 @@ class StagePrediction:
     host_ms: float
     host_low_ms: float         # at the shallow steps' fastest host rounds
     host_high_ms: float        # at their slowest
+    peak_mib: float | None = None   # peak memory allocated; None: the shallow steps' peaks were not measured
 
     @property
     def step_ms(self) -> float:
@@ -249,7 +251,17 @@ def predict_stage(timings: PointTimings, stage: Stage) -> StagePrediction:
     host, host_low, host_high = (kernels * rate for rate in host_per_kernel_ms(one, two, timings.launch_us))
     spreads = (_relative(one), _relative(two))
     low, high = min(r[0] for r in spreads), max(r[1] for r in spreads)
-    return StagePrediction(gpu, gpu * low, gpu * high, kernels, host, host_low, host_high)
+    return StagePrediction(gpu, gpu * low, gpu * high, kernels, host, host_low, host_high,
+                           peak_in_depth(one, two, blocks))
+
+
+def peak_in_depth(one: KernelTime, two: KernelTime, blocks: int) -> float | None:
+    """The step's peak memory at full depth: the one-block peak plus `blocks` times what the second block added
+    (its weights, gradients, optimizer state and saved activations; the embeddings, head and logits come once).
+    None where a peak was not measured, or the second block's read lower (noise, not a figure to extrapolate)."""
+    if one.peak_mib <= 0 or two.peak_mib < one.peak_mib:
+        return None
+    return one.peak_mib + blocks * (two.peak_mib - one.peak_mib)
 
 
 def predict(timings: PointTimings, a: Stage, b: Stage) -> Prediction:

@@ -4,8 +4,6 @@ these). JSON round trip and CSV rows.
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import uuid
@@ -27,6 +25,11 @@ class Source(StrEnum):
     MEASURED = "measured"
 
 
+def peak_change(a_mib: float | None, b_mib: float | None) -> float | None:
+    """B's peak memory against A's, -0.297 for 29.7% less; None without both."""
+    return None if not a_mib or b_mib is None else b_mib / a_mib - 1
+
+
 @dataclass(frozen=True)
 class PointPrediction:
     speedup: float
@@ -40,6 +43,12 @@ class PointPrediction:
     b_gpu_ms: float | None = None
     a_host_ms: float | None = None  # the host's: its time to issue a step (None: older files)
     b_host_ms: float | None = None
+    a_peak_mib: float | None = None  # each step's peak memory allocated (None: not measured: a CPU, older files)
+    b_peak_mib: float | None = None
+
+    @property
+    def peak_change(self) -> float | None:
+        return peak_change(self.a_peak_mib, self.b_peak_mib)
 
     def to_dict(self) -> dict:
         return {**{k: v for k, v in self.__dict__.items() if k != "timings"}, "timings": self.timings.to_dict()}
@@ -71,9 +80,7 @@ class PointMeasurement:
     @property
     def peak_change(self) -> float | None:
         """B's peak memory against A's, -0.297 for 29.7% less."""
-        if not self.a_peak_mib or self.b_peak_mib is None:
-            return None
-        return self.b_peak_mib / self.a_peak_mib - 1
+        return peak_change(self.a_peak_mib, self.b_peak_mib)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "status": self.status.value}
@@ -156,6 +163,21 @@ class PointResult:
         part of a step-time error, and the one that names a launch-bound point. Read it where the stage is
         launch-bound: where the GPU sets the pace, the measured host also waits for room in the launch queue."""
         return self._paired_errors("host_ms", "host_ms")
+
+    @property
+    def peak_errors(self) -> tuple[float, float] | None:
+        """Each stage's predicted peak memory against its measured one, A then B."""
+        return self._paired_errors("peak_mib", "peak_mib")
+
+    @property
+    def memory(self) -> tuple[float, Source] | None:
+        """B's peak memory change against A's and where it comes from: measured where the point ran end to end,
+        else predicted from the shallow steps' peaks; None where neither has it."""
+        measured = self.measurement.peak_change if self.measured and self.measurement else None
+        if measured is not None:
+            return measured, Source.MEASURED
+        predicted = self.prediction.peak_change if self.prediction else None
+        return (predicted, Source.PREDICTED) if predicted is not None else None
 
     @property
     def bound(self) -> str | None:
@@ -307,73 +329,3 @@ def error_figures(result: SweepResult) -> tuple[ErrorFigure, ErrorFigure]:
                         "no point has both" if err is None else f"{err:.1%}", err is not None),
             ErrorFigure("step-time prediction error (GPU-bound points only)",
                         "no GPU-bound point has both" if steps is None else steps.text, steps is not None))
-
-
-CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_1", "value_1", "axis_2", "value_2",
-              "source", "speedup", "speedup_low", "speedup_high", "bound", "peak_mem_change", "predicted_speedup",
-              "predicted_low", "predicted_high", "predicted_bound", "prediction_error", "measured_speedup",
-              "measured_low", "measured_high", "interval_scope", "measured_status", "measured_reason",
-              "prediction_note", "predicted_a_ms", "predicted_b_ms", "measured_a_ms", "measured_b_ms",
-              "a_step_error", "b_step_error", "predicted_a_gpu_ms", "predicted_b_gpu_ms", "measured_a_kernel_ms",
-              "measured_b_kernel_ms", "a_kernel_error", "b_kernel_error", "predicted_a_host_ms", "predicted_b_host_ms",
-              "measured_a_host_ms", "measured_b_host_ms", "a_host_error", "b_host_error")
-# The table the page and the HTML report show, after the axes' values (`shown_rows`): the answer first, so a phone's
-# first columns hold it.
-SHOWN_FIELDS = ("speedup", "speedup_low", "speedup_high", "source", "bound", "peak_mem_change", "predicted_speedup",
-                "measured_speedup", "prediction_error", "predicted_a_ms", "measured_a_ms", "a_step_error",
-                "predicted_b_ms", "measured_b_ms", "b_step_error", "interval_scope", "measured_status",
-                "measured_reason", "prediction_note")
-
-
-def shown_rows(result: SweepResult) -> list[dict]:
-    """Each point as the page and the report show it: its axis values under the axes' own names, then SHOWN_FIELDS."""
-    names = [a.name for a in result.spec.axes]
-    return [{**{name: row[f"value_{i + 1}"] for i, name in enumerate(names)}, **{f: row[f] for f in SHOWN_FIELDS}}
-            for row in csv_rows(result)]
-
-
-def csv_rows(result: SweepResult) -> list[dict]:
-    spec = result.spec
-    out = []
-    for p in result.points:
-        names = [k for k, _ in p.values] + [None]
-        vals = [v for _, v in p.values] + [None]
-        pred, meas, est, steps, kernels = p.prediction, p.measurement, p.estimate, p.step_errors, p.kernel_errors
-        hosts = p.host_errors
-        out.append({"sweep_id": result.sweep_id, "compare": spec.comparison.text, "a": spec.comparison.a.key,
-                    "b": spec.comparison.b.key, "family": spec.base.family, "device": result.device,
-                    "gpu": result.gpu, "axis_1": names[0], "value_1": vals[0], "axis_2": names[1],
-                    "value_2": vals[1], "source": p.source.value if p.source else None,
-                    "speedup": est[0] if est else None, "speedup_low": est[1] if est else None,
-                    "speedup_high": est[2] if est else None, "bound": p.bound,
-                    "peak_mem_change": meas.peak_change if meas else None,
-                    "predicted_speedup": pred.speedup if pred else None, "predicted_low": pred.low if pred else None,
-                    "predicted_high": pred.high if pred else None, "predicted_bound": pred.bound if pred else None,
-                    "prediction_error": p.prediction_error, "measured_speedup": meas.speedup if meas else None,
-                    "measured_low": meas.low if meas else None, "measured_high": meas.high if meas else None,
-                    "interval_scope": meas.interval_text if meas else None,
-                    "measured_status": meas.status.value if meas else None,
-                    "measured_reason": meas.reason if meas else None, "prediction_note": p.prediction_note,
-                    "predicted_a_ms": pred.a_ms if pred else None, "predicted_b_ms": pred.b_ms if pred else None,
-                    "measured_a_ms": meas.a_ms if meas else None, "measured_b_ms": meas.b_ms if meas else None,
-                    "a_step_error": steps[0] if steps else None, "b_step_error": steps[1] if steps else None,
-                    "predicted_a_gpu_ms": pred.a_gpu_ms if pred else None,
-                    "predicted_b_gpu_ms": pred.b_gpu_ms if pred else None,
-                    "measured_a_kernel_ms": meas.a_kernel_ms if meas else None,
-                    "measured_b_kernel_ms": meas.b_kernel_ms if meas else None,
-                    "a_kernel_error": kernels[0] if kernels else None,
-                    "b_kernel_error": kernels[1] if kernels else None,
-                    "predicted_a_host_ms": pred.a_host_ms if pred else None,
-                    "predicted_b_host_ms": pred.b_host_ms if pred else None,
-                    "measured_a_host_ms": meas.a_host_ms if meas else None,
-                    "measured_b_host_ms": meas.b_host_ms if meas else None,
-                    "a_host_error": hosts[0] if hosts else None, "b_host_error": hosts[1] if hosts else None})
-    return out
-
-
-def to_csv(result: SweepResult) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
-    writer.writeheader()
-    writer.writerows(csv_rows(result))
-    return buf.getvalue()

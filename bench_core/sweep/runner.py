@@ -138,7 +138,7 @@ def _prediction(timings: PointTimings | None, missing: tuple[str, ...], comparis
     bound = p.b.bound if device == "cuda" else Bound.UNKNOWN
     return PointPrediction(p.speedup, p.low, p.high, p.a.step_ms, p.b.step_ms, bound.value, timings, p.a.gpu_ms,
                            p.b.gpu_ms, p.a.host_ms if device == "cuda" else None,
-                           p.b.host_ms if device == "cuda" else None), None
+                           p.b.host_ms if device == "cuda" else None, p.a.peak_mib, p.b.peak_mib), None
 
 
 def _candidate(p: PointResult) -> plan.Candidate:

@@ -34,15 +34,14 @@ from bench_core.sweep.records import (
     Source,
     SweepResult,
     crossovers,
-    csv_rows,
     error_figures,
     from_json,
     is_sweep_json,
     prediction_error,
-    shown_rows,
     step_time_error,
     to_json,
 )
+from bench_core.sweep.rows import csv_rows, shown_rows
 from bench_core.sweep.runner import SweepHooks, run_sweep
 from bench_core.sweep.spec import (
     Axis,
@@ -546,6 +545,11 @@ def test_a_step_error_splits_into_kernels_the_parts_miss_and_the_gpus_idle():
     assert point.host_errors == pytest.approx((0.2, -0.2))
     assert row["a_host_error"] == pytest.approx(0.2) and row["measured_b_host_ms"] == 50.0
     assert replace(point, prediction=replace(pred, b_host_ms=None)).host_errors is None   # an older file, or a CPU
+    # and its peak memory: predicted 900 and 700 MiB against 1,000 measured for each
+    peaks = replace(point, prediction=replace(pred, a_peak_mib=900.0, b_peak_mib=700.0),
+                    measurement=replace(meas, a_peak_mib=1000.0, b_peak_mib=1000.0))
+    assert peaks.peak_errors == pytest.approx((-0.1, -0.3))
+    assert csv_rows(replace(sweep, points=(peaks,)))[0]["b_peak_error"] == pytest.approx(-0.3)
 
 
 def test_a_breakdown_part_not_timed_leaves_the_prediction_and_a_step_not_timed_takes_it():
@@ -616,6 +620,7 @@ def test_json_round_trip_and_csv_rows():
     assert [r["source"] for r in rows] == ["predicted", "measured", "predicted", "measured"]
     assert rows[1]["speedup"] == 1.0 and rows[1]["predicted_speedup"] == pytest.approx(1.1)
     assert rows[1]["peak_mem_change"] == pytest.approx(-0.3) and rows[0]["peak_mem_change"] is None
+    assert rows[1]["memory_source"] == "measured" and rows[1]["predicted_peak_mem_change"] is None
 
 
 def test_store_saves_lists_loads_and_never_overwrites_on_import(tmp_path):
@@ -691,13 +696,36 @@ def test_two_axes_draw_a_heatmap_centred_on_one():
     assert heat.hovertext[0][1].startswith("width=128, batch_size=2: ×1.00 (0.90–1.10)")
 
 
-def test_the_peak_memory_map_draws_the_measured_points_only():
+def test_the_peak_memory_map_draws_measured_points_and_predicted_ones_marked_as_such():
+    """Points 2 and 4 measured -30%; point 1 predicted -10% from its shallow steps' peaks (point 3's were not
+    measured: no figure). The measured figure is the one shown where a point has both."""
     from bench_core.sweep.figures import peak_memory_map
-    line = peak_memory_map(_result())
-    assert list(line.data[0].x) == [128, 512] and list(line.data[0].y) == [pytest.approx(-30.0)] * 2
-    heat = peak_memory_map(_result(two_axes=True)).data[0]
-    assert heat.type == "heatmap" and heat.z[0][0] is None and heat.z[0][1] == pytest.approx(-30.0)
-    assert heat.text[0][0] == "not measured" and heat.text[0][1] == "-30.0%"   # an empty cell said so, not "%"
+    result = _result()
+    first, second = result.points[:2]
+    result = result.with_point(replace(first, prediction=replace(first.prediction, a_peak_mib=100.0, b_peak_mib=90.0)))
+    result = result.with_point(replace(second, prediction=replace(second.prediction, a_peak_mib=100.0,
+                                                                  b_peak_mib=99.0)))
+    line, measured, predicted = peak_memory_map(result).data
+    assert list(line.x) == [64, 128, 512] and list(line.y) == pytest.approx([-10.0, -30.0, -30.0])
+    assert measured.name == "measured end to end" and list(measured.x) == [128, 512]
+    assert predicted.name == "predicted from kernels" and list(predicted.x) == [64]
+    assert predicted.marker.symbol == "circle-open" and "peak memory -10.0% (predicted)" in predicted.hovertext[0]
+    heat = peak_memory_map(_result(two_axes=True)).data
+    assert heat[0].type == "heatmap" and heat[0].z[0][0] is None and heat[0].z[0][1] == pytest.approx(-30.0)
+    assert heat[0].text[0][0] == "no figure" and heat[0].text[0][1] == "-30.0%"   # an empty cell said so, not "%"
+    assert [t.name for t in heat[1:]] == ["measured end to end"]
+
+
+def test_a_predicted_peak_is_the_one_block_peak_plus_what_each_further_block_adds():
+    """Hand-set: 1,000 MiB with one block, 1,150 with two: at 12 blocks 1,000 + 11 x 150; a second block read
+    lower is noise (no figure), and so is a peak not measured (a CPU)."""
+    from bench_core.sweep.predict import peak_in_depth
+    one, two = (KernelTime(part, "k", 1.0, 1.0, 1.0, 1, 1, peak_mib=mib)
+                for part, mib in ((Part.STEP_1, 1000.0), (Part.STEP_2, 1150.0)))
+    assert peak_in_depth(one, two, 11) == pytest.approx(2650.0)
+    assert peak_in_depth(two, one, 11) is None and peak_in_depth(replace(one, peak_mib=0.0), two, 11) is None
+    timings = PointTimings(tuple(replace(t, variant=FP32.key) for t in (one, two)), 0.0, 12)
+    assert predict_stage(timings, FP32).peak_mib == pytest.approx(2650.0)
 
 
 def test_the_html_report_holds_the_map_and_each_point(tmp_path):

@@ -25,6 +25,11 @@ def test_every_part_is_timed_with_its_kernels_and_the_launch_cost_is_measured():
     assert all(t.kernel_ms is not None and 0 < t.kernel_ms and t.host_ms > 0 for t in timings.times), timings.times
     # with its rounds' fastest and slowest kept, the median between them
     assert all(0 < t.host_low_ms <= t.host_ms <= t.host_high_ms for t in timings.times), timings.times
+    # a whole step's peak memory, a second block's weights, state and activations on top of the first's; a part's none
+    for key in (BF16.key, BF16.replace(compile="compile").key):
+        one, two = timings.find(Part.STEP_1, key), timings.find(Part.STEP_2, key)
+        assert one is not None and two is not None and 0 < one.peak_mib < two.peak_mib, (one, two)
+    assert all(t.peak_mib == 0 for t in timings.times if t.part not in (Part.STEP_1, Part.STEP_2))
     gemm, compiled_gemm = timings.find(Part.GEMM, "bf16"), timings.find(Part.GEMM, "bf16+compile")
     assert gemm is not None and gemm.kernels >= 3 * 5   # fwd, dX, dW for each of the llama block's 5 linears
     # compiled, the products are still all there (a compiled graph drops results nobody uses)

@@ -1,0 +1,87 @@
+"""A sweep as rows: one per point, every figure the engine derived for it (sweep.records), for the CSV export and,
+its answer first, for the table the page and the HTML report show."""
+from __future__ import annotations
+
+import csv
+import io
+
+from bench_core.sweep.records import SweepResult
+
+CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_1", "value_1", "axis_2", "value_2",
+              "source", "speedup", "speedup_low", "speedup_high", "bound", "peak_mem_change", "predicted_speedup",
+              "predicted_low", "predicted_high", "predicted_bound", "prediction_error", "measured_speedup",
+              "measured_low", "measured_high", "interval_scope", "measured_status", "measured_reason",
+              "prediction_note", "predicted_a_ms", "predicted_b_ms", "measured_a_ms", "measured_b_ms",
+              "a_step_error", "b_step_error", "predicted_a_gpu_ms", "predicted_b_gpu_ms", "measured_a_kernel_ms",
+              "measured_b_kernel_ms", "a_kernel_error", "b_kernel_error", "predicted_a_host_ms", "predicted_b_host_ms",
+              "measured_a_host_ms", "measured_b_host_ms", "a_host_error", "b_host_error", "memory_source",
+              "predicted_peak_mem_change", "measured_peak_mem_change", "predicted_a_peak_mib", "predicted_b_peak_mib",
+              "measured_a_peak_mib", "measured_b_peak_mib", "a_peak_error", "b_peak_error")
+# The table the page and the HTML report show, after the axes' values (`shown_rows`): the answer first, so a phone's
+# first columns hold it.
+SHOWN_FIELDS = ("speedup", "speedup_low", "speedup_high", "source", "bound", "peak_mem_change", "predicted_speedup",
+                "measured_speedup", "prediction_error", "predicted_a_ms", "measured_a_ms", "a_step_error",
+                "predicted_b_ms", "measured_b_ms", "b_step_error", "interval_scope", "measured_status",
+                "measured_reason", "prediction_note")
+
+
+def shown_rows(result: SweepResult) -> list[dict]:
+    """Each point as the page and the report show it: its axis values under the axes' own names, then SHOWN_FIELDS."""
+    names = [a.name for a in result.spec.axes]
+    return [{**{name: row[f"value_{i + 1}"] for i, name in enumerate(names)}, **{f: row[f] for f in SHOWN_FIELDS}}
+            for row in csv_rows(result)]
+
+
+def csv_rows(result: SweepResult) -> list[dict]:
+    spec = result.spec
+    out = []
+    for p in result.points:
+        names = [k for k, _ in p.values] + [None]
+        vals = [v for _, v in p.values] + [None]
+        pred, meas, est, steps, kernels = p.prediction, p.measurement, p.estimate, p.step_errors, p.kernel_errors
+        hosts, memory, peaks = p.host_errors, p.memory, p.peak_errors
+        out.append({"sweep_id": result.sweep_id, "compare": spec.comparison.text, "a": spec.comparison.a.key,
+                    "b": spec.comparison.b.key, "family": spec.base.family, "device": result.device,
+                    "gpu": result.gpu, "axis_1": names[0], "value_1": vals[0], "axis_2": names[1],
+                    "value_2": vals[1], "source": p.source.value if p.source else None,
+                    "speedup": est[0] if est else None, "speedup_low": est[1] if est else None,
+                    "speedup_high": est[2] if est else None, "bound": p.bound,
+                    "peak_mem_change": memory[0] if memory else None,
+                    "predicted_speedup": pred.speedup if pred else None, "predicted_low": pred.low if pred else None,
+                    "predicted_high": pred.high if pred else None, "predicted_bound": pred.bound if pred else None,
+                    "prediction_error": p.prediction_error, "measured_speedup": meas.speedup if meas else None,
+                    "measured_low": meas.low if meas else None, "measured_high": meas.high if meas else None,
+                    "interval_scope": meas.interval_text if meas else None,
+                    "measured_status": meas.status.value if meas else None,
+                    "measured_reason": meas.reason if meas else None, "prediction_note": p.prediction_note,
+                    "predicted_a_ms": pred.a_ms if pred else None, "predicted_b_ms": pred.b_ms if pred else None,
+                    "measured_a_ms": meas.a_ms if meas else None, "measured_b_ms": meas.b_ms if meas else None,
+                    "a_step_error": steps[0] if steps else None, "b_step_error": steps[1] if steps else None,
+                    "predicted_a_gpu_ms": pred.a_gpu_ms if pred else None,
+                    "predicted_b_gpu_ms": pred.b_gpu_ms if pred else None,
+                    "measured_a_kernel_ms": meas.a_kernel_ms if meas else None,
+                    "measured_b_kernel_ms": meas.b_kernel_ms if meas else None,
+                    "a_kernel_error": kernels[0] if kernels else None,
+                    "b_kernel_error": kernels[1] if kernels else None,
+                    "predicted_a_host_ms": pred.a_host_ms if pred else None,
+                    "predicted_b_host_ms": pred.b_host_ms if pred else None,
+                    "measured_a_host_ms": meas.a_host_ms if meas else None,
+                    "measured_b_host_ms": meas.b_host_ms if meas else None,
+                    "a_host_error": hosts[0] if hosts else None, "b_host_error": hosts[1] if hosts else None,
+                    "memory_source": memory[1].value if memory else None,
+                    "predicted_peak_mem_change": pred.peak_change if pred else None,
+                    "measured_peak_mem_change": meas.peak_change if meas else None,
+                    "predicted_a_peak_mib": pred.a_peak_mib if pred else None,
+                    "predicted_b_peak_mib": pred.b_peak_mib if pred else None,
+                    "measured_a_peak_mib": meas.a_peak_mib if meas else None,
+                    "measured_b_peak_mib": meas.b_peak_mib if meas else None,
+                    "a_peak_error": peaks[0] if peaks else None, "b_peak_error": peaks[1] if peaks else None})
+    return out
+
+
+def to_csv(result: SweepResult) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
+    writer.writeheader()
+    writer.writerows(csv_rows(result))
+    return buf.getvalue()
