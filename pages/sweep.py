@@ -28,9 +28,10 @@ access_panel()
 st.title("Sweep: where does a lever start to pay?")
 st.caption("One comparison across model shapes on this machine. Each point is first predicted: each stage's own "
            "training step timed on the point's model cut to one block and to two, every kernel at its real shape, "
-           "and extrapolated to the full depth (its GPU time, kernels and peak memory; the host's time to issue "
-           "it goes with the kernels); then the points nearest ×1.00 run end to end, two stages each in fresh "
-           "processes, while the budget lasts. Measured points are filled, predicted ones hollow.")
+           "and extrapolated to the full depth (its GPU time, kernels and peak memory; on a GPU the host's time "
+           "to issue a step is taken from the stage's full-depth step at the sweep's smallest point); then the "
+           "points nearest ×1.00 run end to end, two stages each in fresh processes, while the budget lasts. "
+           "Measured points are filled, predicted ones hollow.")
 persistence_banner(manager)
 probe = manager.probe(timeout=0)
 device = "cuda" if probe is not None and probe.cuda_available else "cpu"

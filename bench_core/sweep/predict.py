@@ -6,7 +6,12 @@ the point's model cut to one block and to two (STEP_1, STEP_2): every kernel at 
 vocabulary. A block adds the same work at every depth, the embeddings, LM head, loss and the optimizer's fixed
 share come once, and the optimizer's work grows with the parameters, so the step's GPU time (KernelTime.gpu_ms) and
 its kernels are the one-block figure plus (depth - 1) times what the second block added. The host's time to issue
-the step goes with the kernels it launches: the predicted kernels at the shallow steps' host time per kernel. The
+the step is not extrapolated from the shallow steps where it can be taken whole: on a GPU each stage's full-depth
+step is timed once a sweep at its least-work point (STEP_FULL), and its host time, which goes with what it launches
+and not with the shapes, is scaled by the kernels each point launches (`host_at_depth`). The shallow steps' host
+time per kernel, the rule before, carried a step's fixed host costs into every block: on the H200 it put the native
+BF16 stage's launch-bound steps, which are their host's time, 14.2-38.9% above the measured ones (call 29,
+docs/data/h200_2026-12-04_call29_sweep_targets_apex.txt); it remains for files without STEP_FULL. The
 host enqueues ahead of the GPU, so the step takes the longer of the two, and that one names the bound (as a measured
 stage's bottleneck does). The speedup's interval spans both stages' kernels at their p10/p90 and their hosts at
 their fastest and slowest round: where a stage is launch-bound its time is its host's, and a host's time is the
@@ -33,6 +38,7 @@ from bench_core.measure.breakdown import Bound
 class Part(StrEnum):
     STEP_1 = "step@1"          # the stage's whole training step, the model cut to one block
     STEP_2 = "step@2"          # the same with two blocks
+    STEP_FULL = "step@full"    # the same at the point's full depth, on the sweep's least-work shape (for its host)
     GEMM = "gemm"              # the blocks' linear layers, forward and both backward products
     ATTENTION = "attention"    # scaled dot-product attention, forward and backward
     NORM = "norm"
@@ -202,6 +208,7 @@ def breakdown_parts(stage: Stage) -> list[tuple[Part, str]]:
 
 
 STEP_BLOCKS = {Part.STEP_1: 1, Part.STEP_2: 2}   # the shallow steps and the blocks each is cut to
+STEP_PARTS = (*STEP_BLOCKS, Part.STEP_FULL)      # a stage's whole training step, at some depth
 
 
 def step_parts(stage: Stage) -> list[tuple[Part, str]]:
@@ -238,6 +245,21 @@ def host_per_kernel_ms(one: KernelTime, two: KernelTime, launch_us: float) -> tu
     return median / kernels, (low_1 + low_2) / kernels, (high_1 + high_2) / kernels
 
 
+def host_at_depth(full: KernelTime | None, one: KernelTime, two: KernelTime, kernels: int,
+                  launch_us: float) -> tuple[float, float, float]:
+    """The host's time to issue the full-depth step (median, fastest and slowest round). Where the full-depth step
+    was timed at the sweep's least-work shape (STEP_FULL), its own host time, scaled by the kernels this point
+    launches against that step's: the host's time goes with what it launches and the Python that launches it, not
+    with the shapes, and one full-depth step carries no per-block rate from a shallow step's fixed costs. Else the
+    shallow steps' host time per kernel (`host_per_kernel_ms`)."""
+    if full is not None and full.host_ms > 0 and full.kernels > 0:
+        scale = kernels / full.kernels
+        low, high = full.host_call_range(launch_us, full.kernels)
+        return full.host_ms * scale, low * scale, high * scale
+    median, low, high = host_per_kernel_ms(one, two, launch_us)
+    return kernels * median, kernels * low, kernels * high
+
+
 def predict_stage(timings: PointTimings, stage: Stage) -> StagePrediction:
     one, two = (timings.find(part, name) for part, name in step_parts(stage))
     if one is None or two is None or timings.depth < 1:
@@ -248,7 +270,8 @@ def predict_stage(timings: PointTimings, stage: Stage) -> StagePrediction:
         raise MissingTiming(f"the {stage.key} step timed faster with two blocks than with one")
     gpu = one.gpu_ms + blocks * (two.gpu_ms - one.gpu_ms)
     kernels = one.kernels + blocks * (two.kernels - one.kernels)
-    host, host_low, host_high = (kernels * rate for rate in host_per_kernel_ms(one, two, timings.launch_us))
+    host, host_low, host_high = host_at_depth(timings.find(Part.STEP_FULL, stage.key), one, two, kernels,
+                                              timings.launch_us)
     spreads = (_relative(one), _relative(two))
     low, high = min(r[0] for r in spreads), max(r[1] for r in spreads)
     return StagePrediction(gpu, gpu * low, gpu * high, kernels, host, host_low, host_high,

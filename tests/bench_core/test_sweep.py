@@ -403,7 +403,7 @@ def test_a_compiled_gemm_returns_its_products():
     GEMMs would time nothing (on CPU they read 0.03 ms against 0.37 eager before they were returned)."""
     import torch
 
-    from bench_core.sweep.kernels import gemm_fn
+    from bench_core.sweep.builders import gemm_fn
     cfg = BenchConfig(family="llama", depth=1, width=32, heads=2, seq_len=16, batch_size=2, vocab_size=64,
                       device="cpu")
     gen = torch.Generator().manual_seed(0)

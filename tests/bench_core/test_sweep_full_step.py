@@ -1,0 +1,94 @@
+"""The host's time at full depth: each stage's full-depth step timed once a depth at the sweep's least-work point
+(STEP_FULL), kept in every point at that depth, and scaled by each point's kernels; hand-set timings with known
+answers, and the timing process's orchestration with its timers replaced (the timing itself needs a GPU)."""
+import io
+import json
+import sys
+from dataclasses import replace
+
+import pytest
+
+from bench_core.config.bench_config import BenchConfig
+from bench_core.levers.stage import Stage
+from bench_core.sweep import kernels
+from bench_core.sweep.predict import KernelTime, Part, PointTimings, predict, predict_stage
+
+FP32 = Stage("adam-fused", "layernorm", "fp32")
+BF16 = Stage("adam-fused", "layernorm", "bf16")
+
+
+def _steps(stage, host, host_range=(0.0, 0.0)):
+    """One block: 1.5 ms of kernels, 100 kernels; two: 2.5 ms, 160. The host as given, the same at both."""
+    return tuple(KernelTime(part, stage.key, ms, ms, ms, k, 1, kernel_ms=ms, host_ms=host,
+                            host_low_ms=host_range[0], host_high_ms=host_range[1])
+                 for part, ms, k in ((Part.STEP_1, 1.5, 100), (Part.STEP_2, 2.5, 160)))
+
+
+def test_the_full_depth_steps_host_is_scaled_by_the_kernels_each_point_launches():
+    """The full-depth step, timed at the least-work point: 700 kernels issued in 21 ms (fastest round 18, slowest
+    30). This point launches 100 + 11 x 60 = 760: the host 21 x 760 / 700; the shallow steps' 4 ms each would have
+    said 760 x 8 / 260 = 23.4 ms."""
+    full = KernelTime(Part.STEP_FULL, BF16.key, 21.0, 21.0, 21.0, 700, 1, kernel_ms=5.0, host_ms=21.0,
+                      host_low_ms=18.0, host_high_ms=30.0)
+    timings = PointTimings(_steps(BF16, 4.0) + (full,), 10.0, 12)
+    b = predict_stage(timings, BF16)
+    scale = 760 / 700
+    assert (b.host_low_ms, b.host_ms, b.host_high_ms) == pytest.approx((18 * scale, 21 * scale, 30 * scale))
+    assert b.gpu_ms == pytest.approx(12.5) and b.bound.value == "launch-bound"
+    # without it (a CPU, an older file, a full step that could not run) the shallow steps' rate
+    assert predict_stage(PointTimings(_steps(BF16, 4.0), 10.0, 12), BF16).host_ms == pytest.approx(760 * 8 / 260)
+    # another stage's full step is not this one's
+    other = replace(full, variant=FP32.key)
+    assert predict_stage(PointTimings(_steps(BF16, 4.0) + (other,), 10.0, 12), BF16).host_ms == \
+        pytest.approx(760 * 8 / 260)
+
+
+def test_a_launch_bound_stage_against_a_gpu_bound_one_at_full_depth():
+    """A: FP32 steps whose 12 blocks take 25 ms of GPU, issued in 9 ms; B: BF16, issued in 21 ms against 12.5 of
+    kernels. The speedup is A's GPU time over B's host time."""
+    fp32 = tuple(replace(t, ms=ms, p10_ms=ms, p90_ms=ms, kernel_ms=ms)
+                 for t, ms in zip(_steps(FP32, 1.0), (3.0, 5.0), strict=True))
+    full = [KernelTime(Part.STEP_FULL, s.key, 1.0, 1.0, 1.0, 760, 1, kernel_ms=1.0, host_ms=h)
+            for s, h in ((FP32, 9.0), (BF16, 21.0))]
+    p = predict(PointTimings(fp32 + _steps(BF16, 4.0) + tuple(full), 10.0, 12), FP32, BF16)
+    assert p.a.step_ms == pytest.approx(25.0) and p.b.step_ms == pytest.approx(21.0)
+    assert p.speedup == pytest.approx(25.0 / 21.0)
+
+
+def test_the_full_step_is_taken_at_the_least_work_point_of_its_depth():
+    base = BenchConfig(depth=12, width=768, heads=12, seq_len=1024, batch_size=8, vocab_size=50304)
+    grid = [replace(base, batch_size=b, width=w, heads=w // 64) for w in (768, 1280) for b in (1, 8)]
+    deeper = replace(base, depth=24, batch_size=16)
+    assert kernels.probe_config(grid + [deeper], grid[3]) == grid[0]   # width 768, batch 1
+    assert kernels.probe_config(grid + [deeper], deeper) == deeper     # its own depth's only point
+
+
+def test_the_timing_process_takes_each_full_step_once_a_depth_and_keeps_it_in_every_point(monkeypatch, capsys):
+    """On a GPU (its timers replaced here): two points at depth 2 share one full step per stage, taken at the
+    smaller; a point at depth 4 gets its own. A full step that fails is named, and the point keeps its timings."""
+    taken = []
+
+    def fake_point(cfg, stages, device, breakdown=False):
+        return PointTimings((), 0.0, cfg.depth), ()
+
+    def fake_full(cfg, stage, device):
+        taken.append((stage.key, cfg.depth, cfg.width))
+        if stage.key == BF16.key and cfg.depth == 4:
+            return "step@full: OutOfMemoryError"
+        return KernelTime(Part.STEP_FULL, stage.key, 1.0, 1.0, 1.0, 10 * cfg.depth, 1, kernel_ms=1.0, host_ms=2.0)
+    monkeypatch.setattr(kernels, "time_point", fake_point)
+    monkeypatch.setattr(kernels, "time_full_step", fake_full)
+    base = BenchConfig(depth=2, width=64, heads=2, seq_len=16, batch_size=2, vocab_size=128)
+    configs = [replace(base, width=128, heads=4), base, replace(base, depth=4)]
+    request = {"device": "cuda", "a": FP32.key, "b": BF16.key, "configs": [c.to_dict() for c in configs]}
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(request)))
+    assert kernels.main() == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert taken == [(FP32.key, 2, 64), (BF16.key, 2, 64), (FP32.key, 4, 64), (BF16.key, 4, 64)]
+    full = [[t for t in PointTimings.from_dict(line["timings"]).times if t.part == Part.STEP_FULL] for line in lines]
+    assert [len(f) for f in full] == [2, 2, 1] and full[0] == full[1]
+    assert lines[2]["missing"] == ["step@full: OutOfMemoryError"]
+    # a CPU takes none
+    taken.clear()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps({**request, "device": "cpu"})))
+    assert kernels.main() == 0 and taken == []
