@@ -8,6 +8,7 @@ import streamlit as st
 from bench_core.config.bench_config import WORKLOADS, BenchConfig, ConfigError, defaults_for, workload
 from bench_core.levers.registry import BASELINE_LEVERS, LEVERS
 from bench_core.models.families import FAMILIES
+from bench_core.results.formats import ImportRejected
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from bench_core.sweep.figures import comparable, has_memory, peak_memory_map, sweep_figure, sweep_line
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
@@ -116,9 +117,28 @@ def live() -> None:
     show(current, "live")
 
 
+def import_sweep(data: bytes) -> None:
+    """An uploaded sweep JSON into the history, then picked: the map opens on it."""
+    try:
+        new_id, message = sweeps.import_sweep(data, role())
+    except (ImportRejected, LimitExceeded, NotAllowed) as exc:
+        st.session_state["sweep_import"] = ("error", f"Import rejected, nothing was imported: {exc}")
+        return
+    st.session_state["sweep_import"] = ("success", message)
+    st.session_state["sweep_pick"] = st.session_state["sweep_shown"] = new_id
+
+
 live()
 st.divider()
 st.subheader("Past sweeps")
+if is_operator():
+    with st.expander("Import a sweep (its JSON, from `python -m bench_core sweep --json` or another dashboard)"):
+        upload = st.file_uploader("Sweep JSON", type=["json"], key="sweep_upload")
+        st.button("Import the sweep", disabled=upload is None, key="sweep_import_button",
+                  on_click=lambda: import_sweep(st.session_state["sweep_upload"].getvalue()))
+imported = st.session_state.pop("sweep_import", None)
+if imported:
+    (st.success if imported[0] == "success" else st.error)(imported[1])
 rows = listed(sweeps.store.list_sweeps, "the history database") if sweeps.store else []
 if not rows:
     st.info("No sweep yet.")

@@ -79,6 +79,10 @@ class SweepService:
 
     def import_file(self, data: bytes, role: str) -> str:
         """A sweep's JSON into the history; the message names the sweep (and a renamed duplicate)."""
+        return self.import_sweep(data, role)[1]
+
+    def import_sweep(self, data: bytes, role: str) -> tuple[str, str]:
+        """A sweep's JSON into the history: the id it is stored under, and the message naming it."""
         from bench_core.results.formats import ImportRejected
         from bench_core.sweep.records import from_json
         if role != OPERATOR:
@@ -92,7 +96,8 @@ class SweepService:
         except (KeyError, TypeError, ValueError) as exc:
             raise ImportRejected(f"a sweep file that cannot be read: {type(exc).__name__}: {exc}") from None
         new_id, renamed = self.store.import_sweep(result)
-        return f"Imported sweep {new_id}" + (f" (sweep {result.sweep_id} was already here)" if renamed else "") + "."
+        return new_id, (f"Imported sweep {new_id}" + (f" (sweep {result.sweep_id} was already here)" if renamed
+                                                      else "") + ".")
 
     def wait(self, timeout: float | None = None) -> SweepResult | None:
         if self._thread is not None:

@@ -102,3 +102,23 @@ def test_the_breakdown_asked_for_is_kept_with_the_sweep_and_shown_beside_its_map
     [table] = [d.value for d in expander.dataframe]
     row = table.set_index("part").loc["optimizer"]
     assert (row["A"], row["A ms/step"], row["B"], row["B - A ms/step"]) == ("adam", 2.0, "adam-fused", -1.5)
+
+
+def test_the_sweep_service_imports_a_json_under_its_id_once_and_renames_a_duplicate(app_env):
+    """What the Sweep page's import and History's call: an H200 sweep's JSON stored under its own id, a second copy
+    under a new one (nothing overwritten), a viewer and a broken file refused with nothing stored."""
+    from pathlib import Path
+
+    from bench_core.results.formats import ImportRejected
+    from bench_core.service.jobs import NotAllowed
+    data = (Path(__file__).parents[2] / "docs/data/h200_2026-12-04_call29_sweep_apex_gpt_1.json").read_bytes()
+    sweeps = dashboard.session.get_sweeps()
+    original = json.loads(data)["sweep_id"]
+    assert sweeps.import_sweep(data, "operator") == (original, f"Imported sweep {original}.")
+    new_id, message = sweeps.import_sweep(data, "operator")
+    assert new_id != original and message == f"Imported sweep {new_id} (sweep {original} was already here)."
+    with pytest.raises(NotAllowed):
+        sweeps.import_sweep(data, "viewer")
+    with pytest.raises(ImportRejected, match="cannot be read"):
+        sweeps.import_sweep(b'{"format": "bench_core.sweep/1"}', "operator")
+    assert len(sweeps.store.list_sweeps()) == 2

@@ -1,0 +1,30 @@
+"""End to end: a person brings an H200 sweep's JSON to the Sweep page of a real server and sees its map."""
+import json
+from pathlib import Path
+
+import pytest
+
+from live_server import ROOT, wait_idle
+
+pytestmark = pytest.mark.browser
+
+H200_SWEEP = Path(ROOT) / "docs" / "data" / "h200_2026-12-04_call29_sweep_apex_gpt_1.json"
+
+
+def test_a_sweep_json_imported_on_the_sweep_page_opens_its_map(page, server):
+    sweep_id = json.loads(H200_SWEEP.read_text())["sweep_id"]
+    page.set_viewport_size({"width": 1400, "height": 2400})
+    page.goto(server["url"] + "/sweep")
+    wait_idle(page)
+    page.get_by_text("Import a sweep").click()
+    page.locator("input[type=file]").set_input_files(str(H200_SWEEP))
+    wait_idle(page)
+    page.get_by_role("button", name="Import the sweep").click()
+    wait_idle(page)
+    page.get_by_text(f"Imported sweep {sweep_id}.").wait_for(timeout=30_000)
+    assert page.get_by_test_id("stException").count() == 0
+    # the picker opens on the imported sweep: its crossovers, and its heatmap with its points' sources marked
+    page.get_by_text("pays above batch_size at width=768").wait_for(timeout=30_000)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
+    legend = page.locator(".js-plotly-plot .legend").first.text_content() or ""
+    assert "measured end to end" in legend and "predicted from kernels" in legend, legend
