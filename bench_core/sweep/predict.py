@@ -128,8 +128,8 @@ class StagePrediction:
     gpu_high_ms: float         # at their p90 spread
     kernels: int
     host_ms: float
-    host_low_ms: float         # at the shallow steps' fastest host rounds
-    host_high_ms: float        # at their slowest
+    host_low_ms: float         # at the fastest host rounds it was taken from (the full step's, or the shallow ones')
+    host_high_ms: float        # at the slowest
     peak_mib: float | None = None   # peak memory allocated; None: the shallow steps' peaks were not measured
 
     @property
