@@ -152,16 +152,17 @@ def time_full_step(cfg: BenchConfig, stage: Stage, device: str) -> KernelTime | 
                      FULL_STEP_HOST_ROUNDS)
 
 
-def with_full_steps(timings: PointTimings, missing: tuple[str, ...], stages: tuple[Stage, ...], probe: BenchConfig,
-                    taken: dict[tuple[str, BenchConfig], KernelTime | str]) -> tuple[PointTimings, tuple[str, ...]]:
+def with_full_steps(timings: PointTimings, missing: tuple[str, ...], stages: tuple[Stage, ...], point: BenchConfig,
+                    probe: BenchConfig, taken: dict[tuple[str, BenchConfig], KernelTime | str],
+                    ) -> tuple[PointTimings, tuple[str, ...]]:
     """The point's timings with each stage's full-depth step at `probe`'s shapes, timed where `taken` (the sweep's
-    full steps so far) does not have it yet."""
+    full steps so far) does not have it yet; at the probe point itself they are marked as timed here."""
     times, more = list(timings.times), list(missing)
     for stage in stages:
         if (stage.key, probe) not in taken:
             taken[(stage.key, probe)] = time_full_step(probe, stage, "cuda")
         _keep(taken[(stage.key, probe)], times, more)
-    return replace(timings, times=tuple(times)), tuple(more)
+    return replace(timings, times=tuple(times), full_here=probe == point), tuple(more)
 
 
 def main() -> int:
@@ -182,7 +183,7 @@ def main() -> int:
         stages = tuple(dict.fromkeys(stage.for_family(cfg.family) or stage for stage in keyed))
         timings, missing = time_point(cfg, stages, device, breakdown=bool(request.get("breakdown")))
         if device == "cuda":   # a CPU runs ops as they are called: there is no host time to take
-            timings, missing = with_full_steps(timings, missing, stages, probe_config(configs, cfg), full)
+            timings, missing = with_full_steps(timings, missing, stages, cfg, probe_config(configs, cfg), full)
         print(json.dumps({"index": i, "timings": timings.to_dict(), "missing": list(missing)}), flush=True)
     return 0
 

@@ -103,22 +103,24 @@ class KernelTime:
 @dataclass(frozen=True)
 class PointTimings:
     """Every part of every stage at one point, the host's cost to enqueue one kernel (0 on CPU, where ops run as
-    they are called and their dispatch is already inside their time), and the point's depth (0: a file from before
-    whole steps were timed)."""
+    they are called and their dispatch is already inside their time), the point's depth (0: a file from before
+    whole steps were timed), and whether its full steps (STEP_FULL) were timed at this point's own shapes."""
     times: tuple[KernelTime, ...]
     launch_us: float
     depth: int = 0
+    full_here: bool = False
 
     def find(self, part: Part, variant: str) -> KernelTime | None:
         return next((t for t in self.times if t.part == part and t.variant == variant), None)
 
     def to_dict(self) -> dict:
-        return {"times": [t.to_dict() for t in self.times], "launch_us": self.launch_us, "depth": self.depth}
+        return {"times": [t.to_dict() for t in self.times], "launch_us": self.launch_us, "depth": self.depth,
+                "full_here": self.full_here}
 
     @classmethod
     def from_dict(cls, data: dict) -> PointTimings:
         return cls(tuple(KernelTime.from_dict(t) for t in data["times"]), float(data["launch_us"]),
-                   int(data.get("depth") or 0))
+                   int(data.get("depth") or 0), bool(data.get("full_here")))
 
 
 @dataclass(frozen=True)
@@ -285,6 +287,34 @@ def peak_in_depth(one: KernelTime, two: KernelTime, blocks: int) -> float | None
     if one.peak_mib <= 0 or two.peak_mib < one.peak_mib:
         return None
     return one.peak_mib + blocks * (two.peak_mib - one.peak_mib)
+
+
+@dataclass(frozen=True)
+class DepthCheck:
+    """At the point where a stage's full-depth step was timed, what the depth extrapolation from its one- and
+    two-block steps predicts there against that step itself: extrapolated / timed - 1. It costs no GPU time, and
+    tests the predictor's one assumption (a block adds the same at every depth) on each sweep."""
+    stage: str
+    gpu_error: float
+    kernels_error: float
+    peak_error: float | None     # None: peaks not measured
+
+    @property
+    def text(self) -> str:
+        peak = f", peak memory {self.peak_error:+.1%}" if self.peak_error is not None else ""
+        return f"GPU time {self.gpu_error:+.1%}, kernels {self.kernels_error:+.1%}{peak}"
+
+
+def depth_check(timings: PointTimings, stage: Stage) -> DepthCheck | None:
+    full = timings.find(Part.STEP_FULL, stage.key) if timings.full_here else None
+    if full is None or full.gpu_ms <= 0 or full.kernels <= 0:
+        return None
+    try:
+        p = predict_stage(timings, stage)
+    except MissingTiming:
+        return None
+    peak = p.peak_mib / full.peak_mib - 1 if p.peak_mib is not None and full.peak_mib > 0 else None
+    return DepthCheck(stage.key, p.gpu_ms / full.gpu_ms - 1, p.kernels / full.kernels - 1, peak)
 
 
 def predict(timings: PointTimings, a: Stage, b: Stage) -> Prediction:

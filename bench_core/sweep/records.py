@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from bench_core.results.records import Status
 from bench_core.sweep.crossover import Crossover, Estimate, crossover
-from bench_core.sweep.predict import PointTimings
+from bench_core.sweep.predict import PointTimings, depth_check
 from bench_core.sweep.spec import SweepSpec
 
 FORMAT = "bench_core.sweep/1"   # a sweep JSON's first key says what it is (import tells it from a run's file)
@@ -322,10 +322,29 @@ class ErrorFigure:
     found: bool
 
 
-def error_figures(result: SweepResult) -> tuple[ErrorFigure, ErrorFigure]:
-    """The speedup's rms error and the step-time error, worded once for the CLI, the page and the HTML report."""
+def depth_checks(result: SweepResult) -> list[ErrorFigure]:
+    """At the point where the stages' full-depth steps were timed, the depth extrapolation against them (a GPU
+    sweep's; none on a CPU or in older files)."""
+    comparison, family = result.spec.comparison, result.spec.base.family
+    out = []
+    for p in result.points:
+        if p.prediction is None or not p.prediction.timings.full_here:
+            continue
+        found = [(name, depth_check(p.prediction.timings, s.for_family(family) or s))
+                 for name, s in (("A", comparison.a), ("B", comparison.b))]
+        texts = [f"{name}: {c.text}" for name, c in found if c is not None]
+        if texts:
+            out.append(ErrorFigure(f"depth extrapolation against the full step timed at {p.label}", "; ".join(texts),
+                                   True))
+    return out
+
+
+def error_figures(result: SweepResult) -> tuple[ErrorFigure, ...]:
+    """The speedup's rms error, the step-time error and (where the full steps were timed) the depth extrapolation's
+    check, worded once for the CLI, the page and the HTML report."""
     err, steps = prediction_error(result), step_time_error(result)
     return (ErrorFigure("speedup prediction error (rms over the points measured)",
                         "no point has both" if err is None else f"{err:.1%}", err is not None),
             ErrorFigure("step-time prediction error (GPU-bound points only)",
-                        "no GPU-bound point has both" if steps is None else steps.text, steps is not None))
+                        "no GPU-bound point has both" if steps is None else steps.text, steps is not None),
+            *depth_checks(result))

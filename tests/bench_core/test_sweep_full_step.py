@@ -87,8 +87,44 @@ def test_the_timing_process_takes_each_full_step_once_a_depth_and_keeps_it_in_ev
     assert taken == [(FP32.key, 2, 64), (BF16.key, 2, 64), (FP32.key, 4, 64), (BF16.key, 4, 64)]
     full = [[t for t in PointTimings.from_dict(line["timings"]).times if t.part == Part.STEP_FULL] for line in lines]
     assert [len(f) for f in full] == [2, 2, 1] and full[0] == full[1]
+    # taken at the second point (the narrower): the depth extrapolation can be checked there, and at depth 4's own
+    assert [line["timings"]["full_here"] for line in lines] == [False, True, True]
     assert lines[2]["missing"] == ["step@full: OutOfMemoryError"]
     # a CPU takes none
     taken.clear()
     monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps({**request, "device": "cpu"})))
     assert kernels.main() == 0 and taken == []
+
+
+def test_where_the_full_step_was_timed_it_checks_the_depth_extrapolation():
+    """One block 1.5 ms, 100 kernels, 1,000 MiB; two 2.5 ms, 160, 1,150: at 12 blocks 12.5 ms, 760 kernels,
+    2,650 MiB. The full step timed at this very point: 12.0 ms (the GPU set its pace), 770 kernels, 2,700 MiB."""
+    from bench_core.config.bench_config import BenchConfig as Config
+    from bench_core.results.records import Status
+    from bench_core.sweep.predict import depth_check
+    from bench_core.sweep.records import PointPrediction, PointResult, SweepResult, error_figures
+    from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
+    steps = tuple(replace(t, peak_mib=mib) for t, mib in zip(_steps(BF16, 1.0), (1000.0, 1150.0), strict=True))
+    full = KernelTime(Part.STEP_FULL, BF16.key, 12.0, 11.9, 12.1, 770, 1, kernel_ms=12.3, host_ms=9.0,
+                      peak_mib=2700.0)
+    here = PointTimings(steps + (full,), 10.0, 12, full_here=True)
+    check = depth_check(here, BF16)
+    assert check is not None and check.stage == BF16.key
+    assert (check.gpu_error, check.kernels_error, check.peak_error) == pytest.approx(
+        (12.5 / 12.0 - 1, 760 / 770 - 1, 2650 / 2700 - 1))
+    assert check.text == "GPU time +4.2%, kernels -1.3%, peak memory -1.9%"
+    assert depth_check(replace(here, full_here=False), BF16) is None   # the full step was taken at another point
+    assert depth_check(here, FP32) is None                              # no full step of this stage
+    # the sweep says it beside its prediction errors, naming the point
+    spec = SweepSpec(parse_comparison(f"{FP32.key},{BF16.key}", "gpt"), Config(depth=12, device="cuda"),
+                     (Axis("batch_size", (1, 2)),), None)
+    first, second = grid(spec.axes, spec.base)
+    pred = PointPrediction(1.0, 0.9, 1.1, 1.0, 1.0, "gpu-bound", here)
+    result = SweepResult(spec, "cuda", "GPU", (PointResult(first.index, first.values, pred),
+                                               PointResult(second.index, second.values,
+                                                           replace(pred, timings=replace(here, full_here=False)))),
+                         Status.DONE)
+    figures = error_figures(result)
+    assert len(figures) == 3
+    assert figures[2].label == "depth extrapolation against the full step timed at batch_size=1"
+    assert figures[2].text == "B: GPU time +4.2%, kernels -1.3%, peak memory -1.9%"

@@ -22,7 +22,7 @@ def _as_swept(cfg, stages):
     """A one-point sweep's timings, as its timing process takes them: the point's parts, then each stage's
     full-depth step (at the point itself, its own least-work point)."""
     timings, missing = time_point(cfg, stages, "cuda")
-    return with_full_steps(timings, missing, stages, cfg, {})
+    return with_full_steps(timings, missing, stages, cfg, cfg, {})
 
 
 def test_the_full_depth_step_is_timed_for_its_host_and_replaces_the_shallow_steps_rate():
@@ -117,6 +117,11 @@ def test_a_two_point_sweep_runs_end_to_end(tmp_path, monkeypatch):
     full = [{t.variant: t for t in p.prediction.timings.times if t.part == Part.STEP_FULL} for p in result.points]
     assert len(full[0]) == 2 and full[0] == full[1]
     assert all(p.measurement.a_host_ms and p.measurement.b_host_ms and p.host_errors for p in result.points)
+    # and where they were taken, the depth extrapolation is checked against them
+    from bench_core.sweep.records import error_figures
+    assert [p.prediction.timings.full_here for p in result.points] == [True, False]
+    assert any(e.label == "depth extrapolation against the full step timed at width=512" and "A: GPU time" in e.text
+               for e in error_figures(result))
 
 
 @pytest.mark.xfail(reason="call 29 predicted this point x0.91, launch-bound, against x1.00 GPU-bound measured three "
