@@ -19,7 +19,7 @@ from bench_core.sweep.records import (
     to_json,
 )
 from bench_core.sweep.report import render_html
-from bench_core.sweep.rows import shown_rows, to_csv
+from bench_core.sweep.rows import PERCENT_FIELDS, shown_rows, to_csv
 from bench_core.sweep.spec import AXES, SweepSpec, parse_axes, parse_budget, parse_comparison
 from dashboard.session import access_panel, get_manager, get_sweeps, is_operator, listed, persistence_banner, role
 
@@ -86,17 +86,19 @@ def show(result: SweepResult, key: str) -> None:
         st.plotly_chart(sweep_figure(result), width="stretch", key=f"sweep_chart_{key}")
     if has_memory(result):
         st.plotly_chart(peak_memory_map(result), width="stretch", key=f"sweep_memory_{key}")
-    st.dataframe(pd.DataFrame(shown_rows(result)), hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame(shown_rows(result)), hide_index=True, width="stretch", column_config={
+        name: st.column_config.NumberColumn(format="percent") for name in PERCENT_FIELDS})
     parts = breakdown_rows(result)
     if parts:
         with st.expander(BREAKDOWN_TITLE):
             st.caption(BREAKDOWN_CAPTION)
             st.dataframe(pd.DataFrame([r.shown() for r in parts]), hide_index=True, width="stretch")
     c1, c2, c3 = st.columns(3)
-    c1.download_button("JSON", to_json(result), f"sweep_{result.sweep_id}.json", "application/json",
+    c1.download_button("Download JSON", to_json(result), f"sweep_{result.sweep_id}.json", "application/json",
                        key=f"sweep_json_{key}")
-    c2.download_button("CSV", to_csv(result), f"sweep_{result.sweep_id}.csv", "text/csv", key=f"sweep_csv_{key}")
-    c3.download_button("HTML report", render_html(result), f"sweep_{result.sweep_id}.html", "text/html",
+    c2.download_button("Download CSV", to_csv(result), f"sweep_{result.sweep_id}.csv", "text/csv",
+                       key=f"sweep_csv_{key}")
+    c3.download_button("Download HTML report", render_html(result), f"sweep_{result.sweep_id}.html", "text/html",
                        key=f"sweep_html_{key}")
 
 
@@ -126,6 +128,8 @@ def import_sweep(data: bytes) -> None:
         return
     st.session_state["sweep_import"] = ("success", message)
     st.session_state["sweep_pick"] = st.session_state["sweep_shown"] = new_id
+    # a fresh uploader: the file left in it invited a second click, and a second copy
+    st.session_state["sweep_upload_n"] = st.session_state.get("sweep_upload_n", 0) + 1
 
 
 live()
@@ -133,19 +137,21 @@ st.divider()
 st.subheader("Past sweeps")
 if is_operator():
     with st.expander("Import a sweep (its JSON, from `python -m bench_core sweep --json` or another dashboard)"):
-        upload = st.file_uploader("Sweep JSON", type=["json"], key="sweep_upload")
+        uploader = f"sweep_upload_{st.session_state.get('sweep_upload_n', 0)}"
+        upload = st.file_uploader("Sweep JSON", type=["json"], key=uploader)
         st.button("Import the sweep", disabled=upload is None, key="sweep_import_button",
-                  on_click=lambda: import_sweep(st.session_state["sweep_upload"].getvalue()))
+                  on_click=lambda: import_sweep(st.session_state[uploader].getvalue()))
 imported = st.session_state.pop("sweep_import", None)
 if imported:
     (st.success if imported[0] == "success" else st.error)(imported[1])
 rows = listed(sweeps.store.list_sweeps, "the history database") if sweeps.store else []
 if not rows:
-    st.info("No sweep yet.")
+    st.info("No sweep yet: start one with the form above, or import a sweep's JSON (just above).")
 else:
-    # what tells sweeps apart first: a phone cuts the rest (the comparison's stage keys run long)
+    # what tells sweeps apart first: a phone cuts the rest (the comparison's stage keys run long); the id tells a
+    # sweep from its imported copy
     labels = {r["sweep_id"]: f"{r['created_at'][:16]} · {r['gpu'] or r['device']} · {r['status']} · {r['axes']} · "
-              f"{r['compare']}" for r in rows}
+              f"{r['sweep_id']}{' (imported)' if r['imported'] else ''} · {r['compare']}" for r in rows}
     wanted = st.query_params.get("sweep") or st.session_state.get("sweep_shown")
     chosen = st.selectbox("Sweep", list(labels), format_func=lambda i: labels[i], key="sweep_pick",
                           index=list(labels).index(wanted) if wanted in labels else 0)

@@ -30,13 +30,17 @@ def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, log_x: bool)
     return fig
 
 
-def _text(p: PointResult) -> str:
-    est = p.estimate
+def _text(p: PointResult, memory_first: bool = False) -> str:
+    """A point's hover, a line a figure (one long line ran off a phone's screen); the plotted figure first."""
+    est, memory = p.estimate, p.memory
+    mem = f"peak memory {memory[0]:+.1%} ({memory[1]})" if memory else ""
     if est is None:
-        return f"{p.label}: no figure ({p.prediction_note or 'not measured'})"
-    memory = p.memory
-    extra = f", peak memory {memory[0]:+.1%} ({memory[1]})" if memory else ""
-    return f"{p.label}: ×{est[0]:.2f} ({est[1]:.2f}–{est[2]:.2f}), {p.source}, {p.bound or 'bound unknown'}{extra}"
+        speed = f"no speedup ({p.prediction_note or 'not measured'})"
+    else:   # a prediction from older files kept no host rounds: a launch-bound one has no spread to show
+        spread = "no spread measured" if est[1] == est[2] else f"{est[1]:.2f}–{est[2]:.2f}"
+        speed = f"×{est[0]:.2f} ({spread}), {p.source}, {p.bound or 'bound unknown'}"
+    lines = [p.label, mem, speed] if memory_first else [p.label, speed, mem]
+    return "<br>".join(line for line in lines if line)
 
 
 def _wrapped(result: SweepResult) -> str:
@@ -96,6 +100,7 @@ def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
 # Where a cell's source marker sits, off its centre so it never covers the figure, and far enough inside that a
 # 30 px cell (a phone's) still holds the whole marker (at 0.38 it straddled the cell's edge).
 CORNER = (-0.28, 0.28)
+EMPTY_CELL = "#d6d6d6"
 SPEEDUP_TICKS = (0.25, 0.5, 0.7, 1.0, 1.4, 2.0, 4.0)   # the colour bar's ticks, as speedups (its scale is log2)
 
 
@@ -104,7 +109,8 @@ def _grid_axes(fig: go.Figure, xs: Sequence[int], ys: Sequence[int]) -> go.Figur
     numbers, batch 2 and 4 drew cells spanning 1 to 5)."""
     fig.update_xaxes(tickvals=list(range(len(xs))), ticktext=[str(v) for v in xs], showgrid=False, zeroline=False)
     fig.update_yaxes(tickvals=list(range(len(ys))), ticktext=[str(v) for v in ys], showgrid=False, zeroline=False)
-    return fig
+    # a cell without a figure shows the grey behind it: white read as a change of 0
+    return fig.update_layout(plot_bgcolor=EMPTY_CELL)
 
 
 def sweep_heatmap(result: SweepResult) -> go.Figure:
@@ -161,7 +167,8 @@ def peak_memory_map(result: SweepResult) -> go.Figure:
             pts = [(p, m) for p, m in known if m[1] == source]
             if pts:
                 fig.add_trace(go.Scatter(x=[p.value(name) for p, _ in pts], y=[100 * m[0] for _, m in pts],
-                                         mode="markers", name=NAMES[source], hovertext=[_text(p) for p, _ in pts],
+                                         mode="markers", name=NAMES[source],
+                                         hovertext=[_text(p, memory_first=True) for p, _ in pts],
                                          hoverinfo="text", marker=dict(symbol=MARKERS[source], size=11,
                                                                        line=dict(width=2), color=MEASURED_COLOR if
                                                                        source == Source.MEASURED else
@@ -173,9 +180,9 @@ def peak_memory_map(result: SweepResult) -> go.Figure:
     hover: list[list[str]] = [[""] * len(cols) for _ in rows]
     for p, memory in known:
         i, j = rows.index(p.value(axes[1].name)), cols.index(p.value(axes[0].name))
-        z[i][j], hover[i][j] = 100 * memory[0], _text(p)
+        z[i][j], hover[i][j] = 100 * memory[0], _text(p, memory_first=True)
     bound = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
-    text = [["no figure" if v is None else f"{v:+.1f}%" for v in row] for row in z]
+    text = [["–" if v is None else f"{v:+.1f}%" for v in row] for row in z]   # a long word shrank every cell's
     fig = go.Figure(go.Heatmap(x=list(range(len(cols))), y=list(range(len(rows))), z=z, text=text,
                                texttemplate="%{text}", hovertext=hover, hoverinfo="text",
                                colorscale="RdBu", reversescale=True, zmid=0, zmin=-bound, zmax=bound,
@@ -185,7 +192,8 @@ def peak_memory_map(result: SweepResult) -> go.Figure:
         if cells:
             fig.add_trace(go.Scatter(x=[cols.index(p.value(axes[0].name)) + CORNER[0] for p in cells],
                                      y=[rows.index(p.value(axes[1].name)) + CORNER[1] for p in cells],
-                                     mode="markers", name=NAMES[source], hovertext=[_text(p) for p in cells],
+                                     mode="markers", name=NAMES[source],
+                                     hovertext=[_text(p, memory_first=True) for p in cells],
                                      hoverinfo="text", marker=dict(size=11, **CELL_MARKERS[source])))
     fig = _grid_axes(_layout(fig, title, axes[0].name, axes[1].name, log_x=False), cols, rows)
     return fig.update_layout(showlegend=True)

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from bench_core.sweep.predict import KernelTime, Part, breakdown_parts
 from bench_core.sweep.records import PointResult, SweepResult
 
-BREAKDOWN_TITLE = "Where a step's time goes: each part of a block timed alone, A beside B"
-BREAKDOWN_CAPTION = ("Per step: a call's time times the part's calls in a step. A part timed alone is issued by its "
-                     "own Python: where its kernels (the kernels column) are quicker than its host, its time is the "
-                     "host's, so a row says how the part runs alone, not its share of the step. The prediction is "
-                     "made of whole steps instead.")
+BREAKDOWN_TITLE = "Each part of a block timed alone, A beside B"
+BREAKDOWN_CAPTION = ("Per step: a call's time times the part's calls in a step, for the parts where B runs another "
+                     "variant than A (a part both run alike is timed once, so it shows no difference). A part timed "
+                     "alone is issued by its own Python: where its kernels (the kernels columns) are quicker than "
+                     "its host, its time is the host's, so a row says how the part runs alone, not its share of "
+                     "the step. The prediction is made of whole steps instead.")
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,10 @@ class PartRow:
         return None if self.a_ms is None or self.b_ms is None else self.b_ms - self.a_ms
 
     def shown(self) -> dict:
-        return {"point": self.point, "part": self.part.value, "A": self.a_variant, "A ms/step": self.a_ms,
-                "A kernels ms/step": self.a_kernel_ms, "B": self.b_variant, "B ms/step": self.b_ms,
-                "B kernels ms/step": self.b_kernel_ms, "B - A ms/step": self.change_ms}
+        """The answer first (a phone shows the first columns): the difference, then each side, then the names."""
+        return {"point": self.point, "part": self.part.value, "B - A ms/step": self.change_ms, "A ms/step": self.a_ms,
+                "B ms/step": self.b_ms, "A kernels ms/step": self.a_kernel_ms, "B kernels ms/step": self.b_kernel_ms,
+                "A": self.a_variant, "B": self.b_variant}
 
 
 def _per_step(t: KernelTime | None) -> tuple[float | None, float | None]:
@@ -50,7 +52,8 @@ def _per_step(t: KernelTime | None) -> tuple[float | None, float | None]:
 
 
 def point_rows(result: SweepResult, point: PointResult) -> list[PartRow]:
-    """The point's breakdown, A beside B; empty where it was not timed."""
+    """The point's breakdown, A beside B, for the parts where B runs another variant (one both share was timed once:
+    its row could only read 0); empty where it was not timed."""
     if point.prediction is None:
         return []
     timings, family = point.prediction.timings, result.spec.base.family
@@ -58,6 +61,8 @@ def point_rows(result: SweepResult, point: PointResult) -> list[PartRow]:
     a, b = (s.for_family(family) or s for s in (result.spec.comparison.a, result.spec.comparison.b))
     rows = []
     for (part, a_name), (_, b_name) in zip(breakdown_parts(a), breakdown_parts(b), strict=True):
+        if a_name == b_name:
+            continue
         a_ms, a_kernel = _per_step(timings.find(part, a_name))
         b_ms, b_kernel = _per_step(timings.find(part, b_name))
         if a_ms is None and b_ms is None:

@@ -19,6 +19,8 @@ CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_
               "measured_a_peak_mib", "measured_b_peak_mib", "a_peak_error", "b_peak_error")
 # The table the page and the HTML report show, after the axes' values (`shown_rows`): the answer first, so a phone's
 # first columns hold it.
+# The shown fields that are fractions, drawn as percentages (-0.297 is -29.7%).
+PERCENT_FIELDS = ("peak_mem_change", "prediction_error", "a_step_error", "b_step_error")
 SHOWN_FIELDS = ("speedup", "speedup_low", "speedup_high", "source", "bound", "peak_mem_change", "predicted_speedup",
                 "measured_speedup", "prediction_error", "predicted_a_ms", "measured_a_ms", "a_step_error",
                 "predicted_b_ms", "measured_b_ms", "b_step_error", "interval_scope", "measured_status",

@@ -693,7 +693,12 @@ def test_two_axes_draw_a_heatmap_centred_on_one():
     assert fig.layout.showlegend   # the markers' key, even where every point has one source
     # the colour bar reads in speedups, and each cell's hover carries its interval and bound
     assert "×1" in heat.colorbar.ticktext
-    assert heat.hovertext[0][1].startswith("width=128, batch_size=2: ×1.00 (0.90–1.10)")
+    assert heat.hovertext[0][1].startswith("width=128, batch_size=2<br>×1.00 (0.90–1.10)")
+    # a prediction without spread (an older file's launch-bound one) says so rather than "(0.55–0.55)"
+    result = _result(two_axes=True)
+    first = result.points[0]
+    flat = result.with_point(replace(first, prediction=replace(first.prediction, low=0.55, high=0.55)))
+    assert "×0.55 (no spread measured), predicted" in sweep_figure(flat).data[0].hovertext[0][0]
 
 
 def test_the_peak_memory_map_draws_measured_points_and_predicted_ones_marked_as_such():
@@ -712,7 +717,10 @@ def test_the_peak_memory_map_draws_measured_points_and_predicted_ones_marked_as_
     assert predicted.marker.symbol == "circle-open" and "peak memory -10.0% (predicted)" in predicted.hovertext[0]
     heat = peak_memory_map(_result(two_axes=True)).data
     assert heat[0].type == "heatmap" and heat[0].z[0][0] is None and heat[0].z[0][1] == pytest.approx(-30.0)
-    assert heat[0].text[0][0] == "no figure" and heat[0].text[0][1] == "-30.0%"   # an empty cell said so, not "%"
+    assert heat[0].text[0][0] == "–" and heat[0].text[0][1] == "-30.0%"   # an empty cell said so, not "%"
+    # the memory leads its hover, and an empty cell shows the grey behind it, not white (which read as 0%)
+    assert heat[0].hovertext[0][1].split("<br>")[:2] == ["width=128, batch_size=2", "peak memory -30.0% (measured)"]
+    assert peak_memory_map(_result(two_axes=True)).layout.plot_bgcolor not in (None, "white", "#ffffff")
     assert [t.name for t in heat[1:]] == ["measured end to end"]
 
 

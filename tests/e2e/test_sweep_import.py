@@ -16,7 +16,7 @@ def test_a_sweep_json_imported_on_the_sweep_page_opens_its_map(page, server):
     page.set_viewport_size({"width": 1400, "height": 2400})
     page.goto(server["url"] + "/sweep")
     wait_idle(page)
-    page.get_by_text("Import a sweep").click()
+    page.get_by_text("Import a sweep (its JSON").click()
     page.locator("input[type=file]").set_input_files(str(H200_SWEEP))
     wait_idle(page)
     page.get_by_role("button", name="Import the sweep").click()

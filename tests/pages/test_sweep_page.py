@@ -98,7 +98,8 @@ def test_the_breakdown_asked_for_is_kept_with_the_sweep_and_shown_beside_its_map
     result = dashboard.session.get_sweeps().wait(timeout=30)
     assert result is not None and result.spec.breakdown
     at.run()
-    [expander] = [e for e in at.expander if e.label.startswith("Where a step's time goes")]
+    from bench_core.sweep.parts import BREAKDOWN_TITLE
+    [expander] = [e for e in at.expander if e.label == BREAKDOWN_TITLE]
     [table] = [d.value for d in expander.dataframe]
     row = table.set_index("part").loc["optimizer"]
     assert (row["A"], row["A ms/step"], row["B"], row["B - A ms/step"]) == ("adam", 2.0, "adam-fused", -1.5)
