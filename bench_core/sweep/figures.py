@@ -107,10 +107,14 @@ SPEEDUP_TICKS = (0.25, 0.5, 0.7, 1.0, 1.4, 2.0, 4.0)   # the colour bar's ticks,
 def _grid_axes(fig: go.Figure, xs: Sequence[int], ys: Sequence[int]) -> go.Figure:
     """A heatmap's cells at index positions, labelled with the axis values: one cell a value, evenly spaced (as
     numbers, batch 2 and 4 drew cells spanning 1 to 5)."""
-    fig.update_xaxes(tickvals=list(range(len(xs))), ticktext=[str(v) for v in xs], showgrid=False, zeroline=False)
-    fig.update_yaxes(tickvals=list(range(len(ys))), ticktext=[str(v) for v in ys], showgrid=False, zeroline=False)
-    # a cell without a figure shows the grey behind it: white read as a change of 0
-    return fig.update_layout(plot_bgcolor=EMPTY_CELL)
+    # the range the cells span: the corner markers' padding drew a grey frame round them
+    fig.update_xaxes(tickvals=list(range(len(xs))), ticktext=[str(v) for v in xs], showgrid=False, zeroline=False,
+                     range=[-0.5, len(xs) - 0.5], autorange=False)
+    fig.update_yaxes(tickvals=list(range(len(ys))), ticktext=[str(v) for v in ys], showgrid=False, zeroline=False,
+                     range=[-0.5, len(ys) - 0.5], autorange=False)
+    # a cell without a figure shows the grey behind it (white read as a change of 0); no padding round the cells,
+    # which the page's theme sets and the grey filled as a frame
+    return fig.update_layout(plot_bgcolor=EMPTY_CELL, margin=dict(pad=0))
 
 
 def sweep_heatmap(result: SweepResult) -> go.Figure:

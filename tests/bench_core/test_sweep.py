@@ -682,6 +682,8 @@ def test_two_axes_draw_a_heatmap_centred_on_one():
     assert {t.name for t in fig.data[1:]} == {"measured end to end", "predicted from kernels"}
     # one evenly spaced cell a value (as numbers, batch 2 and 4 drew cells from 1 to 5), labelled with the value
     assert list(heat.x) == [0, 1] and list(fig.layout.xaxis.ticktext) == ["64", "128"]
+    # the plot is the cells and nothing round them: the grey behind an empty cell framed them where padded
+    assert list(fig.layout.xaxis.range) == [-0.5, 1.5] and fig.layout.margin.pad == 0
     # each marker in its cell's corner, off the figure written at the centre
     measured = next(t for t in fig.data[1:] if t.name == "measured end to end")
     assert all(0 < abs(x - round(x)) < 0.5 for x in measured.x) and all(0 < abs(y - round(y)) < 0.5
