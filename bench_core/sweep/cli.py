@@ -122,7 +122,7 @@ def resolve(args: argparse.Namespace) -> SweepSpec:
 def summary_lines(result: SweepResult) -> list[str]:
     lines = [f"sweep {result.sweep_id}: {result.title} on {result.gpu or result.device} ({result.status.value})"]
     for p in result.points:
-        est = p.estimate
+        est = result.best_estimate(p)
         pred = p.prediction
         shown = f"×{est[0]:.2f} ({est[1]:.2f}–{est[2]:.2f})" if est else "no figure"
         lines.append(f"  {p.label:<32} {shown:<22} {p.source.value if p.source else '-':<9} "

@@ -30,9 +30,9 @@ def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, log_x: bool)
     return fig
 
 
-def _text(p: PointResult, memory_first: bool = False) -> str:
+def _text(result: SweepResult, p: PointResult, memory_first: bool = False) -> str:
     """A point's hover, a line a figure (one long line ran off a phone's screen); the plotted figure first."""
-    est, memory = p.estimate, p.memory
+    est, memory = result.best_estimate(p), p.memory
     mem = f"peak memory {memory[0]:+.1%} ({memory[1]})" if memory else ""
     if est is None:
         speed = f"no speedup ({p.prediction_note or 'not measured'})"
@@ -70,12 +70,12 @@ def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
         label = _name(res, several)
         for source in (Source.MEASURED, Source.PREDICTED):
             pts = [p for p in res.points if p.source == source and p.estimate]
-            ests = [p.estimate for p in pts if p.estimate]
+            ests = [e for p in pts if (e := res.best_estimate(p))]
             if not pts:
                 continue
             fig.add_trace(go.Scatter(
                 x=[p.value(axis) for p in pts], y=[e[0] for e in ests], mode="markers",
-                name=f"{label} {NAMES[source]}".strip(), hovertext=[_text(p) for p in pts], hoverinfo="text",
+                name=f"{label} {NAMES[source]}".strip(), hovertext=[_text(res, p) for p in pts], hoverinfo="text",
                 marker=dict(symbol=MARKERS[source], size=11, line=dict(width=2), color=color or (
                     MEASURED_COLOR if source == Source.MEASURED else PREDICTED_COLOR)),
                 error_y=dict(type="data", symmetric=False, array=[e[2] - e[0] for e in ests],
@@ -127,7 +127,7 @@ def sweep_heatmap(result: SweepResult) -> go.Figure:
     hover: list[list[str]] = [[""] * len(xs) for _ in ys]
     for p in result.points:
         i, j = ys.index(p.value(ay)), xs.index(p.value(ax))
-        hover[i][j] = _text(p)   # the interval and the bound, which the cell has no room for
+        hover[i][j] = _text(result, p)   # the interval and the bound, which the cell has no room for
         if p.estimate:
             z[i][j] = math.log2(p.estimate[0])
             text[i][j] = f"×{p.estimate[0]:.2f}"
@@ -143,7 +143,7 @@ def sweep_heatmap(result: SweepResult) -> go.Figure:
         if pts:
             fig.add_trace(go.Scatter(x=[xs.index(p.value(ax)) + CORNER[0] for p in pts],
                                      y=[ys.index(p.value(ay)) + CORNER[1] for p in pts],
-                                     mode="markers", name=NAMES[source], hovertext=[_text(p) for p in pts],
+                                     mode="markers", name=NAMES[source], hovertext=[_text(result, p) for p in pts],
                                      hoverinfo="text", marker=dict(size=11, **CELL_MARKERS[source])))
     title = f"{_wrapped(result)}<br><sup>speedup of B over A on {result.gpu or result.device}</sup>"
     fig = _grid_axes(_layout(fig, title, ax, ay, log_x=False), xs, ys)
@@ -172,7 +172,7 @@ def peak_memory_map(result: SweepResult) -> go.Figure:
             if pts:
                 fig.add_trace(go.Scatter(x=[p.value(name) for p, _ in pts], y=[100 * m[0] for _, m in pts],
                                          mode="markers", name=NAMES[source],
-                                         hovertext=[_text(p, memory_first=True) for p, _ in pts],
+                                         hovertext=[_text(result, p, memory_first=True) for p, _ in pts],
                                          hoverinfo="text", marker=dict(symbol=MARKERS[source], size=11,
                                                                        line=dict(width=2), color=MEASURED_COLOR if
                                                                        source == Source.MEASURED else
@@ -184,7 +184,7 @@ def peak_memory_map(result: SweepResult) -> go.Figure:
     hover: list[list[str]] = [[""] * len(cols) for _ in rows]
     for p, memory in known:
         i, j = rows.index(p.value(axes[1].name)), cols.index(p.value(axes[0].name))
-        z[i][j], hover[i][j] = 100 * memory[0], _text(p, memory_first=True)
+        z[i][j], hover[i][j] = 100 * memory[0], _text(result, p, memory_first=True)
     bound = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
     text = [["–" if v is None else f"{v:+.1f}%" for v in row] for row in z]   # a long word shrank every cell's
     fig = go.Figure(go.Heatmap(x=list(range(len(cols))), y=list(range(len(rows))), z=z, text=text,
@@ -197,7 +197,7 @@ def peak_memory_map(result: SweepResult) -> go.Figure:
             fig.add_trace(go.Scatter(x=[cols.index(p.value(axes[0].name)) + CORNER[0] for p in cells],
                                      y=[rows.index(p.value(axes[1].name)) + CORNER[1] for p in cells],
                                      mode="markers", name=NAMES[source],
-                                     hovertext=[_text(p, memory_first=True) for p in cells],
+                                     hovertext=[_text(result, p, memory_first=True) for p in cells],
                                      hoverinfo="text", marker=dict(size=11, **CELL_MARKERS[source])))
     fig = _grid_axes(_layout(fig, title, axes[0].name, axes[1].name, log_x=False), cols, rows)
     return fig.update_layout(showlegend=True)

@@ -53,6 +53,16 @@ def doubt(c: Candidate, error: float | None) -> float:
     return math.inf if s == 0 else distance / s
 
 
+def widened(c: Candidate, error: float | None) -> tuple[float, float] | None:
+    """The predicted speedup's 95% interval with the calibrated error folded in (`sigma`, Z_95 each side): what a
+    prediction can claim once measured points have shown how far predictions land; None while the error is
+    unknown (or without a prediction)."""
+    s = sigma(c, error)
+    if s is None or c.speedup is None:
+        return None
+    return c.speedup * math.exp(-Z_95 * s), c.speedup * math.exp(Z_95 * s)
+
+
 def decided(c: Candidate, error: float | None) -> bool:
     """The prediction alone settles which side of ×1.00 the point is on."""
     return error is not None and c.speedup is not None and doubt(c, error) > Z_95

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 
 from bench_core.results.records import Status
+from bench_core.sweep import plan
 from bench_core.sweep.crossover import Crossover, Estimate, crossover
 from bench_core.sweep.predict import PointTimings, depth_check
 from bench_core.sweep.spec import SweepSpec
@@ -230,6 +231,22 @@ class SweepResult:
         return replace(self, points=tuple(point if p.index == point.index else p for p in self.points))
 
     @property
+    def log_errors(self) -> list[float]:
+        """log(measured / predicted) at each point with both: what the planner and the shown intervals calibrate on."""
+        return [math.log1p(e) for e in (p.prediction_error for p in self.points) if e is not None]
+
+    def best_estimate(self, point: PointResult) -> tuple[float, float, float] | None:
+        """(speedup, low, high) as every view shows a point: measured where measured; predicted, its interval
+        widened by the error this sweep's measured points showed (plan.widened), once enough points have both
+        (until then its own, and the views say no point was measured). A prediction's own interval holds only its
+        timings' spread: beside a crossing it read as tight as a measurement."""
+        est = point.estimate
+        if est is None or point.measured or point.prediction is None:
+            return est
+        wider = plan.widened(plan.Candidate(point.index, *est), plan.calibrated_error(self.log_errors))
+        return (est[0], *wider) if wider else est
+
+    @property
     def title(self) -> str:
         return f"{self.spec.comparison.b.key} vs {self.spec.comparison.a.key}"
 
@@ -274,7 +291,7 @@ def crossovers(result: SweepResult) -> list[Crossover]:
     out = []
     for fixed in rows:
         pts = [p for p in result.points if all(p.value(k) == v for k, v in fixed)]
-        line = [Estimate(p.value(axes[0].name), *p.estimate) for p in pts if p.estimate]
+        line = [Estimate(p.value(axes[0].name), *est) for p in pts if (est := result.best_estimate(p))]
         found = crossover(axes[0].name, line) if len(line) >= 2 else None
         if found:
             out.append(replace(found, axis=axes[0].name + "".join(f" at {k}={v}" for k, v in fixed),

@@ -40,8 +40,8 @@ def csv_rows(result: SweepResult) -> list[dict]:
     for p in result.points:
         names = [k for k, _ in p.values] + [None]
         vals = [v for _, v in p.values] + [None]
-        pred, meas, est, steps, kernels = p.prediction, p.measurement, p.estimate, p.step_errors, p.kernel_errors
-        hosts, memory, peaks = p.host_errors, p.memory, p.peak_errors
+        pred, meas, est = p.prediction, p.measurement, result.best_estimate(p)
+        steps, kernels, hosts, memory, peaks = p.step_errors, p.kernel_errors, p.host_errors, p.memory, p.peak_errors
         out.append({"sweep_id": result.sweep_id, "compare": spec.comparison.text, "a": spec.comparison.a.key,
                     "b": spec.comparison.b.key, "family": spec.base.family, "device": result.device,
                     "gpu": result.gpu, "axis_1": names[0], "value_1": vals[0], "axis_2": names[1],

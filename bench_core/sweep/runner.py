@@ -9,7 +9,6 @@ shape compiled once is loaded from there (compile time is not measured: it falls
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 import threading
@@ -146,10 +145,6 @@ def _candidate(p: PointResult) -> plan.Candidate:
     return plan.Candidate(p.index, pred.speedup, pred.low, pred.high) if pred else plan.Candidate(p.index, None)
 
 
-def _log_errors(result: SweepResult) -> list[float]:
-    return [math.log1p(e) for e in (p.prediction_error for p in result.points) if e is not None]
-
-
 def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: SweepHooks | None = None,
               result: SweepResult | None = None) -> SweepResult:
     hooks = hooks or SweepHooks()
@@ -179,7 +174,7 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
     while not hooks.cancel.is_set():
         current = state["result"]
         candidates = [_candidate(p) for p in current.points if p.index not in tried]
-        chosen = plan.next_point(candidates, plan.calibrated_error(_log_errors(current)), left(), walls)
+        chosen = plan.next_point(candidates, plan.calibrated_error(current.log_errors), left(), walls)
         if chosen is None:
             break
         index = chosen

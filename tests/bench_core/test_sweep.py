@@ -697,10 +697,30 @@ def test_two_axes_draw_a_heatmap_centred_on_one():
     assert "×1" in heat.colorbar.ticktext
     assert heat.hovertext[0][1].startswith("width=128, batch_size=2<br>×1.00 (0.90–1.10)")
     # a prediction without spread (an older file's launch-bound one) says so rather than "(0.55–0.55)"
-    result = _result(two_axes=True)
-    first = result.points[0]
-    flat = result.with_point(replace(first, prediction=replace(first.prediction, low=0.55, high=0.55)))
+    # (and no point measured, so no error to widen it by)
+    bare = _result(two_axes=True)
+    bare = replace(bare, points=tuple(replace(p, measurement=None) for p in bare.points))
+    first = bare.points[0]
+    flat = bare.with_point(replace(first, prediction=replace(first.prediction, low=0.55, high=0.55)))
     assert "×0.55 (no spread measured), predicted" in sweep_figure(flat).data[0].hovertext[0][0]
+
+
+def test_a_predicted_points_interval_takes_in_the_error_the_measured_points_showed():
+    """_result: points 2 and 4 measured x1.0 and x2.0 against x1.1 and x2.2 predicted, so predictions land 10% off
+    (log error ln 1.1 each, its rms ln 1.1). Point 1's prediction x0.55 (0.50-0.60): its own spread as a standard
+    error, (ln 0.6 - ln 0.5) / (2 x 1.96), combined with ln 1.1, then 1.96 of that each side."""
+    result = _result()
+    first = result.points[0]
+    sigma = math.sqrt(((math.log(0.6) - math.log(0.5)) / (2 * 1.96)) ** 2 + math.log(1.1) ** 2)
+    wide = (0.55, 0.55 * math.exp(-1.96 * sigma), 0.55 * math.exp(1.96 * sigma))
+    assert result.best_estimate(first) == pytest.approx(wide)          # about 0.45-0.68, not 0.50-0.60
+    assert first.estimate == pytest.approx((0.55, 0.5, 0.6))          # the prediction's own, kept
+    assert result.best_estimate(result.points[1]) == result.points[1].estimate   # a measured point: its own
+    row = csv_rows(result)[0]
+    assert (row["speedup_low"], row["predicted_low"]) == (pytest.approx(wide[1]), pytest.approx(0.5))
+    # one measured point does not yet say how far predictions land: the prediction's own interval
+    one = result.with_point(replace(result.points[3], measurement=None))
+    assert one.best_estimate(first) == pytest.approx((0.55, 0.5, 0.6))
 
 
 def test_the_peak_memory_map_draws_measured_points_and_predicted_ones_marked_as_such():
