@@ -1,6 +1,6 @@
 """What a sweep found: each point's prediction and (where it ran end to end) its measurement, the whole sweep, and
 every figure derived from them, computed once here (the CLI, the figures, the report, the store and the page read
-these). JSON round trip and CSV rows.
+these). JSON round trip; the rows of the CSV and the shown table are in sweep.rows.
 """
 from __future__ import annotations
 
@@ -238,8 +238,8 @@ class SweepResult:
     def best_estimate(self, point: PointResult) -> tuple[float, float, float] | None:
         """(speedup, low, high) as every view shows a point: measured where measured; predicted, its interval
         widened by the error this sweep's measured points showed (plan.widened), once enough points have both
-        (until then its own, and the views say no point was measured). A prediction's own interval holds only its
-        timings' spread: beside a crossing it read as tight as a measurement."""
+        (until then its own). A prediction's own interval holds only its timings' spread: beside a crossing it read
+        as tight as a measurement."""
         est = point.estimate
         if est is None or point.measured or point.prediction is None:
             return est
