@@ -8,19 +8,22 @@ from bench_core.results.report import _plotly_loader
 from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
 from bench_core.sweep.records import SweepResult, crossovers, error_figures
-from bench_core.sweep.rows import SHOWN_FIELDS, shown_rows
+from bench_core.sweep.rows import PERCENT_FIELDS, SHOWN_FIELDS, shown_rows
 
 
-def _cell(value: object) -> str:
+def _cell(value: object, percent: bool = False) -> str:
     if value is None:
         return ""
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
+    if isinstance(value, float):
+        return f"{value:+.1%}" if percent else f"{value:.3f}"
+    return str(value)
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
+    """The rows as a table; the fractions among them (PERCENT_FIELDS) as percentages, as the page shows them."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r[c]))}</td>" for c in columns) + "</tr>"
-                   for r in rows)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r[c], c in PERCENT_FIELDS))}</td>" for c in columns)
+                   + "</tr>" for r in rows)
     return f"<div class='scroll'><table><tr>{head}</tr>{body}</table></div>"
 
 

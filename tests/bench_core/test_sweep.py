@@ -765,3 +765,5 @@ def test_the_html_report_holds_the_map_and_each_point(tmp_path):
     text = path.read_text()
     assert "fig-sweep" in text and "fig-memory" in text and "crossover: pays above width" in text
     assert text.count("<tr>") == 5
+    # the peak-memory change as the page shows it, a percentage (it read -0.300)
+    assert "<td>-30.0%</td>" in text and "<td>-0.300</td>" not in text
