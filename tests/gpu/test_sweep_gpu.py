@@ -42,7 +42,8 @@ def test_the_full_depth_step_is_timed_for_its_host_and_replaces_the_shallow_step
 def test_every_part_is_timed_with_its_kernels_and_the_launch_cost_is_measured():
     timings, missing = time_point(LLAMA, (BF16, BF16.replace(compile="compile")), "cuda", breakdown=True)
     assert missing == ()
-    assert {t.part for t in timings.times} == set(Part)
+    # every part but the full-depth step, which the timing process adds once a sweep (with_full_steps)
+    assert {t.part for t in timings.times} == set(Part) - {Part.STEP_FULL}
     assert all(t.ms > 0 and t.kernels >= 1 for t in timings.times), timings.times
     # each part's GPU time is its traced kernel time, and the host's time to issue it is measured on its own
     assert all(t.kernel_ms is not None and 0 < t.kernel_ms and t.host_ms > 0 for t in timings.times), timings.times
