@@ -56,9 +56,8 @@ def point_rows(result: SweepResult, point: PointResult) -> list[PartRow]:
     its row could only read 0); empty where it was not timed."""
     if point.prediction is None:
         return []
-    timings, family = point.prediction.timings, result.spec.base.family
-    # the stages in the family's form, as the timing process timed them (sweep.kernels.main)
-    a, b = (s.for_family(family) or s for s in (result.spec.comparison.a, result.spec.comparison.b))
+    timings = point.prediction.timings
+    a, b = result.spec.comparison.in_family(result.spec.base.family)
     rows = []
     for (part, a_name), (_, b_name) in zip(breakdown_parts(a), breakdown_parts(b), strict=True):
         if a_name == b_name:

@@ -23,8 +23,8 @@ step at GPU-bound points (docs/BENCHMARKS.md, calls 24-27): the parts leave out 
 embeddings, residual adds, copies, reductions: 6% of gpt2-small's kernel time at batch 8), and a part timed alone is
 issued by its own Python, not the block's. The parts can still be timed where asked (`--breakdown`), as the
 breakdown of where a block's time goes (`breakdown_parts`), never added into the prediction: a compiled stage compiles
-each of them as well (on the H200 compiled FP8 took about 58 s a point with them, call 30; how much was theirs was
-not timed).
+each of them as well (their cost was never timed apart; call 28's compiled FP8 prediction, with them, was cut at
+the call's limit after 365.7 s, unfinished, docs/data/h200_2026-12-04_call28_steps.log).
 """
 from __future__ import annotations
 

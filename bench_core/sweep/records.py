@@ -10,6 +10,7 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import cached_property
 
 from bench_core.results.records import Status
 from bench_core.sweep import plan
@@ -226,14 +227,17 @@ class SweepResult:
     notes: tuple[str, ...] = ()
     imported: bool = False
     progress: Progress | None = None
+    predict_s: float | None = None   # what predicting every point took (None: unfinished, older files)
 
     def with_point(self, point: PointResult) -> SweepResult:
         return replace(self, points=tuple(point if p.index == point.index else p for p in self.points))
 
-    @property
-    def log_errors(self) -> list[float]:
-        """log(measured / predicted) at each point with both: what the planner and the shown intervals calibrate on."""
-        return [math.log1p(e) for e in (p.prediction_error for p in self.points) if e is not None]
+    @cached_property
+    def calibration(self) -> float | None:
+        """The rms of log(measured / predicted) over the points with both (plan.calibrated_error): what the
+        planner and the shown intervals calibrate on; None until enough points have both."""
+        return plan.calibrated_error([math.log1p(e) for e in (p.prediction_error for p in self.points)
+                                      if e is not None])
 
     def best_estimate(self, point: PointResult) -> tuple[float, float, float] | None:
         """(speedup, low, high) as every view shows a point: measured where measured; predicted, its interval
@@ -243,7 +247,7 @@ class SweepResult:
         est = point.estimate
         if est is None or point.measured or point.prediction is None:
             return est
-        wider = plan.widened(plan.Candidate(point.index, *est), plan.calibrated_error(self.log_errors))
+        wider = plan.widened(plan.Candidate(point.index, *est), self.calibration)
         return (est[0], *wider) if wider else est
 
     @property
@@ -255,14 +259,14 @@ class SweepResult:
                 "status": self.status.value, "device": self.device, "gpu": self.gpu, "spec": self.spec.to_dict(),
                 "points": [p.to_dict() for p in self.points], "notes": list(self.notes),
                 "crossovers": [c.to_dict() for c in crossovers(self)], "prediction_error": prediction_error(self),
-                "imported": self.imported}
+                "imported": self.imported, "predict_s": self.predict_s}
 
     @classmethod
     def from_dict(cls, data: dict) -> SweepResult:
         return cls(SweepSpec.from_dict(data["spec"]), str(data["device"]), data.get("gpu"),
                    tuple(PointResult.from_dict(p) for p in data["points"]), Status(data["status"]),
                    str(data["sweep_id"]), str(data["created_at"]), tuple(data.get("notes") or ()),
-                   bool(data.get("imported", False)))
+                   bool(data.get("imported", False)), predict_s=data.get("predict_s"))
 
 
 def is_sweep_json(data: bytes | str | dict) -> bool:
@@ -342,13 +346,12 @@ class ErrorFigure:
 def depth_checks(result: SweepResult) -> list[ErrorFigure]:
     """At the point where the stages' full-depth steps were timed, the depth extrapolation against them (a GPU
     sweep's; none on a CPU or in older files)."""
-    comparison, family = result.spec.comparison, result.spec.base.family
+    stages = result.spec.comparison.in_family(result.spec.base.family)
     out = []
     for p in result.points:
         if p.prediction is None or not p.prediction.timings.full_here:
             continue
-        found = [(name, depth_check(p.prediction.timings, s.for_family(family) or s))
-                 for name, s in (("A", comparison.a), ("B", comparison.b))]
+        found = [(name, depth_check(p.prediction.timings, s)) for name, s in zip("AB", stages, strict=True)]
         texts = [f"{name}: {c.text}" for name, c in found if c is not None]
         if texts:
             out.append(ErrorFigure(f"depth extrapolation against the full step timed at {p.label}", "; ".join(texts),

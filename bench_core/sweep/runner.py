@@ -163,18 +163,19 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
     publish(replace(state["result"], progress=Progress(Phase.PREDICTING, 0, n, None)))
     predictor = hooks.predict_points or (lambda pts, c, d, cancel: predict_in_process(
         pts, c, d, cancel, hooks.worker_env, spec.breakdown))
-    done = 0
+    done, predicting = 0, hooks.clock()
     for index, timings, missing in predictor(points, comparison, state["result"].device, hooks.cancel):
         prediction, note = _prediction(timings, missing, comparison, state["result"].device)
         point = replace(state["result"].points[index], prediction=prediction, prediction_note=note)
         done += 1
         publish(replace(state["result"].with_point(point), progress=Progress(Phase.PREDICTING, done, n, None)))
+    predict_s = hooks.clock() - predicting
     walls: list[float] = []
     tried: set[int] = set()
     while not hooks.cancel.is_set():
         current = state["result"]
         candidates = [_candidate(p) for p in current.points if p.index not in tried]
-        chosen = plan.next_point(candidates, plan.calibrated_error(current.log_errors), left(), walls)
+        chosen = plan.next_point(candidates, current.calibration, left(), walls)
         if chosen is None:
             break
         index = chosen
@@ -191,7 +192,8 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
     cancelled = hooks.cancel.is_set()
     measured = sum(p.measured for p in final.points)
     predicted_only = sum(p.source is not None and not p.measured for p in final.points)
-    notes = [f"{measured} of {n} points measured end to end, {predicted_only} predicted only"]
+    notes = [f"{measured} of {n} points measured end to end, {predicted_only} predicted only",
+             f"predicting took {predict_s:.0f} s"]
     untried = n - len(tried)
     if untried and not cancelled:
         spent = "on the points nearest ×1.00" if tried else "predicting, before any point could run"
@@ -199,6 +201,6 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
         notes.append(f"{untried} {noun} kept their prediction: the {spec.budget_s:.0f} s budget was spent {spent}"
                      if spec.budget_s else f"{untried} {noun} not run")
     final = replace(final, status=Status.CANCELLED if cancelled else Status.DONE, notes=tuple(notes),
-                    progress=Progress(Phase.DONE, len(tried), n, 0.0))
+                    progress=Progress(Phase.DONE, len(tried), n, 0.0), predict_s=predict_s)
     publish(final)
     return final

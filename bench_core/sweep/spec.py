@@ -48,6 +48,11 @@ class Comparison:
     def title(self) -> str:
         return f"{self.b.label} vs {self.a.label}"
 
+    def in_family(self, family: str) -> tuple[Stage, Stage]:
+        """A and B as the family's model builds them and the timing process timed them: a key leaves out the
+        family's own parts (llama's SwiGLU is plain)."""
+        return self.a.for_family(family) or self.a, self.b.for_family(family) or self.b
+
 
 @dataclass(frozen=True)
 class SweepSpec:

@@ -573,6 +573,9 @@ def test_a_breakdown_part_not_timed_leaves_the_prediction_and_a_step_not_timed_t
     assert first.prediction.speedup == pytest.approx(2.0) and first.prediction_note is None
     assert second.prediction is None
     assert "was not timed here" in second.prediction_note and "OutOfMemoryError" in second.prediction_note
+    # what predicting took is kept with the sweep (1 s a point here), so a file holds its own cost
+    assert result.predict_s == pytest.approx(2.0) and "predicting took 2 s" in result.notes
+    assert from_json(to_json(result)).predict_s == pytest.approx(2.0)
 
 
 def test_without_a_budget_every_point_runs_and_a_cancel_keeps_what_finished():
