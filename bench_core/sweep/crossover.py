@@ -5,7 +5,7 @@ points' own intervals (the crossing of the upper bounds and of the lower bounds)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 
 
@@ -33,30 +33,42 @@ class Crossover:
     # Some point past the crossing is faster beyond its interval. False: the lever only reaches ×1.00 there (on
     # the H200, Apex BF16 against native: ×0.59-0.68 where the host sets the pace, ×1.00-1.01 where the GPU does).
     pays: bool = True
-    best: float | None = None    # the largest speedup past the crossing: how much "pays" pays (None: older files)
+    # The fastest point past the crossing, whole: how much "pays" pays. Its interval and place are said with it, so
+    # a 1% gain (call 29's Apex map: ×1.01 (1.00–1.02) at batch 32) does not read like a 4× one. None: older files.
+    best: Estimate | None = None
     predicted_only: bool = False  # no point of its line ran end to end: the crossing is the predictor's alone
+    fixed: str = ""               # the other axis's value on a map's line ("width=768"); "" on a one-axis sweep
 
     @property
     def text(self) -> str:
         lo = "below the range" if self.low is None else f"{self.low:,.0f}"
         hi = "beyond the range" if self.high is None else f"{self.high:,.0f}"
-        where = f"{self.axis} ≈ {self.value:,.0f} ({lo}–{hi})"
+        where = f"{self.axis} ≈ {self.value:,.0f} ({lo}–{hi})" + (f" at {self.fixed}" if self.fixed else "")
         side = "above" if self.direction == Direction.PAYS_ABOVE else "below"
         if self.pays:
-            said = f"{self.direction.value} {where}" + (f", up to ×{self.best:.2f}" if self.best else "")
+            said = f"{self.direction.value} {where}" + (f"; best {_said(self.best)} at {self.axis} {self.best.x:,.0f}"
+                                                        if self.best else "")
         else:
             said = f"reaches ×1.00 {side} {where}; no point past it measurably faster"
         return said + ("; predicted only, no point measured" if self.predicted_only else "")
 
     def to_dict(self) -> dict:
         return {"axis": self.axis, "value": self.value, "low": self.low, "high": self.high,
-                "direction": self.direction.value, "pays": self.pays, "best": self.best,
-                "predicted_only": self.predicted_only}
+                "direction": self.direction.value, "pays": self.pays,
+                "best": None if self.best is None else asdict(self.best), "predicted_only": self.predicted_only,
+                "fixed": self.fixed}
 
     @classmethod
     def from_dict(cls, data: dict) -> Crossover:
+        best = data.get("best")
+        # files before the best point was kept whole held its speedup alone; its interval and place are not known
+        best = Estimate(**best) if isinstance(best, dict) else None
         return cls(data["axis"], data["value"], data.get("low"), data.get("high"), Direction(data["direction"]),
-                   bool(data.get("pays", True)), data.get("best"), bool(data.get("predicted_only", False)))
+                   bool(data.get("pays", True)), best, bool(data.get("predicted_only", False)), data.get("fixed", ""))
+
+
+def _said(e: Estimate) -> str:
+    return f"×{e.speedup:.2f} ({e.low:.2f}–{e.high:.2f})"
 
 
 def _crossings(xs: list[float], ys: list[float]) -> list[tuple[float, Direction]]:
@@ -95,4 +107,4 @@ def crossover(axis: str, points: list[Estimate]) -> Crossover | None:
         high = None
     past = [p for p in pts if (p.x > value if direction == Direction.PAYS_ABOVE else p.x < value)]
     return Crossover(axis, value, low, high, direction, pays=any(p.low > 1.0 for p in past),
-                     best=max((p.speedup for p in past), default=None))
+                     best=max(past, key=lambda p: p.speedup, default=None))

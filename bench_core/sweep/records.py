@@ -298,7 +298,7 @@ def crossovers(result: SweepResult) -> list[Crossover]:
         line = [Estimate(p.value(axes[0].name), *est) for p in pts if (est := result.best_estimate(p))]
         found = crossover(axes[0].name, line) if len(line) >= 2 else None
         if found:
-            out.append(replace(found, axis=axes[0].name + "".join(f" at {k}={v}" for k, v in fixed),
+            out.append(replace(found, fixed=" ".join(f"{k}={v}" for k, v in fixed),
                                predicted_only=not any(p.measured for p in pts)))
     return out
 

@@ -164,8 +164,23 @@ def test_crossover_of_a_known_line_and_its_interval():
     assert found.value == pytest.approx(1000)
     assert found.low == pytest.approx(1000 / 1.1) and found.high == pytest.approx(1100)
     # x2, x4 lie above their intervals; the text says how much it pays
-    assert found.pays and found.text == "pays above width ≈ 1,000 (909–1,100), up to ×4.00"
+    assert found.pays and found.text == "pays above width ≈ 1,000 (909–1,100); best ×4.00 (3.64–4.40) at width 4,000"
     assert Crossover.from_dict(found.to_dict()) == found
+
+
+def test_a_small_gain_is_said_with_its_interval_and_an_old_file_still_reads():
+    """Call 29's Apex map at width 768: its batch-32 point ×1.01 is faster beyond its interval, so the lever "pays";
+    the sentence carries that point's interval, and the other axis's value comes after the crossing, not inside
+    the axis's name. A file from before kept only the best speedup, a bare number: it reads without it."""
+    points = [Estimate(8, 0.59, 0.47, 0.69), Estimate(16, 0.997, 0.97, 1.02), Estimate(32, 1.0098, 1.0041, 1.0155)]
+    found = crossover("batch_size", points)
+    assert found is not None and found.pays
+    found = replace(found, fixed="width=768")
+    assert found.text.startswith("pays above batch_size ≈ ") and \
+        found.text.endswith(" at width=768; best ×1.01 (1.00–1.02) at batch_size 32")
+    old = {k: v for k, v in found.to_dict().items() if k != "fixed"} | {"axis": "batch_size at width=768",
+                                                                        "best": 1.0098}
+    assert Crossover.from_dict(old).best is None and "best" not in Crossover.from_dict(old).text
 
 
 def test_a_crossing_no_point_of_its_line_measured_says_so():
