@@ -1,6 +1,6 @@
 """A sweep's map: one axis, a line of speedups with their intervals, the crossover and its interval as a band;
 two axes, a heatmap of the speedup with each point's source marked. Measured points are filled, predicted ones
-hollow (on a heatmap, a light dot ringed dark). No streamlit: the page, the HTML report and the tests draw these."""
+hollow (on a heatmap, a light diamond ringed dark). No streamlit: the page, the HTML report and the tests draw these."""
 from __future__ import annotations
 
 import math
@@ -9,21 +9,27 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from bench_core.results.figures import LAYOUT, RUN_COLORS
+from bench_core.results.figures import RUN_COLORS, _finish
 from bench_core.sweep.records import PointResult, Source, SweepResult, crossovers
 
 MEASURED_COLOR, PREDICTED_COLOR, CROSS_COLOR = "#1565c0", "#ef6c00", "#6a1b9a"
 MARKERS = {Source.MEASURED: "circle", Source.PREDICTED: "circle-open"}
-# On a heatmap cell: measured a dark dot, predicted a light dot ringed dark, so each shows on the deepest cell and
-# the palest (an open dark circle vanished on a deep red cell; a light ring round the dark dot made it read as open).
-CELL_MARKERS: dict[Source, dict[str, Any]] = {Source.MEASURED: dict(symbol="circle", color="#212121"),
-                                                Source.PREDICTED: dict(symbol="circle", color="white",
+# On a heatmap cell: measured a dark dot, predicted a light diamond ringed dark, so each shows on the deepest cell
+# and the palest (an open dark circle vanished on a deep red cell). The dark dot has a hairline light edge: bare, it
+# vanished on the deepest cells too (call 29's ×0.59, the FLCE map's −56.7%). With that edge two circles could be
+# told apart by their fill alone, which a phone's small marker blurs; the shapes differ as well.
+CELL_MARKERS: dict[Source, dict[str, Any]] = {Source.MEASURED: dict(symbol="circle", color="#212121",
+                                                                    line=dict(width=1, color="white")),
+                                                Source.PREDICTED: dict(symbol="diamond", color="white",
                                                                        line=dict(width=2, color="#212121"))}
+HEIGHT = 440   # for a two-line title and no legend; _finish adds what the title's further lines and legend need
 NAMES = {Source.MEASURED: "measured end to end", Source.PREDICTED: "predicted from kernels"}
 
 
 def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, log_x: bool) -> go.Figure:
-    fig.update_layout(**LAYOUT, title=dict(text=title, x=0, xanchor="left", font=dict(size=14)), height=440)
+    # the house layout: the top margin fits the wrapped title and the foot makes room for the legend (the sweep's
+    # own layout put the legend over the x axis's title)
+    _finish(fig, title, HEIGHT)
     fig.update_yaxes(autorange=True)   # speedups grow upwards (the stage charts list stages downwards)
     fig.update_xaxes(title_text=x_title, type="log" if log_x else "linear")
     fig.update_yaxes(title_text=y_title)

@@ -14,6 +14,7 @@ from bench_core.config.settings import Limits
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe
 from bench_core.models.families import mlp_hidden
+from bench_core.results.chart_layout import LAYOUT, LEGEND_ROW_PX
 from bench_core.results.records import Status
 from bench_core.sweep import plan
 from bench_core.sweep.crossover import Crossover, Direction, Estimate, crossover
@@ -706,11 +707,16 @@ def test_two_axes_draw_a_heatmap_centred_on_one():
     measured = next(t for t in fig.data[1:] if t.name == "measured end to end")
     assert all(0 < abs(x - round(x)) < 0.5 for x in measured.x) and all(0 < abs(y - round(y)) < 0.5
                                                                        for y in measured.y)
-    # measured a dark dot, predicted a light one ringed dark: each shows on the deepest and the palest cell alike
+    # measured a dark dot with a light edge, predicted a light diamond ringed dark: each shows on the deepest and
+    # the palest cell alike, and the shapes differ where a phone's small marker blurs the fill
     predicted = next(t for t in fig.data[1:] if t.name == "predicted from kernels")
-    assert measured.marker.color == "#212121" and measured.marker.line.color is None
+    assert measured.marker.color == "#212121" and measured.marker.line.color == "white"
     assert predicted.marker.color == "white" and predicted.marker.line.color == "#212121"
+    assert measured.marker.symbol != predicted.marker.symbol
     assert fig.layout.showlegend   # the markers' key, even where every point has one source
+    # the legend at the foot has its own rows under the axis title, one an entry (a phone's worst case): in the
+    # sweep's own layout it sat over the x axis's title
+    assert fig.layout.margin.b >= LAYOUT["margin"]["b"] + 2 * LEGEND_ROW_PX
     # the colour bar reads in speedups, and each cell's hover carries its interval and bound
     assert "×1" in heat.colorbar.ticktext
     assert heat.hovertext[0][1].startswith("width=128, batch_size=2<br>×1.00 (0.90–1.10)")
