@@ -98,8 +98,10 @@ def show(result: SweepResult, key: str) -> None:
                        key=f"sweep_json_{key}")
     c2.download_button("Download CSV", to_csv(result), f"sweep_{result.sweep_id}.csv", "text/csv",
                        key=f"sweep_csv_{key}")
-    c3.download_button("Download HTML report", render_html(result), f"sweep_{result.sweep_id}.html", "text/html",
-                       key=f"sweep_html_{key}")
+    # made on the click: the report embeds its figures (0.7 MB, 0.14 s for call 29's map), and the live view
+    # redraws every second
+    c3.download_button("Download HTML report", lambda: render_html(result), f"sweep_{result.sweep_id}.html",
+                       "text/html", key=f"sweep_html_{key}")
 
 
 @st.fragment(run_every=1.0)

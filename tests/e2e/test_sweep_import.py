@@ -28,3 +28,9 @@ def test_a_sweep_json_imported_on_the_sweep_page_opens_its_map(page, server):
     page.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
     legend = page.locator(".js-plotly-plot .legend").first.text_content() or ""
     assert "measured end to end" in legend and "predicted from kernels" in legend, legend
+    # the HTML report is made on the click (it embeds its figures); what comes down is the whole report
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download HTML report").first.click()
+    report = Path(download.value.path()).read_text()
+    assert download.value.suggested_filename == f"sweep_{sweep_id}.html"
+    assert "fig-sweep" in report and "at width=768; best ×1.01" in report
