@@ -104,23 +104,25 @@ class KernelTime:
 class PointTimings:
     """Every part of every stage at one point, the host's cost to enqueue one kernel (0 on CPU, where ops run as
     they are called and their dispatch is already inside their time), the point's depth (0: a file from before
-    whole steps were timed), and whether its full steps (STEP_FULL) were timed at this point's own shapes."""
+    whole steps were timed), whether its full steps (STEP_FULL) were timed at this point's own shapes, and the
+    seconds its breakdown's parts took to time, compiles included (0: none asked, older files)."""
     times: tuple[KernelTime, ...]
     launch_us: float
     depth: int = 0
     full_here: bool = False
+    breakdown_s: float = 0.0
 
     def find(self, part: Part, variant: str) -> KernelTime | None:
         return next((t for t in self.times if t.part == part and t.variant == variant), None)
 
     def to_dict(self) -> dict:
         return {"times": [t.to_dict() for t in self.times], "launch_us": self.launch_us, "depth": self.depth,
-                "full_here": self.full_here}
+                "full_here": self.full_here, "breakdown_s": self.breakdown_s}
 
     @classmethod
     def from_dict(cls, data: dict) -> PointTimings:
         return cls(tuple(KernelTime.from_dict(t) for t in data["times"]), float(data["launch_us"]),
-                   int(data.get("depth") or 0), bool(data.get("full_here")))
+                   int(data.get("depth") or 0), bool(data.get("full_here")), float(data.get("breakdown_s") or 0.0))
 
 
 @dataclass(frozen=True)

@@ -192,8 +192,10 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
     cancelled = hooks.cancel.is_set()
     measured = sum(p.measured for p in final.points)
     predicted_only = sum(p.source is not None and not p.measured for p in final.points)
+    breakdown_s = sum(p.prediction.timings.breakdown_s for p in final.points if p.prediction)
     notes = [f"{measured} of {n} points measured end to end, {predicted_only} predicted only",
-             f"predicting took {predict_s:.0f} s"]
+             f"predicting took {predict_s:.0f} s" + (f", {breakdown_s:.0f} s of it timing the breakdown's parts"
+                                                      if spec.breakdown else "")]
     untried = n - len(tried)
     if untried and not cancelled:
         spent = "on the points nearest ×1.00" if tried else "predicting, before any point could run"

@@ -5,7 +5,9 @@ import math
 import os
 import shutil
 import threading
+import time
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -407,6 +409,13 @@ def test_each_part_is_warmed_once_and_the_profiler_is_told_to_let_go(monkeypatch
     assert missing == () and len(timings.times) == len(calls) == 8
     assert calls == [2 + 3 + 1] * 8        # warm-up, timed calls, the one profiled call
     assert os.environ["TEARDOWN_CUPTI"] == "1"
+    # what the breakdown cost the point, on a clock that moves 1 s a reading: its six parts' seconds, not the steps'
+    ticks = iter(range(1000))
+    monkeypatch.setattr(kernels, "time", SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    calls.clear()
+    timings, _ = kernels.time_point(cfg, (BF16,), "cpu", warmup=2, repeats=3, breakdown=True)
+    assert timings.breakdown_s == 6.0
+    monkeypatch.setattr(kernels, "time", time)
     # without the breakdown asked for, only what the prediction is made of: the two shallow steps
     calls.clear()
     timings, _ = kernels.time_point(cfg, (BF16,), "cpu", warmup=2, repeats=3)
@@ -592,6 +601,15 @@ def test_a_breakdown_part_not_timed_leaves_the_prediction_and_a_step_not_timed_t
     # what predicting took is kept with the sweep (1 s a point here), so a file holds its own cost
     assert result.predict_s == pytest.approx(2.0) and "predicting took 2 s" in result.notes
     assert from_json(to_json(result)).predict_s == pytest.approx(2.0)
+    # with the breakdown asked for, the note says what it cost: 1.25 s the first point's parts took
+    timed = {w: (replace(t, breakdown_s=1.25) if t else t, m) for w, (t, m) in timed.items()}
+    with_parts = run_sweep(replace(_spec(budget=0.5, widths=(64, 128)), breakdown=True),
+                           _points(_spec(widths=(64, 128))), NO_GPU,
+                           SweepHooks(clock=clock, predict_points=predict_points,
+                                      measure_point=lambda *a: pytest.fail("a 0.5 s budget measures nothing")))
+    # the point whose prediction fell (its step not timed) took its timings with it: only the first is counted
+    assert "predicting took 2 s, 1 s of it timing the breakdown's parts" in with_parts.notes
+    assert from_json(to_json(with_parts)).points[0].prediction.timings.breakdown_s == 1.25
 
 
 def test_without_a_budget_every_point_runs_and_a_cancel_keeps_what_finished():

@@ -122,6 +122,7 @@ def test_a_real_tiny_sweep_on_cpu_end_to_end_and_its_import(tmp_path):
         assert parts[("step@2", COMPARE.split(",")[1])]["ms"] > 0 and parts[("norm", "layernorm@fp32")]["calls"] == 5
     assert "speedup prediction error (rms over the points measured)" in proc.stdout
     assert "2 of 2 points measured end to end" in proc.stdout
+    assert "s of it timing the breakdown's parts" in proc.stdout   # what --breakdown cost, said
     assert csv_path.read_text().count("\n") == 3 and "fig-sweep" in html.read_text()
     store = SweepStore(env["BENCH_DB"])
     (row,) = store.list_sweeps()
