@@ -40,17 +40,25 @@ class Crossover:
     fixed: str = ""               # the other axis's value on a map's line ("width=768"); "" on a one-axis sweep
 
     @property
+    def located(self) -> bool:
+        """False where the crossing's interval spans every swept value: its bounds' curves never cross ×1.00."""
+        return self.low is not None or self.high is not None
+
+    @property
     def text(self) -> str:
+        """What a reader is told first comes first: whether any point was measured, then where the speedup crosses
+        ×1.00 (or that no interval can place it), then how much the lever pays past it, its best point whole."""
         lo = "below the range" if self.low is None else f"{self.low:,.0f}"
         hi = "beyond the range" if self.high is None else f"{self.high:,.0f}"
-        where = f"{self.axis} ≈ {self.value:,.0f} ({lo}–{hi})" + (f" at {self.fixed}" if self.fixed else "")
+        span = f"({lo}–{hi})" if self.located else "(not located: its interval spans every swept value)"
+        where = f"{self.axis} ≈ {self.value:,.0f} {span}" + (f" at {self.fixed}" if self.fixed else "")
         side = "above" if self.direction == Direction.PAYS_ABOVE else "below"
         if self.pays:
-            said = f"{self.direction.value} {where}" + (f"; best {_said(self.best)} at {self.axis} {self.best.x:,.0f}"
-                                                        if self.best else "")
+            said = f"{self.direction.value} {where}" + (f": {_said(self.best)} at best, at {self.axis}="
+                                                        f"{self.best.x:,.0f}" if self.best else "")
         else:
             said = f"reaches ×1.00 {side} {where}; no point past it measurably faster"
-        return said + ("; predicted only, no point measured" if self.predicted_only else "")
+        return ("predicted only, no point measured: " if self.predicted_only else "") + said
 
     def to_dict(self) -> dict:
         return {"axis": self.axis, "value": self.value, "low": self.low, "high": self.high,

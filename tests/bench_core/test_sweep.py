@@ -167,7 +167,7 @@ def test_crossover_of_a_known_line_and_its_interval():
     assert found.value == pytest.approx(1000)
     assert found.low == pytest.approx(1000 / 1.1) and found.high == pytest.approx(1100)
     # x2, x4 lie above their intervals; the text says how much it pays
-    assert found.pays and found.text == "pays above width ≈ 1,000 (909–1,100); best ×4.00 (3.64–4.40) at width 4,000"
+    assert found.pays and found.text == "pays above width ≈ 1,000 (909–1,100): ×4.00 (3.64–4.40) at best, at width=4,000"
     assert Crossover.from_dict(found.to_dict()) == found
 
 
@@ -180,10 +180,10 @@ def test_a_small_gain_is_said_with_its_interval_and_an_old_file_still_reads():
     assert found is not None and found.pays
     found = replace(found, fixed="width=768")
     assert found.text.startswith("pays above batch_size ≈ ") and \
-        found.text.endswith(" at width=768; best ×1.01 (1.00–1.02) at batch_size 32")
+        found.text.endswith(" at width=768: ×1.01 (1.00–1.02) at best, at batch_size=32")
     old = {k: v for k, v in found.to_dict().items() if k != "fixed"} | {"axis": "batch_size at width=768",
                                                                         "best": 1.0098}
-    assert Crossover.from_dict(old).best is None and "best" not in Crossover.from_dict(old).text
+    assert Crossover.from_dict(old).best is None and "at best" not in Crossover.from_dict(old).text
 
 
 def test_a_crossing_no_point_of_its_line_measured_says_so():
@@ -191,7 +191,7 @@ def test_a_crossing_no_point_of_its_line_measured_says_so():
     its narrow interval the shallow steps' spread, not a measurement's."""
     result = _result()
     unmeasured = replace(result, points=tuple(replace(p, measurement=None) for p in result.points))
-    assert all(c.predicted_only and c.text.endswith("; predicted only, no point measured")
+    assert all(c.predicted_only and c.text.startswith("predicted only, no point measured: ")
                for c in crossovers(unmeasured))
     assert crossovers(unmeasured) and not any(c.predicted_only for c in crossovers(result))
 
@@ -218,8 +218,13 @@ def test_crossover_of_a_lever_that_pays_below():
 def test_a_crossing_interval_beyond_the_swept_values_is_open():
     found = crossover("width", _line(lambda w: w / 1000, [500, 2000], 3.0))
     assert found is not None and found.value == pytest.approx(1000)
-    assert found.low is None and found.high is None
-    assert "below the range" in found.text and "beyond the range" in found.text
+    assert found.low is None and found.high is None and not found.located
+    # an interval open at both ends places the crossing nowhere: the sentence says so instead of a bold "≈ 1,000"
+    assert "width ≈ 1,000 (not located: its interval spans every swept value)" in found.text
+    # one side open: the upper bounds (×1.5) cross at 667; the lower ones (w / 1,500) stay below ×1.00 to 1,400
+    half = crossover("width", _line(lambda w: w / 1000, [500, 1200, 1400], 1.5))
+    assert half is not None and half.located and half.low == pytest.approx(1000 / 1.5) and half.high is None
+    assert "width ≈ 1,000 (667–beyond the range)" in half.text
 
 
 def test_no_crossover_when_every_point_is_on_one_side():

@@ -24,7 +24,7 @@ def test_a_sweep_json_imported_on_the_sweep_page_opens_its_map(page, server):
     page.get_by_text(f"Imported sweep {sweep_id}.").wait_for(timeout=30_000)
     assert page.get_by_test_id("stException").count() == 0
     # the picker opens on the imported sweep: its crossovers, and its heatmap with its points' sources marked
-    page.get_by_text("at width=768; best ×1.01").wait_for(timeout=30_000)
+    page.get_by_text("at width=768: ×1.01 (1.00–1.02) at best").wait_for(timeout=30_000)
     page.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
     legend = page.locator(".js-plotly-plot .legend").first.text_content() or ""
     assert "measured end to end" in legend and "predicted from kernels" in legend, legend
@@ -33,4 +33,4 @@ def test_a_sweep_json_imported_on_the_sweep_page_opens_its_map(page, server):
         page.get_by_role("button", name="Download HTML report").first.click()
     report = Path(download.value.path()).read_text()
     assert download.value.suggested_filename == f"sweep_{sweep_id}.html"
-    assert "fig-sweep" in report and "at width=768; best ×1.01" in report
+    assert "fig-sweep" in report and "at width=768: ×1.01 (1.00–1.02) at best" in report
