@@ -68,7 +68,7 @@ if start:
         texts = [f"{axis1}={values1}"] + ([f"{axis2}={values2}"] if axis2 != "none" else [])
         comparison = parse_comparison(lever if mode.startswith("a lever") else keys, family)
         spec = SweepSpec(comparison, base, parse_axes(texts), parse_budget(budget), breakdown)
-        st.session_state["sweep_shown"] = sweeps.start(spec, role())
+        st.session_state["sweep_shown"] = st.session_state["sweep_watching"] = sweeps.start(spec, role())
     except ConfigError as exc:
         st.error(f"{exc.field}: {exc.limit} (got {exc.value!r})")
     except (LimitExceeded, NotAllowed) as exc:
@@ -77,9 +77,13 @@ if not is_operator():
     st.caption("Only operators start and cancel sweeps.")
 
 
-def show(result: SweepResult, key: str) -> None:
+def show(result: SweepResult, key: str, live: bool = False) -> None:
+    """A sweep's figures, map, table and downloads; `live`: one still running, whose missing crossover is not yet
+    an answer and whose downloads wait for its end."""
     found = crossovers(result)
-    lines = [f"crossover: **{c.text}**" for c in found] or ["no crossover of ×1.00 inside the swept values"]
+    none = f"no crossover of ×1.00 among the {sum(1 for p in result.points if p.estimate)} points done so far" \
+        if live else "no crossover of ×1.00 inside the swept values"
+    lines = [f"crossover: **{c.text}**" for c in found] or [none]
     lines += [f"{e.label}: " + (f"**{e.text}**" if e.found else e.text) for e in error_figures(result)]
     st.markdown("\n".join(f"- {line}" for line in [*lines, *result.notes]))
     if any(p.estimate for p in result.points):
@@ -93,6 +97,8 @@ def show(result: SweepResult, key: str) -> None:
         with st.expander(BREAKDOWN_TITLE):
             st.caption(BREAKDOWN_CAPTION)
             st.dataframe(pd.DataFrame([r.shown() for r in parts]), hide_index=True, width="stretch")
+    if live:
+        return
     c1, c2, c3 = st.columns(3)
     c1.download_button("Download JSON", to_json(result), f"sweep_{result.sweep_id}.json", "application/json",
                        key=f"sweep_json_{key}")
@@ -104,13 +110,19 @@ def show(result: SweepResult, key: str) -> None:
                        "text/html", key=f"sweep_html_{key}")
 
 
-@st.fragment(run_every=1.0)
+# Polled only while a sweep runs: an idle page sent a request a second for as long as it stayed open.
+@st.fragment(run_every=1.0 if sweeps.running else None)
 def live() -> None:
     current = sweeps.current()
     if current is None or not sweeps.running:
-        if sweeps.error:
-            st.error(f"The sweep failed: {sweeps.error}")
+        watched = st.session_state.pop("sweep_watching", None)
+        if watched is not None and current is not None and current.sweep_id == watched:
+            # it ended (done, cancelled or failed) while only this fragment redrew: the whole page again, opened
+            # on the sweep, so its result shows and the form is free without a reload
+            st.session_state["sweep_ended"] = (watched, current.status.value, sweeps.error)
+            st.rerun()
         return
+    st.session_state["sweep_watching"] = current.sweep_id   # also one another session started
     progress = current.progress
     if progress is not None:
         eta = "" if progress.eta_s is None else f", about {progress.eta_s:.0f} s left"
@@ -118,7 +130,10 @@ def live() -> None:
                     text=f"{progress.phase.value}: {progress.done} of {progress.total} points{eta}")
     st.button("Cancel (keeps the points that finished)", on_click=lambda: sweeps.cancel(role()),
               disabled=not is_operator(), key="sweep_cancel")
-    show(current, "live")
+    if sum(1 for p in current.points if p.estimate) < 2:
+        st.caption("The map and the crossover appear once two points are predicted.")
+    else:
+        show(current, "live", live=True)
 
 
 def import_sweep(data: bytes) -> None:
@@ -135,6 +150,15 @@ def import_sweep(data: bytes) -> None:
 
 
 live()
+ended = st.session_state.pop("sweep_ended", None)
+if ended is not None:
+    ended_id, status, error = ended
+    st.session_state["sweep_pick"] = ended_id   # the picker below opens on it
+    if error:
+        st.error(f"The sweep failed: {error}. The points that finished are kept below.")
+    else:
+        st.success(f"The sweep ended ({status}); its result is below." + (" The points that finished are kept."
+                                                                          if status == "cancelled" else ""))
 st.divider()
 st.subheader("Past sweeps")
 if is_operator():
@@ -154,9 +178,14 @@ else:
     # sweep from its imported copy
     labels = {r["sweep_id"]: f"{r['created_at'][:16]} · {r['gpu'] or r['device']} · {r['status']} · {r['axes']} · "
               f"{r['sweep_id']}{' (imported)' if r['imported'] else ''} · {r['compare']}" for r in rows}
-    wanted = st.query_params.get("sweep") or st.session_state.get("sweep_shown")
-    chosen = st.selectbox("Sweep", list(labels), format_func=lambda i: labels[i], key="sweep_pick",
-                          index=list(labels).index(wanted) if wanted in labels else 0)
+    link = st.query_params.get("sweep")   # History's "open": honoured once, then the picker is the reader's
+    if link in labels and st.session_state.get("sweep_link") != link:
+        st.session_state["sweep_pick"] = st.session_state["sweep_link"] = link
+    if st.session_state.get("sweep_pick") not in labels:   # none yet, or one from before that is gone
+        shown = st.session_state.get("sweep_shown")
+        st.session_state["sweep_pick"] = shown if shown in labels else next(iter(labels))
+    # its value comes from the session state alone: an index beside it made Streamlit warn of two defaults
+    chosen = st.selectbox("Sweep", list(labels), format_func=lambda i: labels[i], key="sweep_pick")
     loaded = sweeps.store.load(chosen) if sweeps.store and chosen else None
     if loaded is not None and not (sweeps.running and loaded.sweep_id == getattr(sweeps.current(), "sweep_id", None)):
         show(loaded, "past")

@@ -167,7 +167,8 @@ def test_crossover_of_a_known_line_and_its_interval():
     assert found.value == pytest.approx(1000)
     assert found.low == pytest.approx(1000 / 1.1) and found.high == pytest.approx(1100)
     # x2, x4 lie above their intervals; the text says how much it pays
-    assert found.pays and found.text == "pays above width ≈ 1,000 (909–1,100): ×4.00 (3.64–4.40) at best, at width=4,000"
+    assert found.pays and \
+        found.text == "pays above width ≈ 1,000 (909–1,100): ×4.00 (3.64–4.40) at best, at width=4,000"
     assert Crossover.from_dict(found.to_dict()) == found
 
 
