@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import plotly.colors
 import plotly.graph_objects as go
 
 from bench_core.results.figures import RUN_COLORS, _finish
@@ -24,6 +25,8 @@ CELL_MARKERS: dict[Source, dict[str, Any]] = {Source.MEASURED: dict(symbol="circ
                                                                        line=dict(width=2, color="#212121"))}
 HEIGHT = 440   # for a two-line title and no legend; _finish adds what the title's further lines and legend need
 NAMES = {Source.MEASURED: "measured end to end", Source.PREDICTED: "predicted from kernels"}
+CELL_NAMES = {Source.MEASURED: NAMES[Source.MEASURED], Source.PREDICTED: f"{NAMES[Source.PREDICTED]} (paler cell)"}
+PALE_SHARE = 0.55   # how much white a predicted cell's colour is mixed with: still the same hue, plainly lighter
 
 
 def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, log_x: bool) -> go.Figure:
@@ -123,33 +126,59 @@ def _grid_axes(fig: go.Figure, xs: Sequence[int], ys: Sequence[int]) -> go.Figur
     return fig.update_layout(plot_bgcolor=EMPTY_CELL, margin=dict(pad=0))
 
 
+def _pale(scale: str, share: float = PALE_SHARE) -> list[list[Any]]:
+    """A colour scale mixed with white: a predicted cell's colour, so it does not look as sure as a measured one."""
+    out = []
+    for pos, colour in plotly.colors.get_colorscale(scale):
+        r, g, b = plotly.colors.unlabel_rgb(colour)
+        out.append([pos, "rgb({:.0f},{:.0f},{:.0f})".format(*(c + (255 - c) * share for c in (r, g, b)))])
+    return out
+
+
+def _cells(cells: dict[tuple[int, int], tuple[float, str, str, Source]], shape: tuple[int, int], scale: str,
+           bound: float, colorbar: dict, empty_text: str, reverse: bool = False) -> list[go.Heatmap]:
+    """A heatmap's cells, (row, column) -> (value, text, hover, source), as two layers on one colour range: the
+    measured cells in the scale's own colours, the predicted ones paler. Only one layer carries the colour bar
+    (the measured one, where there is any), and only one writes `empty_text` in cells with no figure."""
+    rows, cols = shape
+    layers = []
+    for source in (Source.MEASURED, Source.PREDICTED):
+        mine = {k: v for k, v in cells.items() if v[3] == source}
+        if not mine and layers:
+            continue
+        z: list[list[float | None]] = [[None] * cols for _ in range(rows)]
+        text = [[empty_text if not layers and (i, j) not in cells else "" for j in range(cols)] for i in range(rows)]
+        hover = [[""] * cols for _ in range(rows)]
+        for (i, j), (value, label, tip, _) in mine.items():
+            z[i][j], text[i][j], hover[i][j] = value, label, tip
+        layers.append(go.Heatmap(x=list(range(cols)), y=list(range(rows)), z=z, text=text, texttemplate="%{text}",
+                                 hovertext=hover, hoverinfo="text", zmid=0, zmin=-bound, zmax=bound,
+                                 colorscale=scale if source == Source.MEASURED else _pale(scale),
+                                 reversescale=reverse, showscale=not layers, colorbar=colorbar,
+                                 name=f"{NAMES[source]} (cell)"))
+    return layers
+
+
 def sweep_heatmap(result: SweepResult) -> go.Figure:
-    """Two axes: colour is log2 of the speedup, centred on ×1.00, the figure written in each cell; a marker in
-    the cell's corner says measured or predicted."""
+    """Two axes: colour is log2 of the speedup, centred on ×1.00, the figure written in each cell, a predicted
+    cell paler than a measured one; a marker in the cell's corner says measured or predicted."""
     ax, ay = (a.name for a in result.spec.axes[:2])
     xs, ys = list(result.spec.axes[0].values), list(result.spec.axes[1].values)
-    z: list[list[float | None]] = [[None] * len(xs) for _ in ys]
-    text: list[list[str]] = [[""] * len(xs) for _ in ys]
-    hover: list[list[str]] = [[""] * len(xs) for _ in ys]
-    for p in result.points:
-        i, j = ys.index(p.value(ay)), xs.index(p.value(ax))
-        hover[i][j] = _text(result, p)   # the interval and the bound, which the cell has no room for
-        if p.estimate:
-            z[i][j] = math.log2(p.estimate[0])
-            text[i][j] = f"×{p.estimate[0]:.2f}"
-    bound = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
+    cells = {(ys.index(p.value(ay)), xs.index(p.value(ax))): (math.log2(p.estimate[0]), f"×{p.estimate[0]:.2f}",
+                                                              _text(result, p), p.source)
+             for p in result.points if p.estimate and p.source}
+    bound = max((abs(v[0]) for v in cells.values()), default=1.0) or 1.0
     ticks = [t for t in SPEEDUP_TICKS if abs(math.log2(t)) <= bound + 1e-9]
-    fig = go.Figure(go.Heatmap(x=list(range(len(xs))), y=list(range(len(ys))), z=z, text=text,
-                               texttemplate="%{text}", colorscale="RdBu", zmid=0, zmin=-bound, zmax=bound,
-                               colorbar=dict(title="×", thickness=12, tickvals=[math.log2(t) for t in ticks],
-                                             ticktext=[f"×{t:g}" for t in ticks]),
-                               hovertext=hover, hoverinfo="text", name="speedup"))
+    colorbar = dict(title="×", thickness=12, tickvals=[math.log2(t) for t in ticks],
+                    ticktext=[f"×{t:g}" for t in ticks])
+    fig = go.Figure(_cells(cells, (len(ys), len(xs)), "RdBu", bound, colorbar, ""))
     for source in (Source.MEASURED, Source.PREDICTED):
         pts = [p for p in result.points if p.source == source]
         if pts:
             fig.add_trace(go.Scatter(x=[xs.index(p.value(ax)) + CORNER[0] for p in pts],
                                      y=[ys.index(p.value(ay)) + CORNER[1] for p in pts],
-                                     mode="markers", name=NAMES[source], hovertext=[_text(result, p) for p in pts],
+                                     mode="markers", name=CELL_NAMES[source],
+                                     hovertext=[_text(result, p) for p in pts],
                                      hoverinfo="text", marker=dict(size=11, **CELL_MARKERS[source])))
     title = f"{_wrapped(result)}<br><sup>speedup of B over A on {result.gpu or result.device}</sup>"
     fig = _grid_axes(_layout(fig, title, ax, ay, log_x=False), xs, ys)
@@ -186,24 +215,20 @@ def peak_memory_map(result: SweepResult) -> go.Figure:
         fig.add_hline(y=0.0, line=dict(color="#757575", dash="dot"))
         return _layout(fig, title, name, "peak memory change (%)", log_x=True)
     cols, rows = list(axes[0].values), list(axes[1].values)
-    z: list[list[float | None]] = [[None] * len(cols) for _ in rows]
-    hover: list[list[str]] = [[""] * len(cols) for _ in rows]
-    for p, memory in known:
-        i, j = rows.index(p.value(axes[1].name)), cols.index(p.value(axes[0].name))
-        z[i][j], hover[i][j] = 100 * memory[0], _text(result, p, memory_first=True)
-    bound = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
-    text = [["–" if v is None else f"{v:+.1f}%" for v in row] for row in z]   # a long word shrank every cell's
-    fig = go.Figure(go.Heatmap(x=list(range(len(cols))), y=list(range(len(rows))), z=z, text=text,
-                               texttemplate="%{text}", hovertext=hover, hoverinfo="text",
-                               colorscale="RdBu", reversescale=True, zmid=0, zmin=-bound, zmax=bound,
-                               colorbar=dict(title="%", thickness=12), name="peak memory change"))
+    cells = {(rows.index(p.value(axes[1].name)), cols.index(p.value(axes[0].name))):
+             (100 * memory[0], f"{100 * memory[0]:+.1f}%", _text(result, p, memory_first=True), memory[1])
+             for p, memory in known}
+    bound = max((abs(v[0]) for v in cells.values()), default=1.0) or 1.0
+    # "–" in a cell without a figure: a long word there shrank every cell's text
+    fig = go.Figure(_cells(cells, (len(rows), len(cols)), "RdBu", bound, dict(title="%", thickness=12), "–",
+                           reverse=True))
     for source in (Source.MEASURED, Source.PREDICTED):
-        cells = [p for p, m in known if m[1] == source]
-        if cells:
-            fig.add_trace(go.Scatter(x=[cols.index(p.value(axes[0].name)) + CORNER[0] for p in cells],
-                                     y=[rows.index(p.value(axes[1].name)) + CORNER[1] for p in cells],
-                                     mode="markers", name=NAMES[source],
-                                     hovertext=[_text(result, p, memory_first=True) for p in cells],
+        found = [p for p, m in known if m[1] == source]
+        if found:
+            fig.add_trace(go.Scatter(x=[cols.index(p.value(axes[0].name)) + CORNER[0] for p in found],
+                                     y=[rows.index(p.value(axes[1].name)) + CORNER[1] for p in found],
+                                     mode="markers", name=CELL_NAMES[source],
+                                     hovertext=[_text(result, p, memory_first=True) for p in found],
                                      hoverinfo="text", marker=dict(size=11, **CELL_MARKERS[source])))
     fig = _grid_axes(_layout(fig, title, axes[0].name, axes[1].name, log_x=False), cols, rows)
     return fig.update_layout(showlegend=True)
