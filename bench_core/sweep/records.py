@@ -325,14 +325,19 @@ class StepTimeError:
 
     @property
     def text(self) -> str:
-        return f"{self.rms:.1%} rms, worst {self.worst:+.1%}, over {self.points} GPU-bound point" + \
-            ("s" if self.points != 1 else "")
+        # the rms is of the factor each point is off by (log space), so a low point weighs more than its percentage:
+        # call 26's FP8 map read "15.9% rms, worst -15.7%", a mean above its worst; the worst's factor is said beside it
+        factor = math.exp(abs(math.log1p(self.worst)))
+        return f"{self.rms:.1%} rms, worst {self.worst:+.1%} (off by ×{factor:.2f}; the rms is of each point's " \
+               f"factor), over {self.points} GPU-bound point" + ("s" if self.points != 1 else "")
 
 
 def step_time_error(result: SweepResult) -> StepTimeError | None:
     errors = [e for p in result.points if p.bound == "gpu-bound" and p.step_errors for e in p.step_errors]
     rms = _rms_ratio(errors)
-    return None if rms is None else StepTimeError(rms, max(errors, key=abs), len(errors) // 2)
+    # the worst as the rms weighs it: the largest factor off, so it is never below the rms
+    return None if rms is None else StepTimeError(rms, max(errors, key=lambda e: abs(math.log1p(e))),
+                                                  len(errors) // 2)
 
 
 @dataclass(frozen=True)

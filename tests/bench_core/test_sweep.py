@@ -538,6 +538,9 @@ def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
     assert steps.points == 2 and steps.worst == pytest.approx(0.95 / 9.7 - 1)
     assert steps.rms == pytest.approx(math.expm1(math.sqrt(sum(math.log1p(e) ** 2 for e in errors) / 4)))
     assert "over 2 GPU-bound points" in steps.text
+    # the worst is the largest factor off, as the rms weighs it: never below the rms, and said as that factor
+    assert math.exp(abs(math.log1p(steps.worst))) - 1 >= steps.rms
+    assert f"worst {steps.worst:+.1%} (off by ×{1 / (1 + steps.worst):.2f}" in steps.text
     # a launch-bound point's time is the host's: it is not counted
     host = result.with_point(replace(result.points[2], measurement=replace(result.points[2].measurement,
                                                                             bound="launch-bound")))
