@@ -11,6 +11,7 @@ from bench_core.models.families import FAMILIES
 from bench_core.results.formats import ImportRejected
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from bench_core.sweep.figures import comparable, has_memory, peak_memory_map, sweep_figure, sweep_line
+from bench_core.sweep.memory import memory_gaps
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
 from bench_core.sweep.records import (
     SweepResult,
@@ -90,6 +91,9 @@ def show(result: SweepResult, key: str, live: bool = False) -> None:
         st.plotly_chart(sweep_figure(result), width="stretch", key=f"sweep_chart_{key}")
     if has_memory(result):
         st.plotly_chart(peak_memory_map(result), width="stretch", key=f"sweep_memory_{key}")
+    gaps = memory_gaps(result)
+    if gaps:
+        st.caption(f"Peak memory: {gaps}.")
     st.dataframe(pd.DataFrame(shown_rows(result)), hide_index=True, width="stretch", column_config={
         name: st.column_config.NumberColumn(format="percent") for name in PERCENT_FIELDS})
     parts = breakdown_rows(result)

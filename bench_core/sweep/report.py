@@ -6,6 +6,7 @@ import html
 from bench_core.config.bench_config import describe_shape
 from bench_core.results.report import _plotly_loader
 from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure
+from bench_core.sweep.memory import memory_gaps
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
 from bench_core.sweep.records import SweepResult, crossovers, error_figures
 from bench_core.sweep.rows import PERCENT_FIELDS, SHOWN_FIELDS, shown_rows
@@ -42,6 +43,9 @@ def render_html(result: SweepResult) -> str:
     if has_memory(result):
         parts.append("<div id='fig-memory' class='fig'></div>")
         figures.append(f'{{"id": "fig-memory", "fig": {peak_memory_map(result).to_json()}}}')
+    gaps = memory_gaps(result)
+    if gaps:
+        parts.append(f"<p>Peak memory: {html.escape(gaps)}.</p>")
     parts.append(_table(rows, list(rows[0]) if rows else list(SHOWN_FIELDS)))
     breakdown = [r.shown() for r in breakdown_rows(result)]
     if breakdown:
@@ -50,7 +54,9 @@ def render_html(result: SweepResult) -> str:
     parts.append(_plotly_loader(figures))
     style = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto;padding:0 12px}"
              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:4px}"
-             ".scroll{max-width:100%;overflow-x:auto}.fig{max-width:100%}")
+             ".scroll{max-width:100%;overflow-x:auto}.fig{max-width:100%}"
+             # stage keys joined by "+" have no space to break at: the title ran 431 px wide on a 390 px phone
+             "h1{overflow-wrap:anywhere}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' "
             f"content='width=device-width,initial-scale=1'><title>sweep {result.sweep_id}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")

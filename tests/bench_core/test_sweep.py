@@ -801,6 +801,31 @@ def test_the_peak_memory_map_draws_measured_points_and_predicted_ones_marked_as_
     assert [t.name for t in heat[1:]] == ["measured end to end"]
 
 
+def test_a_point_without_a_peak_memory_figure_says_why():
+    """Call 29's FLCE prediction file (no point run, predictions from before peaks were predicted) has no memory
+    map at all; the page said nothing of it. Each reason, hand-set: a CPU, a failed run, an old prediction, a
+    second block read lower than the first."""
+    from bench_core.sweep.memory import memory_gaps, why_no_memory
+    result = _result()   # a CPU sweep: none of its points has a peak figure from a prediction
+    first, second, third, fourth = result.points
+    assert why_no_memory(result, third) == "a CPU's peak memory is not measured"
+    gpu = replace(result, device="cuda")
+    assert why_no_memory(gpu, replace(second, measurement=replace(second.measurement, status=Status.OOM))) == \
+        "its run ended without a figure (oom)"
+    assert why_no_memory(gpu, replace(first, prediction=None)) == "it was not predicted"
+    assert why_no_memory(gpu, first).startswith("its prediction holds no peaks")
+    peaked = replace(first.prediction.timings, times=tuple(
+        replace(t, peak_mib=100.0 if t.part == Part.STEP_1 else 90.0) for t in first.prediction.timings.times))
+    assert why_no_memory(gpu, replace(first, prediction=replace(first.prediction, timings=peaked))).startswith(
+        "a stage's two-block step peaked lower")
+    # the sentence counts them: points 2 and 4 measured a peak, 1 and 3 have none
+    assert memory_gaps(gpu) == "2 of 4 points have no peak-memory figure (– on the memory map): its prediction " \
+        "holds no peaks (a file from before peaks were predicted)"
+    unmeasured = replace(gpu, points=tuple(replace(p, measurement=None) for p in gpu.points))
+    assert memory_gaps(unmeasured).startswith("no point has a peak-memory figure: ")
+    assert memory_gaps(replace(gpu, points=(second, fourth))) is None
+
+
 def test_a_predicted_peak_is_the_one_block_peak_plus_what_each_further_block_adds():
     """Hand-set: 1,000 MiB with one block, 1,150 with two: at 12 blocks 1,000 + 11 x 150; a second block read
     lower is noise (no figure), and so is a peak not measured (a CPU)."""
