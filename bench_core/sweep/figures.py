@@ -141,7 +141,7 @@ def _cells(cells: dict[tuple[int, int], tuple[float, str, str, Source]], shape: 
     measured cells in the scale's own colours, the predicted ones paler. Only one layer carries the colour bar
     (the measured one, where there is any), and only one writes `empty_text` in cells with no figure."""
     rows, cols = shape
-    layers = []
+    layers: list[go.Heatmap] = []
     for source in (Source.MEASURED, Source.PREDICTED):
         mine = {k: v for k, v in cells.items() if v[3] == source}
         if not mine and layers:
