@@ -10,15 +10,11 @@ from bench_core.levers.registry import BASELINE_LEVERS, LEVERS
 from bench_core.models.families import FAMILIES
 from bench_core.results.formats import ImportRejected
 from bench_core.service.jobs import LimitExceeded, NotAllowed
+from bench_core.sweep.errors import error_figures
 from bench_core.sweep.figures import comparable, has_memory, peak_memory_map, sweep_figure, sweep_line
 from bench_core.sweep.memory import memory_gaps
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
-from bench_core.sweep.records import (
-    SweepResult,
-    crossovers,
-    error_figures,
-    to_json,
-)
+from bench_core.sweep.records import SweepResult, crossovers, to_json
 from bench_core.sweep.report import render_html
 from bench_core.sweep.rows import PERCENT_FIELDS, shown_rows, to_csv
 from bench_core.sweep.spec import AXES, SweepSpec, parse_axes, parse_budget, parse_comparison

@@ -30,11 +30,11 @@ from bench_core.config.bench_config import (
 from bench_core.config.settings import load_limits
 from bench_core.models.families import FAMILIES
 from bench_core.results.records import Status
+from bench_core.sweep.errors import error_figures
 from bench_core.sweep.records import (
     Phase,
     SweepResult,
     crossovers,
-    error_figures,
     to_json,
 )
 from bench_core.sweep.rows import to_csv

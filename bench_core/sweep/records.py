@@ -15,7 +15,7 @@ from functools import cached_property
 from bench_core.results.records import Status
 from bench_core.sweep import plan
 from bench_core.sweep.crossover import Crossover, Estimate, crossover
-from bench_core.sweep.predict import PointTimings, depth_check
+from bench_core.sweep.predict import PointTimings
 from bench_core.sweep.spec import SweepSpec
 
 FORMAT = "bench_core.sweep/1"   # a sweep JSON's first key says what it is (import tells it from a run's file)
@@ -137,6 +137,15 @@ class PointResult:
         if measured is None or self.prediction is None:
             return None
         return measured / self.prediction.speedup - 1
+
+    @property
+    def within_prediction(self) -> bool | None:
+        """Whether the measured speedup lies inside the prediction's own interval (not the one widened by the
+        sweep's errors, which is fitted to these very points); None without both."""
+        measured = self.measured_speedup
+        if measured is None or self.prediction is None:
+            return None
+        return self.prediction.low <= measured <= self.prediction.high
 
     def _paired_errors(self, predicted: str, measured: str) -> tuple[float, float] | None:
         """predicted / measured - 1 for stage A then B, from the prediction's and the measurement's `a_`/`b_`
@@ -303,73 +312,12 @@ def crossovers(result: SweepResult) -> list[Crossover]:
     return out
 
 
-def _rms_ratio(errors: list[float]) -> float | None:
+def rms_ratio(errors: list[float]) -> float | None:
     """The root-mean-square of log(1 + error), as a ratio (0.08: typically 8% off); None without an error."""
     logs = [math.log1p(e) for e in errors]
     return math.expm1(math.sqrt(sum(x * x for x in logs) / len(logs))) if logs else None
 
 
 def prediction_error(result: SweepResult) -> float | None:
-    """The speedup's error (measured / predicted) over the points that have both, as `_rms_ratio`."""
-    return _rms_ratio([e for e in (p.prediction_error for p in result.points) if e is not None])
-
-
-@dataclass(frozen=True)
-class StepTimeError:
-    """The step-time errors at the GPU-bound points that ran end to end (both stages): their root-mean-square in
-    log space, as a ratio, and the largest one. A launch-bound point's time is the host's, predicted from the
-    shallow steps' issue times; it is left out here and seen in its own row."""
-    rms: float
-    worst: float
-    points: int
-
-    @property
-    def text(self) -> str:
-        # the rms is of the factor each point is off by (log space), so a low point weighs more than its percentage:
-        # call 26's FP8 map read "15.9% rms, worst -15.7%", a mean above its worst; the worst's factor is said beside it
-        factor = math.exp(abs(math.log1p(self.worst)))
-        return f"{self.rms:.1%} rms, worst {self.worst:+.1%} (off by ×{factor:.2f}; the rms is of each point's " \
-               f"factor), over {self.points} GPU-bound point" + ("s" if self.points != 1 else "")
-
-
-def step_time_error(result: SweepResult) -> StepTimeError | None:
-    errors = [e for p in result.points if p.bound == "gpu-bound" and p.step_errors for e in p.step_errors]
-    rms = _rms_ratio(errors)
-    # the worst as the rms weighs it: the largest factor off, so it is never below the rms
-    return None if rms is None else StepTimeError(rms, max(errors, key=lambda e: abs(math.log1p(e))),
-                                                  len(errors) // 2)
-
-
-@dataclass(frozen=True)
-class ErrorFigure:
-    """One of a sweep's prediction errors as every view shows it: what it is, and its figure or why it has none."""
-    label: str
-    text: str
-    found: bool
-
-
-def depth_checks(result: SweepResult) -> list[ErrorFigure]:
-    """At the point where the stages' full-depth steps were timed, the depth extrapolation against them (a GPU
-    sweep's; none on a CPU or in older files)."""
-    stages = result.spec.comparison.in_family(result.spec.base.family)
-    out = []
-    for p in result.points:
-        if p.prediction is None or not p.prediction.timings.full_here:
-            continue
-        found = [(name, depth_check(p.prediction.timings, s)) for name, s in zip("AB", stages, strict=True)]
-        texts = [f"{name}: {c.text}" for name, c in found if c is not None]
-        if texts:
-            out.append(ErrorFigure(f"depth extrapolation against the full step timed at {p.label}", "; ".join(texts),
-                                   True))
-    return out
-
-
-def error_figures(result: SweepResult) -> tuple[ErrorFigure, ...]:
-    """The speedup's rms error, the step-time error and (where the full steps were timed) the depth extrapolation's
-    check, worded once for the CLI, the page and the HTML report."""
-    err, steps = prediction_error(result), step_time_error(result)
-    return (ErrorFigure("speedup prediction error (rms over the points measured)",
-                        "no point has both" if err is None else f"{err:.1%}", err is not None),
-            ErrorFigure("step-time prediction error (GPU-bound points only)",
-                        "no GPU-bound point has both" if steps is None else steps.text, steps is not None),
-            *depth_checks(result))
+    """The speedup's error (measured / predicted) over the points that have both, as `rms_ratio`."""
+    return rms_ratio([e for e in (p.prediction_error for p in result.points) if e is not None])

@@ -20,6 +20,7 @@ from bench_core.results.chart_layout import LAYOUT, LEGEND_ROW_PX
 from bench_core.results.records import Status
 from bench_core.sweep import plan
 from bench_core.sweep.crossover import Crossover, Direction, Estimate, crossover
+from bench_core.sweep.errors import error_figures, step_time_error
 from bench_core.sweep.figures import sweep_figure
 from bench_core.sweep.history import SweepStore
 from bench_core.sweep.predict import (
@@ -37,11 +38,9 @@ from bench_core.sweep.records import (
     Source,
     SweepResult,
     crossovers,
-    error_figures,
     from_json,
     is_sweep_json,
     prediction_error,
-    step_time_error,
     to_json,
 )
 from bench_core.sweep.rows import csv_rows, shown_rows
@@ -546,11 +545,13 @@ def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
                                                                             bound="launch-bound")))
     assert step_time_error(host).points == 1
     # every view words both errors from one place: the figures here, the reason where no point has both
-    rms, step = error_figures(result)
+    rms, step, _ = error_figures(result)
     assert rms.found and rms.text == f"{prediction_error(result):.1%}" and step.text == steps.text
     unmeasured = error_figures(replace(result, points=tuple(replace(p, measurement=None) for p in result.points)))
     assert [(e.found, e.text) for e in unmeasured] == [(False, "no point has both"),
-                                                        (False, "no GPU-bound point has both")]
+                                                        (False, "no GPU-bound point has both"),
+                                                        (False, "no point has both")]
+
     row = csv_rows(result)[1]
     assert row["a_step_error"] == pytest.approx(errors[0]) and row["measured_b_ms"] == 10.0
     # the shown table: the axis under its own name, then the answer
@@ -584,6 +585,21 @@ def test_a_step_error_splits_into_kernels_the_parts_miss_and_the_gpus_idle():
                     measurement=replace(meas, a_peak_mib=1000.0, b_peak_mib=1000.0))
     assert peaks.peak_errors == pytest.approx((-0.1, -0.3))
     assert csv_rows(replace(sweep, points=(peaks,)))[0]["b_peak_error"] == pytest.approx(-0.3)
+
+
+def test_how_often_the_predictions_own_interval_held_the_measurement():
+    """Hand-set: width 128 predicted ×1.10 (1.00–1.20), measured ×1.00, on its edge: held; width 512 predicted
+    ×2.20 (2.00–2.40), measured ×2.60: missed, and named. The sweep's widened interval is not the judge: it is
+    fitted to these very errors."""
+    from bench_core.sweep.errors import coverage
+    result = _result()
+    last = result.points[3]
+    result = result.with_point(replace(last, measurement=replace(last.measurement, speedup=2.6)))
+    assert [p.within_prediction for p in result.points] == [None, True, None, False]
+    held = coverage(result)
+    assert held.found and held.text == "1 of 2 measured points; missed at width=512: measured ×2.60, predicted " \
+        "×2.20 (2.00–2.40)"
+    assert held in error_figures(result)
 
 
 def test_a_breakdown_part_not_timed_leaves_the_prediction_and_a_step_not_timed_takes_it():

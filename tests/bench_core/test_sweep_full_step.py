@@ -101,8 +101,9 @@ def test_where_the_full_step_was_timed_it_checks_the_depth_extrapolation():
     2,650 MiB. The full step timed at this very point: 12.0 ms (the GPU set its pace), 770 kernels, 2,700 MiB."""
     from bench_core.config.bench_config import BenchConfig as Config
     from bench_core.results.records import Status
+    from bench_core.sweep.errors import error_figures
     from bench_core.sweep.predict import depth_check
-    from bench_core.sweep.records import PointPrediction, PointResult, SweepResult, error_figures
+    from bench_core.sweep.records import PointPrediction, PointResult, SweepResult
     from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
     steps = tuple(replace(t, peak_mib=mib) for t, mib in zip(_steps(BF16, 1.0), (1000.0, 1150.0), strict=True))
     full = KernelTime(Part.STEP_FULL, BF16.key, 12.0, 11.9, 12.1, 770, 1, kernel_ms=12.3, host_ms=9.0,
@@ -125,6 +126,6 @@ def test_where_the_full_step_was_timed_it_checks_the_depth_extrapolation():
                                                            replace(pred, timings=replace(here, full_here=False)))),
                          Status.DONE)
     figures = error_figures(result)
-    assert len(figures) == 3
-    assert figures[2].label == "depth extrapolation against the full step timed at batch_size=1"
-    assert figures[2].text == "B: GPU time +4.2%, kernels -1.3%, peak memory -1.9%"
+    assert len(figures) == 4
+    assert figures[3].label == "depth extrapolation against the full step timed at batch_size=1"
+    assert figures[3].text == "B: GPU time +4.2%, kernels -1.3%, peak memory -1.9%"

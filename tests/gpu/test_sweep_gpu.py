@@ -122,7 +122,7 @@ def test_a_two_point_sweep_runs_end_to_end(tmp_path, monkeypatch):
     assert len(full[0]) == 2 and full[0] == full[1]
     assert all(p.measurement.a_host_ms and p.measurement.b_host_ms and p.host_errors for p in result.points)
     # and where they were taken, the depth extrapolation is checked against them
-    from bench_core.sweep.records import error_figures
+    from bench_core.sweep.errors import error_figures
     assert [p.prediction.timings.full_here for p in result.points] == [True, False]
     assert any(e.label == "depth extrapolation against the full step timed at width=512" and "A: GPU time" in e.text
                for e in error_figures(result))

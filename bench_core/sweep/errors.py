@@ -1,0 +1,83 @@
+"""How far a sweep's predictions landed from its measurements, worded once for the CLI, the page and the HTML
+report: the step-time error at the GPU-bound points, how often the prediction's own interval held the measured
+speedup, and the depth extrapolation's check against the full step. The speedup's rms error is in sweep.records
+(the sweep's JSON and the history keep it)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from bench_core.sweep.predict import depth_check
+from bench_core.sweep.records import SweepResult, prediction_error, rms_ratio
+
+
+@dataclass(frozen=True)
+class StepTimeError:
+    """The step-time errors at the GPU-bound points that ran end to end (both stages): their root-mean-square in
+    log space, as a ratio, and the largest one. A launch-bound point's time is the host's, predicted from the
+    shallow steps' issue times; it is left out here and seen in its own row."""
+    rms: float
+    worst: float
+    points: int
+
+    @property
+    def text(self) -> str:
+        # the rms is of the factor each point is off by (log space), so a low point weighs more than its percentage:
+        # call 26's FP8 map read "15.9% rms, worst -15.7%", a mean above its worst; the worst's factor is said beside it
+        factor = math.exp(abs(math.log1p(self.worst)))
+        return f"{self.rms:.1%} rms, worst {self.worst:+.1%} (off by ×{factor:.2f}; the rms is of each point's " \
+               f"factor), over {self.points} GPU-bound point" + ("s" if self.points != 1 else "")
+
+
+def step_time_error(result: SweepResult) -> StepTimeError | None:
+    errors = [e for p in result.points if p.bound == "gpu-bound" and p.step_errors for e in p.step_errors]
+    rms = rms_ratio(errors)
+    # the worst as the rms weighs it: the largest factor off, so it is never below the rms
+    return None if rms is None else StepTimeError(rms, max(errors, key=lambda e: abs(math.log1p(e))),
+                                                  len(errors) // 2)
+
+
+@dataclass(frozen=True)
+class ErrorFigure:
+    """One of a sweep's prediction errors as every view shows it: what it is, and its figure or why it has none."""
+    label: str
+    text: str
+    found: bool
+
+
+def depth_checks(result: SweepResult) -> list[ErrorFigure]:
+    """At the point where the stages' full-depth steps were timed, the depth extrapolation against them (a GPU
+    sweep's; none on a CPU or in older files)."""
+    stages = result.spec.comparison.in_family(result.spec.base.family)
+    out = []
+    for p in result.points:
+        if p.prediction is None or not p.prediction.timings.full_here:
+            continue
+        found = [(name, depth_check(p.prediction.timings, s)) for name, s in zip("AB", stages, strict=True)]
+        texts = [f"{name}: {c.text}" for name, c in found if c is not None]
+        if texts:
+            out.append(ErrorFigure(f"depth extrapolation against the full step timed at {p.label}", "; ".join(texts),
+                                   True))
+    return out
+
+
+def error_figures(result: SweepResult) -> tuple[ErrorFigure, ...]:
+    """The speedup's rms error, the step-time error and (where the full steps were timed) the depth extrapolation's
+    check, worded once for the CLI, the page and the HTML report."""
+    err, steps = prediction_error(result), step_time_error(result)
+    return (ErrorFigure("speedup prediction error (rms over the points measured)",
+                        "no point has both" if err is None else f"{err:.1%}", err is not None),
+            ErrorFigure("step-time prediction error (GPU-bound points only)",
+                        "no GPU-bound point has both" if steps is None else steps.text, steps is not None),
+            coverage(result), *depth_checks(result))
+
+
+def coverage(result: SweepResult) -> ErrorFigure:
+    """How often the prediction's own interval held the measured speedup, and where it did not."""
+    held = [(p, inside) for p in result.points if (inside := p.within_prediction) is not None]
+    missed = [p for p, inside in held if not inside]
+    text = f"{len(held) - len(missed)} of {len(held)} measured points" + "".join(
+        f"; missed at {p.label}: measured ×{p.measured_speedup:.2f}, predicted ×{p.prediction.speedup:.2f} "
+        f"({p.prediction.low:.2f}–{p.prediction.high:.2f})" for p in missed if p.prediction and p.measured_speedup)
+    return ErrorFigure("measured speedup inside the prediction's own interval",
+                       text if held else "no point has both", bool(held))
