@@ -6,7 +6,6 @@ import pandas as pd
 import streamlit as st
 
 from bench_core.config.bench_config import WORKLOADS, BenchConfig, ConfigError, defaults_for, workload
-from bench_core.levers.registry import BASELINE_LEVERS, LEVERS
 from bench_core.models.families import FAMILIES
 from bench_core.results.formats import ImportRejected
 from bench_core.service.jobs import LimitExceeded, NotAllowed
@@ -17,7 +16,15 @@ from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown
 from bench_core.sweep.records import SweepResult, crossovers, to_json
 from bench_core.sweep.report import render_html
 from bench_core.sweep.rows import PERCENT_FIELDS, shown_rows, to_csv
-from bench_core.sweep.spec import AXES, SweepSpec, parse_axes, parse_budget, parse_comparison
+from bench_core.sweep.spec import (
+    AXES,
+    Comparison,
+    SweepSpec,
+    parse_axes,
+    parse_budget,
+    parse_comparison,
+    sweepable_levers,
+)
 from dashboard.session import access_panel, get_manager, get_sweeps, is_operator, listed, persistence_banner, role
 
 manager = get_manager()
@@ -34,17 +41,48 @@ persistence_banner(manager)
 probe = manager.probe(timeout=0)
 device = "cuda" if probe is not None and probe.cuda_available else "cpu"
 
+
+
+def cannot_run(comparison: Comparison) -> str | None:
+    """Why a stage of the comparison cannot run on this machine; None while the machine is still being probed."""
+    if probe is None:
+        return None
+    return next((f"{s.key}: {r}" for s in (comparison.a, comparison.b) if (r := s.unavailable_reason(probe, device))),
+                None)
+
+
+def lever_label(name: str, family: str) -> str:
+    try:
+        reason = cannot_run(parse_comparison(name, family))
+    except ConfigError as exc:
+        reason = exc.limit
+    return f"{name} (cannot run here)" if reason else name
+
+
+# The comparison outside the form: which field applies, and what B and A are, show as they are chosen.
+left, right = st.columns(2)
+family = left.selectbox("Model family", FAMILIES, key="sweep_family")
+model = right.selectbox("Base shape", list(WORKLOADS), key="sweep_model",
+                        index=list(WORKLOADS).index("gpt2-small" if device == "cuda" else "tiny"))
+mode = st.radio("Compare", ["a lever against the lever it replaces", "two stage keys"], horizontal=True,
+                key="sweep_mode")
+pair = not mode.startswith("a lever")
+if pair:
+    compare_text = st.text_input("Stage keys A,B (B's speedup over A)", key="sweep_keys",
+                                 value="adam+layernorm+fp32,adam-fused+layernorm+fp32")
+else:
+    compare_text = st.selectbox("Lever", sweepable_levers(), key="sweep_lever",
+                                format_func=lambda name: lever_label(name, family))
+comparison: Comparison | None = None
+try:
+    comparison = parse_comparison(compare_text, family, pair)
+    reason = cannot_run(comparison)
+    st.caption(f"B `{comparison.b.key}` against A `{comparison.a.key}`"
+               + (f". It cannot run here: {reason}." if reason else "."))
+except ConfigError as exc:
+    st.caption(f"{exc.field}: {exc.limit}.")
+
 with st.form("sweep_form"):
-    left, right = st.columns(2)
-    family = left.selectbox("Model family", FAMILIES, key="sweep_family")
-    model = right.selectbox("Base shape", list(WORKLOADS), key="sweep_model",
-                            index=list(WORKLOADS).index("gpt2-small" if device == "cuda" else "tiny"))
-    mode = st.radio("Compare", ["a lever against the lever it replaces", "two stage keys"], horizontal=True,
-                    key="sweep_mode")
-    swept = [n for n, lv in LEVERS.items() if n != BASELINE_LEVERS[lv.kind] and lv.kind != "gpus"]
-    lever = st.selectbox("Lever", swept, key="sweep_lever")
-    keys = st.text_input("Stage keys A,B (B's speedup over A)", key="sweep_keys",
-                         value="adam+layernorm+fp32,adam-fused+layernorm+fp32")
     a1, v1 = st.columns([1, 3])
     axis1 = a1.selectbox("Axis", AXES, key="sweep_axis1")
     values1 = v1.text_input("Values (list, or START:STOP:xFACTOR)", key="sweep_values1", value="64,128")
@@ -63,7 +101,7 @@ if start:
         base = workload(model, defaults_for(device))
         base = BenchConfig.from_dict({**base.to_dict(), "family": family, "device": device})
         texts = [f"{axis1}={values1}"] + ([f"{axis2}={values2}"] if axis2 != "none" else [])
-        comparison = parse_comparison(lever if mode.startswith("a lever") else keys, family)
+        comparison = parse_comparison(compare_text, family, pair)   # its error, named, if any
         spec = SweepSpec(comparison, base, parse_axes(texts), parse_budget(budget), breakdown)
         st.session_state["sweep_shown"] = st.session_state["sweep_watching"] = sweeps.start(spec, role())
     except ConfigError as exc:

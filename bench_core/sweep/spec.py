@@ -88,11 +88,19 @@ class SweepPoint:
         return ", ".join(f"{k}={v}" for k, v in self.values)
 
 
-def parse_comparison(text: str, family: str) -> Comparison:
-    """`LEVER` (the lever against the lever it replaces, in native BF16 eager) or `KEY_A,KEY_B` (two stage keys)."""
+def sweepable_levers() -> list[str]:
+    """The levers a sweep compares with the lever each replaces: not a kind's baseline, not a GPU count."""
+    return [n for n, lv in LEVERS.items() if n != BASELINE_LEVERS[lv.kind] and lv.kind != "gpus"]
+
+
+def parse_comparison(text: str, family: str, pair: bool = False) -> Comparison:
+    """`LEVER` (the lever against the lever it replaces, in native BF16 eager) or `KEY_A,KEY_B` (two stage keys);
+    `pair`: two stage keys are asked for (the page's "two stage keys"), so one is not read as a lever's name."""
     raw = (text or "").strip()
     if not raw:
         raise ConfigError("compare", text, "name a lever (e.g. fp8-torchao) or two stage keys KEY_A,KEY_B")
+    if pair and "," not in raw:
+        raise ConfigError("compare", text, "give two stage keys, KEY_A,KEY_B (B's speedup over A)")
     if "," in raw:
         keys = [k.strip() for k in raw.split(",")]
         if len(keys) != 2 or not all(keys):
@@ -101,7 +109,7 @@ def parse_comparison(text: str, family: str) -> Comparison:
     else:
         lever = LEVERS.get(raw)
         if lever is None:
-            raise ConfigError("compare", text, f"unknown lever; choose one of {', '.join(LEVERS)}")
+            raise ConfigError("compare", text, f"unknown lever; choose one of {', '.join(sweepable_levers())}")
         reference = lever.native or BASELINE_LEVERS[lever.kind]
         if reference == lever.name:
             raise ConfigError("compare", text, f"{raw} is the {lever.kind} baseline: name the lever to compare with "
@@ -225,6 +233,12 @@ def check(spec: SweepSpec, limits: Limits, cuda_available: bool,
         raise ConfigError("axis", len(points), f"{len(points)} points exceed the limit of {limits.max_sweep_points} "
                           "points per sweep (BENCH_MAX_SWEEP_POINTS)")
     for point in points:
+        width = dict(point.values).get("width")
+        if width is not None and width % head_size(spec.base) and width > head_size(spec.base):
+            # heads follow the width, so "divisible by heads" named a field the sweep's user never set
+            raise ConfigError("axis width", width, f"must be a multiple of the head size {head_size(spec.base)} "
+                              f"(the base shape's width {spec.base.width} / heads {spec.base.heads}: heads follow "
+                              "the width)")
         errors = collect_errors(point.config, limits, cuda_available, free_bytes)
         if errors:
             e = errors[0]

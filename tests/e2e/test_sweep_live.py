@@ -14,6 +14,8 @@ def test_a_sweep_started_on_the_page_shows_its_result_when_it_ends(page, server)
     page.goto(server["url"] + "/sweep")
     wait_idle(page)
     page.get_by_text("two stage keys").click()   # adam against adam-fused in FP32: both run on a CPU
+    wait_idle(page)
+    page.get_by_text("B adam-fused+layernorm+fp32 against A adam+layernorm+fp32.").wait_for()
     page.get_by_role("button", name="Start the sweep").click()
     page.get_by_role("button", name="Cancel (keeps the points that finished)").wait_for(timeout=60_000)
     started = time.monotonic()

@@ -61,6 +61,31 @@ def test_a_bad_axis_is_named_and_nothing_starts(app, fake_sweeps):
     assert dashboard.session.get_sweeps().current() is None
 
 
+def test_the_comparison_is_shown_before_it_starts_and_bad_input_names_what_the_user_set(app, fake_sweeps):
+    """A new user's pass over the page: the lever form and the keys field showed together, a lever this CPU cannot
+    run was offered like the rest, one key read as an unknown lever ("choose one of ..., 1, 2, 4, 8"), and width
+    100 said "divisible by heads (3)", a field the sweep sets itself."""
+    at = app("pages/sweep.py")
+    assert [s.label for s in at.selectbox if s.key == "sweep_lever"] and not [t for t in at.text_input
+                                                                              if t.key == "sweep_keys"]
+    lever = at.selectbox(key="sweep_lever")
+    assert "apex-fusedadam (cannot run here)" in lever.options and "adam-fused" in lever.options
+    assert not any(o.split(" ")[0] in ("1", "2", "4", "8") for o in lever.options)   # GPU counts are no lever here
+    lever.set_value("apex-fusedadam").run()
+    assert any("apex-fusedadam" in c.value and "cannot run here" in c.value for c in at.caption)
+    at.radio(key="sweep_mode").set_value("two stage keys").run()
+    assert not [s for s in at.selectbox if s.key == "sweep_lever"]
+    assert any(c.value == "B `adam-fused+layernorm+fp32` against A `adam+layernorm+fp32`." for c in at.caption)
+    at.text_input(key="sweep_keys").set_value("adam+layernorm+fp32").run()
+    [b for b in at.button if b.label == "Start the sweep"][0].click().run()
+    assert any("give two stage keys" in e.value for e in at.error), [e.value for e in at.error]
+    at.text_input(key="sweep_keys").set_value("adam+layernorm+fp32,adam-fused+layernorm+fp32").run()
+    at.text_input(key="sweep_values1").set_value("64,100")   # in the form: sent with its button
+    [b for b in at.button if b.label == "Start the sweep"][0].click().run()
+    assert any("must be a multiple of the head size 32" in e.value for e in at.error), [e.value for e in at.error]
+    assert dashboard.session.get_sweeps().current() is None
+
+
 def test_a_viewer_cannot_start_a_sweep(app_env, monkeypatch, root, fake_sweeps):
     from streamlit.testing.v1 import AppTest
     monkeypatch.setenv("BENCH_OPERATOR_TOKEN", "secret")
