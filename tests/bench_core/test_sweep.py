@@ -92,7 +92,9 @@ def test_a_point_that_breaks_a_family_rule_is_refused_by_its_axis_values():
     indivisible = SweepSpec(parse_comparison("adam-fused", "gpt"), GPT2_SMALL, (Axis("width", (200,)),), None)
     with pytest.raises(ConfigError) as err:       # 200 // 64 = 3 heads, and 200 is not divisible by 3
         check(indivisible, Limits(), False, {"cpu": None})
-    assert err.value.field == "axis (width=200)" and "heads" in str(err.value)
+    # said as the sweep's user set it: heads follow the width at the base's head size, 768 / 12 = 64
+    assert err.value.field == "axis width" and err.value.value == 200
+    assert "must be a multiple of the head size 64 (the base shape's width 768 / heads 12" in str(err.value)
 
 
 def test_too_many_points_are_refused_before_anything_runs():
