@@ -147,10 +147,21 @@ sweep_rows = listed(sweep_store.list_sweeps, "the sweeps") if sweep_store is not
 if not sweep_rows:
     st.caption("No sweep yet: the Sweep page runs one, `python -m bench_core sweep` too.")
 else:
-    st.dataframe(pd.DataFrame([{**r, "open": f"/sweep?sweep={r['sweep_id']}"} for r in sweep_rows])[
-        ["created_at", "compare", "family", "axes", "gpu", "status", "points", "measured", "crossover",
-         "prediction_error", "open"]], hide_index=True, width="stretch", key="sweeps",
-        column_config={"open": st.column_config.LinkColumn("open", display_text="on the Sweep page")})
+    # the link and what tells sweeps apart first, the long crossover last: a phone, and even 1440 px, cut the
+    # right-hand columns
+    st.dataframe(pd.DataFrame([{**r, "change": r["change"] or r["compare"], "open": f"/sweep?sweep={r['sweep_id']}",
+                                "imported": bool(r["imported"])} for r in sweep_rows])[
+        ["open", "created_at", "change", "gpu", "status", "axes", "points", "measured", "prediction_error",
+         "imported", "crossover", "compare", "family"]], hide_index=True, width="stretch", key="sweeps",
+        column_config={"open": st.column_config.LinkColumn("Open", display_text="map"),
+                       "created_at": st.column_config.TextColumn("When"),
+                       "change": st.column_config.TextColumn("Lever", help="what B changes from A"),
+                       "prediction_error": st.column_config.NumberColumn(
+                           "Prediction error", format="percent", help="the speedup's rms error over the points "
+                           "measured end to end"),
+                       "imported": st.column_config.CheckboxColumn("Imported"),
+                       "crossover": st.column_config.TextColumn("Crossover", width="large"),
+                       "compare": st.column_config.TextColumn("B vs A")})
 
 st.divider()
 st.subheader("Import a run from another machine")

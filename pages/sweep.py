@@ -214,8 +214,9 @@ if not rows:
 else:
     # what tells sweeps apart first: a phone cuts the rest (the comparison's stage keys run long); the id tells a
     # sweep from its imported copy
-    labels = {r["sweep_id"]: f"{r['created_at'][:16]} · {r['gpu'] or r['device']} · {r['status']} · {r['axes']} · "
-              f"{r['sweep_id']}{' (imported)' if r['imported'] else ''} · {r['compare']}" for r in rows}
+    labels = {r["sweep_id"]: f"{r['created_at'][:16]} · {r['change'] or r['compare']} · {r['gpu'] or r['device']} · "
+              f"{r['status']} · {r['axes']} · {r['sweep_id']}{' (imported)' if r['imported'] else ''}"
+              + (f" · {r['compare']}" if r["change"] else "") for r in rows}
     link = st.query_params.get("sweep")   # History's "open": honoured once, then the picker is the reader's
     if link in labels and st.session_state.get("sweep_link") != link:
         st.session_state["sweep_pick"] = st.session_state["sweep_link"] = link

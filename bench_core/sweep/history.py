@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS sweeps (
     prediction_error REAL, imported INTEGER NOT NULL DEFAULT 0, result_json TEXT NOT NULL);
 """
 # Columns added after the table's first version: (name, SQL type), added to an older history when it is opened.
-LATER_COLUMNS: tuple[tuple[str, str], ...] = ()
+LATER_COLUMNS: tuple[tuple[str, str], ...] = (("change", "TEXT"),)
 
 
 class SweepStore:
@@ -50,12 +50,14 @@ class SweepStore:
     @staticmethod
     def _write(db: sqlite3.Connection, r: SweepResult) -> None:
         found = crossovers(r)
-        db.execute("INSERT OR REPLACE INTO sweeps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        db.execute("INSERT OR REPLACE INTO sweeps (sweep_id, created_at, compare, family, axes, device, gpu, status, "
+                   "points, measured, crossover, prediction_error, imported, result_json, change) "
+                   "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                    (r.sweep_id, r.created_at, r.title, r.spec.base.family,
                     " × ".join(f"{a.name} {a.values[0]}–{a.values[-1]}" for a in r.spec.axes), r.device, r.gpu,
                     r.status.value, len(r.points), sum(p.measured for p in r.points),
                     "; ".join(c.text for c in found) or None, prediction_error(r), int(r.imported),
-                    json.dumps(r.to_dict())))
+                    json.dumps(r.to_dict()), r.spec.comparison.change))
 
     def mark_interrupted(self) -> list[str]:
         """After a crash or restart: a sweep still marked running keeps its finished points and says so."""
@@ -71,7 +73,7 @@ class SweepStore:
         with self._connect() as db:
             db.row_factory = sqlite3.Row
             return [dict(row) for row in db.execute(
-                "SELECT sweep_id, created_at, compare, family, axes, device, gpu, status, points, measured, "
+                "SELECT sweep_id, created_at, compare, change, family, axes, device, gpu, status, points, measured, "
                 "crossover, prediction_error, imported FROM sweeps ORDER BY created_at DESC")]
 
     def load(self, sweep_id: str) -> SweepResult | None:

@@ -48,6 +48,13 @@ class Comparison:
     def title(self) -> str:
         return f"{self.b.label} vs {self.a.label}"
 
+    @property
+    def change(self) -> str:
+        """What B changes from A, B's levers where the two differ ("apex-fusedadam+apex-fusedln"): the comparison's
+        short name, which a phone's picker still shows whole (two stage keys ran past it)."""
+        return "+".join(b.name for a, b in zip(self.a.levers, self.b.levers, strict=True) if a.name != b.name) \
+            or self.b.key
+
     def in_family(self, family: str) -> tuple[Stage, Stage]:
         """A and B as the family's model builds them and the timing process timed them: a key leaves out the
         family's own parts (llama's SwiGLU is plain)."""
