@@ -15,7 +15,7 @@ from bench_core.sweep.memory import memory_gaps
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
 from bench_core.sweep.records import SweepResult, crossovers, to_json
 from bench_core.sweep.report import render_html
-from bench_core.sweep.rows import PERCENT_FIELDS, shown_rows, to_csv
+from bench_core.sweep.rows import SHOWN_FORMATS, Shown, shown_rows, to_csv
 from bench_core.sweep.spec import (
     AXES,
     Comparison,
@@ -112,6 +112,9 @@ if not is_operator():
     st.caption("Only operators start and cancel sweeps.")
 
 
+COLUMN_FORMATS = {Shown.PERCENT: "percent", Shown.SPEEDUP: "×%.2f", Shown.MS: "%.2f"}
+
+
 def show(result: SweepResult, key: str, live: bool = False) -> None:
     """A sweep's figures, map, table and downloads; `live`: one still running, whose missing crossover is not yet
     an answer and whose downloads wait for its end."""
@@ -129,7 +132,7 @@ def show(result: SweepResult, key: str, live: bool = False) -> None:
     if gaps:
         st.caption(f"Peak memory: {gaps}.")
     st.dataframe(pd.DataFrame(shown_rows(result)), hide_index=True, width="stretch", column_config={
-        name: st.column_config.NumberColumn(format="percent") for name in PERCENT_FIELDS})
+        name: st.column_config.NumberColumn(format=COLUMN_FORMATS[shown]) for name, shown in SHOWN_FORMATS.items()})
     parts = breakdown_rows(result)
     if parts:
         with st.expander(BREAKDOWN_TITLE):

@@ -10,21 +10,13 @@ from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure
 from bench_core.sweep.memory import memory_gaps
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
 from bench_core.sweep.records import SweepResult, crossovers
-from bench_core.sweep.rows import PERCENT_FIELDS, SHOWN_FIELDS, shown_rows
-
-
-def _cell(value: object, percent: bool = False) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:+.1%}" if percent else f"{value:.3f}"
-    return str(value)
+from bench_core.sweep.rows import SHOWN_FIELDS, SHOWN_FORMATS, shown_rows, shown_text
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
-    """The rows as a table; the fractions among them (PERCENT_FIELDS) as percentages, as the page shows them."""
+    """The rows as a table, each number as the page shows it (SHOWN_FORMATS)."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r[c], c in PERCENT_FIELDS))}</td>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(shown_text(r[c], SHOWN_FORMATS.get(c)))}</td>" for c in columns)
                    + "</tr>" for r in rows)
     return f"<div class='scroll'><table><tr>{head}</tr>{body}</table></div>"
 

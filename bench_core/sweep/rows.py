@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from enum import StrEnum
 
 from bench_core.sweep.records import SweepResult
 
@@ -19,12 +20,39 @@ CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_
               "measured_a_peak_mib", "measured_b_peak_mib", "a_peak_error", "b_peak_error")
 # The table the page and the HTML report show, after the axes' values (`shown_rows`): the answer first, so a phone's
 # first columns hold it.
-# The shown fields that are fractions, drawn as percentages (-0.297 is -29.7%).
-PERCENT_FIELDS = ("peak_mem_change", "prediction_error", "a_step_error", "b_step_error")
-SHOWN_FIELDS = ("speedup", "speedup_low", "speedup_high", "source", "bound", "peak_mem_change", "predicted_speedup",
+SHOWN_FIELDS = ("speedup", "source", "bound", "speedup_low", "speedup_high", "peak_mem_change", "predicted_speedup",
                 "measured_speedup", "prediction_error", "predicted_a_ms", "measured_a_ms", "a_step_error",
                 "predicted_b_ms", "measured_b_ms", "b_step_error", "interval_scope", "measured_status",
                 "measured_reason", "prediction_note")
+
+
+
+
+class Shown(StrEnum):
+    """How a shown number reads, the same on the page and in the report."""
+    PERCENT = "percent"   # a fraction: -0.297 is -29.7%
+    SPEEDUP = "speedup"   # ×0.68, as the map writes it (the table read 0.6828)
+    MS = "ms"
+
+
+SHOWN_FORMATS: dict[str, Shown] = {
+    **dict.fromkeys(("peak_mem_change", "prediction_error", "a_step_error", "b_step_error"), Shown.PERCENT),
+    **dict.fromkeys(("speedup", "speedup_low", "speedup_high", "predicted_speedup", "measured_speedup"),
+                    Shown.SPEEDUP),
+    **dict.fromkeys(("predicted_a_ms", "measured_a_ms", "predicted_b_ms", "measured_b_ms"), Shown.MS)}
+
+
+def shown_text(value: object, shown: Shown | None) -> str:
+    """One shown cell as text (the HTML report's; the page gives Streamlit the same formats)."""
+    if value is None:
+        return ""
+    if not isinstance(value, float):
+        return str(value)
+    if shown == Shown.PERCENT:
+        return f"{value:+.1%}"
+    if shown == Shown.SPEEDUP:
+        return f"×{value:.2f}"
+    return f"{value:.2f}" if shown == Shown.MS else f"{value:.3f}"
 
 
 def shown_rows(result: SweepResult) -> list[dict]:

@@ -558,7 +558,7 @@ def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
     assert row["a_step_error"] == pytest.approx(errors[0]) and row["measured_b_ms"] == 10.0
     # the shown table: the axis under its own name, then the answer
     shown = shown_rows(result)[1]
-    assert list(shown)[:3] == ["width", "speedup", "speedup_low"] and shown["width"] == 128
+    assert list(shown)[:3] == ["width", "speedup", "source"] and shown["width"] == 128
     (c,) = crossovers(result)                 # 0.97 at 128 (measured), 1.2 at 256 (measured)
     assert c.value == pytest.approx(math.exp(math.log(128) + (-math.log(0.97)) * math.log(2) /
                                              (math.log(1.2) - math.log(0.97))))
@@ -889,3 +889,5 @@ def test_the_html_report_holds_the_map_and_each_point(tmp_path):
     assert text.count("<tr>") == 5
     # the peak-memory change as the page shows it, a percentage (it read -0.300)
     assert "<td>-30.0%</td>" in text and "<td>-0.300</td>" not in text
+    # a speedup as the map writes it (the table read 0.6828 beside the map's ×0.68), a step time in ms
+    assert "<td>×1.00</td>" in text and "<td>20.00</td>" in text
