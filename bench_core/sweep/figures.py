@@ -52,6 +52,12 @@ def _text(result: SweepResult, p: PointResult, memory_first: bool = False) -> st
     return "<br>".join(line for line in lines if line)
 
 
+def _swept_ticks(fig: go.Figure, values: list[int]) -> go.Figure:
+    """A line's x ticks at the swept values themselves: a log axis's own ticks read "2 3 … 9 100 2 …" between them."""
+    ticks = sorted(set(values))
+    return fig.update_xaxes(tickvals=ticks, ticktext=[f"{v:,}" for v in ticks])
+
+
 def _wrapped(result: SweepResult) -> str:
     """The title "B vs A" on two lines: two stage keys side by side run past a phone's width."""
     return result.title.replace(" vs ", "<br>vs ", 1)
@@ -98,12 +104,18 @@ def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
             xs = [p.value(axis) for p in res.points]
             lo, hi = c.low if c.low is not None else min(xs), c.high if c.high is not None else max(xs)
             fig.add_vrect(x0=lo, x1=hi, fillcolor=color or CROSS_COLOR, opacity=0.12, line_width=0)
-            fig.add_trace(go.Scatter(x=[c.value], y=[1.0], mode="markers", name=f"{label} crossover: {c.text}".strip(),
+            # the sentence in the hover and beside the chart: as a legend entry it ran off a phone's screen
+            fig.add_trace(go.Scatter(x=[c.value], y=[1.0], mode="markers", hovertext=[f"crossover: {c.text}"],
+                                     hoverinfo="text", name=f"{label} crossover, its interval shaded".strip(),
                                      marker=dict(symbol="x", size=13, color=color or CROSS_COLOR)))
     fig.add_hline(y=1.0, line=dict(color="#757575", dash="dot"))
     where = " and ".join(dict.fromkeys(r.gpu or r.device for r in results))
     title = f"{_wrapped(results[0])}<br><sup>speedup of B over A by {axis} on {where}</sup>"
-    return _layout(fig, title, axis, "speedup (×)", log_x=True)
+    # speedups on a log scale, as ratios are (×0.5 and ×2 equally far from ×1.00): a CPU point's interval up to
+    # ×8.87 squashed every other point into the bottom of a linear axis
+    fig.update_yaxes(type="log")
+    return _swept_ticks(_layout(fig, title, axis, "speedup (×)", log_x=True), [p.value(axis) for r in results
+                                                                                   for p in r.points])
 
 
 # Where a cell's source marker sits, off its centre so it never covers the figure, and far enough inside that a
@@ -213,7 +225,8 @@ def peak_memory_map(result: SweepResult) -> go.Figure:
                                                                        source == Source.MEASURED else
                                                                        PREDICTED_COLOR)))
         fig.add_hline(y=0.0, line=dict(color="#757575", dash="dot"))
-        return _layout(fig, title, name, "peak memory change (%)", log_x=True)
+        return _swept_ticks(_layout(fig, title, name, "peak memory change (%)", log_x=True),
+                            [p.value(name) for p in result.points])
     cols, rows = list(axes[0].values), list(axes[1].values)
     cells = {(rows.index(p.value(axes[1].name)), cols.index(p.value(axes[0].name))):
              (100 * memory[0], f"{100 * memory[0]:+.1f}%", _text(result, p, memory_first=True), memory[1])

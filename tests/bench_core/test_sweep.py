@@ -743,6 +743,10 @@ def test_the_line_draws_measured_filled_predicted_hollow_and_the_crossover_band(
     assert list(cross.x) == [pytest.approx(c.value)]
     bands = [s for s in fig.layout.shapes if s.type == "rect"]
     assert len(bands) == 1 and bands[0].x0 == pytest.approx(c.low if c.low is not None else 64)
+    # the crossing's sentence in its hover, a short legend entry (the sentence ran off a phone's legend)
+    assert cross.name == "crossover, its interval shaded" and cross.hovertext[0] == f"crossover: {c.text}"
+    # speedups as ratios, on a log axis; ticks at the swept values, not a log axis's "2 3 … 9"
+    assert fig.layout.yaxis.type == "log" and list(fig.layout.xaxis.tickvals) == [64, 128, 256, 512]
 
 
 def test_sweeps_of_one_comparison_from_two_gpus_share_a_line_chart():

@@ -44,7 +44,8 @@ def test_the_form_starts_a_sweep_and_the_page_draws_its_map(app, fake_sweeps):
     assert all(p.prediction for p in result.points), [p.prediction_note for p in result.points]
     at.run()
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    assert any(t.get("name", "").startswith("crossover: pays above width") for c in charts for t in c["data"])
+    assert any(t.get("name", "") == "crossover, its interval shaded" and
+               t["hovertext"][0].startswith("crossover: pays above width") for c in charts for t in c["data"])
     assert any("crossover: **pays above width" in m.value for m in at.markdown)
     # the table's speedups as the map writes them, ×1.00 rather than 1.0000
     [table] = [d for d in at.dataframe if "speedup" in d.value.columns]
