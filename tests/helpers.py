@@ -240,3 +240,9 @@ def load_benchmark(name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def plain_title(fig) -> str:
+    """A chart's title as one line of text: its wrapped lines joined, the subtitle's size tags left out."""
+    import re
+    return re.sub(r"<[^>]+>", "", fig.layout.title.text.replace("<br>", " "))

@@ -32,6 +32,8 @@ from bench_core.results.chart_layout import (  # noqa: F401 (re-exported: the fi
     SLOWER,
     STAGE_CHARS,
     SUB_CHARS,
+    SUB_CLOSE,
+    SUB_OPEN,
     SUB_PX,
     TITLE_CHARS,
     TITLE_PX,

@@ -6,6 +6,7 @@ from sample_runs import gpu_run
 
 from bench_core.results import figures
 from bench_core.results.summary import summarize
+from helpers import plain_title
 
 
 def test_speedup_bars_are_horizontal_with_full_names_intervals_and_meaningful_colours():
@@ -40,7 +41,8 @@ def test_the_speedup_title_says_what_its_intervals_cover():
     run = gpu_run()
     assert "95% interval across 2 processes" in figures.speedup_bars(summarize(run)).layout.title.text
     one = dataclasses.replace(run.stages[1], rounds=(8,))
-    mixed = figures.speedup_bars(summarize(run.with_stage(one))).layout.title.text.replace("</sup><br><sup>", " ")
+    mixed = figures.speedup_bars(summarize(run.with_stage(one))).layout.title.text.replace(
+        f"{figures.SUB_CLOSE}<br>{figures.SUB_OPEN}", " ")
     assert "each bar's scope in its hover" in mixed and "bootstrap" not in mixed
 
 
@@ -101,7 +103,7 @@ def _with_warmups(run, warmups, losses=None):
 def test_loss_chart_plots_every_stage_against_its_timed_steps():
     fig = figures.loss_curves(summarize(_with_warmups(gpu_run(), (3, 5, 5, 40))))
     assert [list(t.x) for t in fig.data] == [[1, 2, 3, 4], [1, 2, 3, 4], [1, 2], [1, 2, 3, 4]]
-    assert "should overlay" not in fig.layout.title.text and "3, 5, 40 steps" in fig.layout.title.text
+    assert "should overlay" not in plain_title(fig) and "3, 5, 40 steps" in plain_title(fig)
 
 
 def test_parity_compares_the_same_training_step_against_a_bound_from_the_precision():
@@ -184,7 +186,8 @@ def test_speedup_numbers_sit_beyond_the_error_bars_upper_end():
 
 def _title_px(fig):
     lines = fig.layout.title.text.split("<br>")
-    return figures.TITLE_PX + sum(figures.SUB_PX if line.startswith("<sup>") else figures.TITLE_PX for line in lines)
+    return figures.TITLE_PX + sum(figures.SUB_PX if line.startswith(figures.SUB_OPEN) else figures.TITLE_PX
+                                  for line in lines)
 
 
 def test_busy_labels_are_whole_and_the_verdict_is_a_legend_entry():
@@ -222,8 +225,9 @@ def test_every_chart_keeps_its_legend_at_the_foot_and_its_title_clear_of_the_plo
             assert entries == len(figures.CELL_STATES) and fig.layout.margin.b >= entries * figures.LEGEND_ROW_PX
         assert fig.layout.margin.t >= _title_px(fig), name
         for line in fig.layout.title.text.split("<br>"):
-            plain = line.removeprefix("<sup>").removesuffix("</sup>")
-            assert len(plain) <= (figures.SUB_CHARS if line.startswith("<sup>") else figures.TITLE_CHARS), line
+            plain = line.removeprefix(figures.SUB_OPEN).removesuffix(figures.SUB_CLOSE)
+            assert len(plain) <= (figures.SUB_CHARS if line.startswith(figures.SUB_OPEN) else figures.TITLE_CHARS), \
+                line
 
 
 def test_bar_labels_have_room_on_a_phone_and_stage_names_break_after_plus():

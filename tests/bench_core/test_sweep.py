@@ -54,7 +54,7 @@ from bench_core.sweep.spec import (
     parse_budget,
     parse_comparison,
 )
-from helpers import step_timings
+from helpers import plain_title, step_timings
 
 FP32 = Stage("adam-fused", "layernorm", "fp32")
 BF16 = Stage("adam-fused", "layernorm", "bf16")
@@ -762,7 +762,7 @@ def test_sweeps_of_one_comparison_from_two_gpus_share_a_line_chart():
     assert "NVIDIA H200 (aaaaaa) measured end to end" in names and "NVIDIA A100 (bbbbbb) measured end to end" in names
     colors = {t.name.split(" (")[0]: t.marker.color for t in fig.data if t.name.endswith("end to end")}
     assert colors["NVIDIA H200"] != colors["NVIDIA A100"]
-    assert "NVIDIA H200 and NVIDIA A100" in fig.layout.title.text
+    assert "NVIDIA H200 and NVIDIA A100" in plain_title(fig)
 
 
 def test_two_axes_draw_a_heatmap_centred_on_one():
