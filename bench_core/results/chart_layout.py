@@ -40,6 +40,10 @@ LAYOUT = dict(template=None, margin=dict(l=10, r=30, t=70, b=50), plot_bgcolor="
 TITLE_CHARS, SUB_CHARS, NOTE_CHARS = 40, 52, 56
 TITLE_PX, SUB_PX, NOTE_PX, LEGEND_ROW_PX = 20, 18, 15, 20
 SUB_OPEN, SUB_CLOSE = '<span style="font-size:12px">', "</span>"
+# Above the title: the room of the chart's toolbar, which a hover shows over the figure's top edge (it covered
+# the first line of a title on a phone).
+MODEBAR_PX = 30
+LABEL_LINE_PX = 14   # a 12 px axis label's line
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -61,7 +65,7 @@ def _title_lines(text: str) -> list[str]:
 def _title(text: str) -> dict:
     """Left-aligned and wrapped to a phone's width: long titles must not run off a narrow screen."""
     return dict(text="<br>".join(_title_lines(text)), x=0, xanchor="left", yref="container", y=1, yanchor="top",
-                pad=dict(t=TITLE_PX), font=dict(size=14))
+                pad=dict(t=MODEBAR_PX), font=dict(size=14))
 
 
 def _legend_entries(fig: go.Figure) -> int:
@@ -75,13 +79,14 @@ def _finish(fig: go.Figure, title: str, height: int, **layout: Any) -> None:
     height grows by the title's extra lines and by the legend at the foot, one row an entry (a phone's worst
     case), so neither squeezes the plot nor runs into it. `height` is for a two-line title and no legend."""
     lines = _title_lines(title)
-    top = TITLE_PX + sum(SUB_PX if line.startswith(SUB_OPEN) else TITLE_PX for line in lines) + 20
+    top = MODEBAR_PX + sum(SUB_PX if line.startswith(SUB_OPEN) else TITLE_PX for line in lines) + 20
     base = {**LAYOUT, **layout}
     margin = {**base.pop("margin"), "t": top + base.pop("extra_top", 0)}
     legend = _legend_entries(fig) * LEGEND_ROW_PX + (10 if _legend_entries(fig) else 0)
     margin["b"] = margin["b"] + legend
-    fig.update_layout(title=_title(title), height=height + max(0, top - 70) + legend, margin=margin, **base)
-    _stage_ticks(fig)
+    labels = _stage_ticks(fig)
+    fig.update_layout(title=_title(title), height=height + max(0, top - 70) + legend + _label_room(labels, height),
+                      margin=margin, **base)
 
 
 def _summaries(runs: RunSummary | Sequence[RunSummary]) -> list[RunSummary]:
@@ -130,12 +135,24 @@ def _room_for_labels(fig: go.Figure) -> None:
         fig.update_xaxes(range=[0, need])
 
 
-def _stage_ticks(fig: go.Figure) -> None:
+def _stage_ticks(fig: go.Figure) -> list[str]:
     """Stage names as axis labels, broken after '+' into lines that fit beside a phone's plot: a 40-character
-    name would leave a phone's chart 100 px."""
+    name would leave a phone's chart 100 px. Returns the labels."""
     names = list(dict.fromkeys(y for t in fig.data for y in (t.y if t.y is not None else ()) if isinstance(y, str)))
+    labels = [_break_stage(n) for n in names]
     if names:
-        fig.update_yaxes(tickmode="array", tickvals=names, ticktext=[_break_stage(n) for n in names])
+        fig.update_yaxes(tickmode="array", tickvals=names, ticktext=labels)
+    return labels
+
+
+def _label_room(labels: list[str], height: int) -> int:
+    """The height a chart needs beyond `height` for its labels: a row of `_height`'s holds two lines, and a label
+    of three ("apex-fusedadam+ / apex-fusedln+ / fp32 · cd08cc", a run's id after its key) ran into its neighbours."""
+    if not labels:
+        return 0
+    row_px = (height - 130) / len(labels)
+    need = max(label.count("<br>") + 1 for label in labels) * LABEL_LINE_PX + 6
+    return round(len(labels) * (need - row_px)) if need > row_px else 0
 
 
 def _break_stage(name: str) -> str:

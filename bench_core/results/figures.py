@@ -24,6 +24,7 @@ from bench_core.results.chart_layout import (  # noqa: F401 (re-exported: the fi
     LAYOUT,
     LEGEND_ROW_PX,
     MAX_LABEL_SHARE,
+    MODEBAR_PX,
     NEUTRAL,
     NOTE_CHARS,
     NOTE_PX,

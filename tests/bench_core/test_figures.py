@@ -186,7 +186,7 @@ def test_speedup_numbers_sit_beyond_the_error_bars_upper_end():
 
 def _title_px(fig):
     lines = fig.layout.title.text.split("<br>")
-    return figures.TITLE_PX + sum(figures.SUB_PX if line.startswith(figures.SUB_OPEN) else figures.TITLE_PX
+    return figures.MODEBAR_PX + sum(figures.SUB_PX if line.startswith(figures.SUB_OPEN) else figures.TITLE_PX
                                   for line in lines)
 
 
@@ -246,3 +246,16 @@ def test_bar_labels_have_room_on_a_phone_and_stage_names_break_after_plus():
         ticks = list(fig.layout.yaxis.ticktext)
         assert all(len(line) <= figures.STAGE_CHARS for tick in ticks for line in tick.split("<br>")), ticks
         assert [t.replace("<br>", "") for t in ticks] == list(fig.layout.yaxis.tickvals)
+
+
+def test_a_stage_label_of_three_lines_gets_the_height_it_needs():
+    """Two runs side by side label each bar "key · run": "apex-fusedadam+ / apex-fusedln+ / fp32 · cd08cc" took three
+    lines in a row of two's height and ran into its neighbours (docs' bottleneck PNG). Rows of two-line labels keep
+    their height; rows of three get a 14 px line each more."""
+    from bench_core.results.chart_layout import LABEL_LINE_PX, _break_stage, _height, _label_room
+    three = _break_stage("apex-fusedadam+apex-fusedln+fp32 · cd08cc")
+    assert three.count("<br>") == 2
+    two = _break_stage("adam-fused+layernorm+fp32 · 11612b")
+    assert two.count("<br>") == 1 and _label_room([two] * 9, _height(9)) == 0
+    room = _label_room([two] * 8 + [three], _height(9))
+    assert room == 9 * (3 * LABEL_LINE_PX + 6 - 34)   # each of the 9 rows to 3 lines' pitch
