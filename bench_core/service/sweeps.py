@@ -84,13 +84,16 @@ class SweepService:
     def import_sweep(self, data: bytes, role: str) -> tuple[str, str]:
         """A sweep's JSON into the history: the id it is stored under, and the message naming it."""
         from bench_core.results.formats import ImportRejected
-        from bench_core.sweep.records import from_json
+        from bench_core.sweep.records import from_json, is_sweep_json
         if role != OPERATOR:
             raise NotAllowed("only an operator may import")
         if self.store is None:
             raise LimitExceeded("store", "this server keeps no history")
         if len(data) > self.limits.max_upload_mib * 2 ** 20:
             raise ImportRejected(f"the file is larger than {self.limits.max_upload_mib} MiB")
+        if not is_sweep_json(data):   # a run's file read "KeyError: 'spec'"
+            raise ImportRejected("this is not a sweep's JSON (from `python -m bench_core sweep --json` or a "
+                                 "sweep's Download JSON); a run's CSV or JSON is imported on the History page")
         try:
             result = from_json(data)
         except (KeyError, TypeError, ValueError) as exc:

@@ -154,4 +154,8 @@ def test_the_sweep_service_imports_a_json_under_its_id_once_and_renames_a_duplic
         sweeps.import_sweep(data, "viewer")
     with pytest.raises(ImportRejected, match="cannot be read"):
         sweeps.import_sweep(b'{"format": "bench_core.sweep/1"}', "operator")
+    # a run's JSON brought to the Sweep page says where it belongs (it read "KeyError: 'spec'")
+    run = (Path(__file__).parents[2] / "docs/data/h200_2026-12-03_call2_seed_gpt2-small_run1.json").read_bytes()
+    with pytest.raises(ImportRejected, match="not a sweep's JSON .* imported on the History page"):
+        sweeps.import_sweep(run, "operator")
     assert len(sweeps.store.list_sweeps()) == 2
