@@ -42,7 +42,6 @@ probe = manager.probe(timeout=0)
 device = "cuda" if probe is not None and probe.cuda_available else "cpu"
 
 
-
 def cannot_run(comparison: Comparison) -> str | None:
     """Why a stage of the comparison cannot run on this machine; None while the machine is still being probed."""
     if probe is None:

@@ -44,6 +44,7 @@ SUB_OPEN, SUB_CLOSE = '<span style="font-size:12px">', "</span>"
 # the first line of a title on a phone).
 MODEBAR_PX = 30
 LABEL_LINE_PX = 14   # a 12 px axis label's line
+FRAME_PX, ROW_PX = 130, 34   # a bar chart's height: its frame (axes, margins), and a row a stage (two label lines)
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -94,7 +95,7 @@ def _summaries(runs: RunSummary | Sequence[RunSummary]) -> list[RunSummary]:
 
 
 def _height(rows: int, several: int = 1) -> int:
-    return 130 + max(rows, 1) * 34 * max(1, min(several, 3))   # a row holds a stage label of two lines
+    return FRAME_PX + max(rows, 1) * ROW_PX * max(1, min(several, 3))   # a row holds a stage label of two lines
 
 
 def run_name(summary: RunSummary) -> str:
@@ -150,7 +151,7 @@ def _label_room(labels: list[str], height: int) -> int:
     of three ("apex-fusedadam+ / apex-fusedln+ / fp32 · cd08cc", a run's id after its key) ran into its neighbours."""
     if not labels:
         return 0
-    row_px = (height - 130) / len(labels)
+    row_px = (height - FRAME_PX) / len(labels)
     need = max(label.count("<br>") + 1 for label in labels) * LABEL_LINE_PX + 6
     return round(len(labels) * (need - row_px)) if need > row_px else 0
 

@@ -31,7 +31,7 @@ def memory_gaps(result: SweepResult) -> str | None:
     reasons = Counter(why_no_memory(result, p) for p in missing)
     n = len(result.points)
     head = "no point has a peak-memory figure" if len(missing) == n else \
-        f"{len(missing)} of {n} points have no peak-memory figure (– on the memory map)"
+        f"{len(missing)} of {n} points have no peak-memory figure"
     if len(reasons) == 1:
         return f"{head}: {next(iter(reasons))}"
     return f"{head}: " + "; ".join(f"{count} because {reason}" for reason, count in reasons.items())

@@ -252,10 +252,10 @@ def test_a_stage_label_of_three_lines_gets_the_height_it_needs():
     """Two runs side by side label each bar "key · run": "apex-fusedadam+ / apex-fusedln+ / fp32 · cd08cc" took three
     lines in a row of two's height and ran into its neighbours (docs' bottleneck PNG). Rows of two-line labels keep
     their height; rows of three get a 14 px line each more."""
-    from bench_core.results.chart_layout import LABEL_LINE_PX, _break_stage, _height, _label_room
+    from bench_core.results.chart_layout import LABEL_LINE_PX, ROW_PX, _break_stage, _height, _label_room
     three = _break_stage("apex-fusedadam+apex-fusedln+fp32 · cd08cc")
     assert three.count("<br>") == 2
     two = _break_stage("adam-fused+layernorm+fp32 · 11612b")
     assert two.count("<br>") == 1 and _label_room([two] * 9, _height(9)) == 0
     room = _label_room([two] * 8 + [three], _height(9))
-    assert room == 9 * (3 * LABEL_LINE_PX + 6 - 34)   # each of the 9 rows to 3 lines' pitch
+    assert room == 9 * (3 * LABEL_LINE_PX + 6 - ROW_PX)   # each of the 9 rows to 3 lines' pitch

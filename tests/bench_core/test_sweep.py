@@ -865,7 +865,7 @@ def test_a_point_without_a_peak_memory_figure_says_why():
     assert why_no_memory(gpu, replace(first, prediction=replace(first.prediction, timings=peaked))).startswith(
         "a stage's two-block step peaked lower")
     # the sentence counts them: points 2 and 4 measured a peak, 1 and 3 have none
-    assert memory_gaps(gpu) == "2 of 4 points have no peak-memory figure (– on the memory map): its prediction " \
+    assert memory_gaps(gpu) == "2 of 4 points have no peak-memory figure: its prediction " \
         "holds no peaks (a file from before peaks were predicted)"
     unmeasured = replace(gpu, points=tuple(replace(p, measurement=None) for p in gpu.points))
     assert memory_gaps(unmeasured).startswith("no point has a peak-memory figure: ")
