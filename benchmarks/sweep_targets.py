@@ -13,6 +13,7 @@ the measurement has a side, the prediction is right on it. Where it has none, th
 the point is on, and the prediction is right when its interval overlaps the measured one: it does not contradict
 the measurement. (Until call 28 a measured x1.00 asked for a predicted interval holding 1, which judged how wide the
 predicted interval was, not its side: a prediction of x0.990 (0.989-0.992) failed against x0.998 (0.99-1.00).)
+The last line counts the points whose measured speedup lies inside the prediction's own interval (no target).
 Beside each stage's step-time error: its predicted kernel time against the kernels its profiled steps measured, and
 its predicted host time against the host time its timed steps measured (read the host's at launch-bound points:
 where the GPU sets the pace, the measured host also waits for room in the launch queue).
@@ -47,6 +48,7 @@ class Check:
     predicted_side: str
     kernel_errors: tuple[float, float] | None = None   # predicted GPU time / measured kernel time - 1 (newer files)
     host_errors: tuple[float, float] | None = None     # predicted host time / measured host time - 1 (newer files)
+    held: bool = False     # the measured speedup inside the prediction's own interval (PointResult.within_prediction)
 
     @property
     def measured_side(self) -> str:
@@ -72,7 +74,7 @@ def check_point(source: str, measured: PointResult, predicted: PointResult) -> C
     low = m.low if m.low is not None else speedup
     high = m.high if m.high is not None else speedup
     return Check(source, measured.label, m.bound or "unknown", *errors, (low, high), (p.low, p.high),
-                 side(p.speedup, p.speedup), paired.kernel_errors, paired.host_errors)
+                 side(p.speedup, p.speedup), paired.kernel_errors, paired.host_errors, bool(paired.within_prediction))
 
 
 def checks(measured: list[tuple[str, SweepResult]], predicted: SweepResult | None) -> list[Check]:
@@ -107,6 +109,9 @@ def report(found: list[Check]) -> list[str]:
         lines.append(f"side of x1.00 predicted right: {sides_ok} of {len(found)} ({sides_ok / len(found):.0%}; "
                      f"target >= {SIDE_TARGET:.0%}) {'met' if sides_ok / len(found) >= SIDE_TARGET else 'missed'}; "
                      "at a point measured x1.00, the predicted interval overlapping the measured one")
+        # no target: how far the prediction's own interval can be taken at its word (the sweep widens it by its errors)
+        lines.append(f"measured speedup inside the prediction's own interval: {sum(c.held for c in found)} of "
+                     f"{len(found)}")
     else:
         lines.append("no point has both a prediction and a measurement")
     return lines

@@ -53,6 +53,8 @@ def test_counts_each_target_over_the_points_that_ran(sweep_file, capsys):
     out = capsys.readouterr().out
     assert "step time within 10% at GPU-bound points: 1 of 2 (target: all) missed" in out
     assert "side of x1.00 predicted right: 2 of 3 (67%; target >= 90%) missed" in out
+    # ×2.0 inside 1.9–2.3, ×1.0 outside 0.7–0.9, ×0.5 inside 0.4–0.6
+    assert "measured speedup inside the prediction's own interval: 2 of 3" in out
     row = next(line for line in out.splitlines() if "batch_size=1" in line)
     assert "-5.0%" in row and "-9.0%" in row and "above/above" in row
     assert "-5.3%" in row and "-6.2%" in row          # predicted GPU time against the kernels measured: 90/95, 45/48
