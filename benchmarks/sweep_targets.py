@@ -13,7 +13,8 @@ the measurement has a side, the prediction is right on it. Where it has none, th
 the point is on, and the prediction is right when its interval overlaps the measured one: it does not contradict
 the measurement. (Until call 28 a measured x1.00 asked for a predicted interval holding 1, which judged how wide the
 predicted interval was, not its side: a prediction of x0.990 (0.989-0.992) failed against x0.998 (0.99-1.00).)
-The last line counts the points whose measured speedup lies inside the prediction's own interval (no target).
+The last lines count the points whose measured speedup lies inside the prediction's own interval, and inside the
+interval a sweep shows, widened by the error of the other measured points (leave one out; no target for either).
 Beside each stage's step-time error: its predicted kernel time against the kernels its profiled steps measured, and
 its predicted host time against the host time its timed steps measured (read the host's at launch-bound points:
 where the GPU sets the pace, the measured host also waits for room in the launch queue).
@@ -26,6 +27,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bench_core.sweep.errors import Paired, held_out_count
 from bench_core.sweep.records import PointResult, SweepResult, from_json, is_sweep_json
 
 STEP_TARGET = 0.10     # the issue's: predicted step time within 10% of the measured one
@@ -49,6 +51,7 @@ class Check:
     kernel_errors: tuple[float, float] | None = None   # predicted GPU time / measured kernel time - 1 (newer files)
     host_errors: tuple[float, float] | None = None     # predicted host time / measured host time - 1 (newer files)
     held: bool = False     # the measured speedup inside the prediction's own interval (PointResult.within_prediction)
+    paired: Paired | None = None   # the measured and predicted speedups, for the held-out count
 
     @property
     def measured_side(self) -> str:
@@ -74,7 +77,8 @@ def check_point(source: str, measured: PointResult, predicted: PointResult) -> C
     low = m.low if m.low is not None else speedup
     high = m.high if m.high is not None else speedup
     return Check(source, measured.label, m.bound or "unknown", *errors, (low, high), (p.low, p.high),
-                 side(p.speedup, p.speedup), paired.kernel_errors, paired.host_errors, bool(paired.within_prediction))
+                 side(p.speedup, p.speedup), paired.kernel_errors, paired.host_errors, bool(paired.within_prediction),
+                 Paired(speedup, p.speedup, p.low, p.high))
 
 
 def checks(measured: list[tuple[str, SweepResult]], predicted: SweepResult | None) -> list[Check]:
@@ -112,6 +116,9 @@ def report(found: list[Check]) -> list[str]:
         # no target: how far the prediction's own interval can be taken at its word (the sweep widens it by its errors)
         lines.append(f"measured speedup inside the prediction's own interval: {sum(c.held for c in found)} of "
                      f"{len(found)}")
+        out = held_out_count([c.paired for c in found if c.paired])
+        lines.append("measured speedup inside the widened interval, each point widened by the others' errors: "
+                     + (f"{out[0]} of {out[1]}" if out else "too few points"))
     else:
         lines.append("no point has both a prediction and a measurement")
     return lines

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from bench_core.sweep import plan
 from bench_core.sweep.predict import depth_check
 from bench_core.sweep.records import SweepResult, prediction_error, rms_ratio
 
@@ -69,7 +70,7 @@ def error_figures(result: SweepResult) -> tuple[ErrorFigure, ...]:
                         "no point has both" if err is None else f"{err:.1%}", err is not None),
             ErrorFigure("step-time prediction error (GPU-bound points only)",
                         "no GPU-bound point has both" if steps is None else steps.text, steps is not None),
-            coverage(result), *depth_checks(result))
+            coverage(result), held_out(result), *depth_checks(result))
 
 
 def coverage(result: SweepResult) -> ErrorFigure:
@@ -81,3 +82,35 @@ def coverage(result: SweepResult) -> ErrorFigure:
         f"({p.prediction.low:.2f}–{p.prediction.high:.2f})" for p in missed if p.prediction and p.measured_speedup)
     return ErrorFigure("measured speedup inside the prediction's own interval",
                        text if held else "no point has both", bool(held))
+
+
+@dataclass(frozen=True)
+class Paired:
+    """One point with both a prediction (its speedup and own interval) and a measured speedup."""
+    measured: float
+    predicted: float
+    low: float
+    high: float
+
+
+def held_out_count(pairs: list[Paired]) -> tuple[int, int] | None:
+    """How often the widened interval (plan.widened) holds the measurement when each point is widened by the
+    other points' errors alone: the shown interval judged out of sample (widened by its own error, it is fitted
+    to the point it judges). None with too few points for the others to give an error."""
+    if len(pairs) <= plan.CALIBRATION_POINTS:
+        return None
+    held = 0
+    for i, p in enumerate(pairs):
+        error = plan.calibrated_error([math.log(q.measured / q.predicted) for j, q in enumerate(pairs) if j != i])
+        wide = plan.widened(plan.Candidate(i, p.predicted, p.low, p.high), error)
+        held += wide is not None and wide[0] <= p.measured <= wide[1]
+    return held, len(pairs)
+
+
+def held_out(result: SweepResult) -> ErrorFigure:
+    pairs = [Paired(p.measured_speedup, p.prediction.speedup, p.prediction.low, p.prediction.high)
+             for p in result.points if p.within_prediction is not None and p.prediction and p.measured_speedup]
+    found = held_out_count(pairs)
+    return ErrorFigure("measured speedup inside the shown (widened) interval, each point widened by the others' "
+                       "errors", f"needs {plan.CALIBRATION_POINTS + 1} measured points" if found is None
+                       else f"{found[0]} of {found[1]} measured points", found is not None)

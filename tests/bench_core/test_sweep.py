@@ -547,12 +547,13 @@ def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
                                                                             bound="launch-bound")))
     assert step_time_error(host).points == 1
     # every view words both errors from one place: the figures here, the reason where no point has both
-    rms, step, _ = error_figures(result)
+    rms, step, _, _ = error_figures(result)
     assert rms.found and rms.text == f"{prediction_error(result):.1%}" and step.text == steps.text
     unmeasured = error_figures(replace(result, points=tuple(replace(p, measurement=None) for p in result.points)))
     assert [(e.found, e.text) for e in unmeasured] == [(False, "no point has both"),
                                                         (False, "no GPU-bound point has both"),
-                                                        (False, "no point has both")]
+                                                        (False, "no point has both"),
+                                                        (False, "needs 3 measured points")]
 
     row = csv_rows(result)[1]
     assert row["a_step_error"] == pytest.approx(errors[0]) and row["measured_b_ms"] == 10.0
@@ -602,6 +603,19 @@ def test_how_often_the_predictions_own_interval_held_the_measurement():
     assert held.found and held.text == "1 of 2 measured points; missed at width=512: measured ×2.60, predicted " \
         "×2.20 (2.00–2.40)"
     assert held in error_figures(result)
+
+
+def test_the_shown_interval_is_judged_out_of_sample():
+    """Hand-computed: log errors -4.3%, +22.3%, 0 (measured ×2.00, ×1.00, ×0.50 against predicted ×2.088 (1.9–2.3),
+    ×0.80 (0.7–0.9), ×0.50 (0.4–0.6)). Each point widened by the other two's rms: ×2.00 inside 1.51–2.89, ×1.00
+    outside 0.70–0.92, ×0.50 inside 0.34–0.73. Two points leave one with a single other: too few to estimate."""
+    from bench_core.sweep.errors import Paired, held_out_count
+    pairs = [Paired(2.0, 95 / 45.5, 1.9, 2.3), Paired(1.0, 0.8, 0.7, 0.9), Paired(0.5, 0.5, 0.4, 0.6)]
+    assert held_out_count(pairs) == (2, 3)
+    assert held_out_count(pairs[:2]) is None
+    # widened by all three errors, the ×1.00 point would be judged by an interval its own 22% error had widened
+    assert plan.widened(plan.Candidate(1, 0.8, 0.7, 0.9), plan.calibrated_error(
+        [math.log(p.measured / p.predicted) for p in pairs]))[1] > 1.0
 
 
 def test_a_breakdown_part_not_timed_leaves_the_prediction_and_a_step_not_timed_takes_it():

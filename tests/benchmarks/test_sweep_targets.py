@@ -55,6 +55,9 @@ def test_counts_each_target_over_the_points_that_ran(sweep_file, capsys):
     assert "side of x1.00 predicted right: 2 of 3 (67%; target >= 90%) missed" in out
     # ×2.0 inside 1.9–2.3, ×1.0 outside 0.7–0.9, ×0.5 inside 0.4–0.6
     assert "measured speedup inside the prediction's own interval: 2 of 3" in out
+    # widened by the other two points' rms log error: ×2.00 inside 1.51–2.89, ×1.00 outside 0.70–0.92 (the others
+    # erred 4.3% and 0%), ×0.50 inside 0.34–0.73
+    assert "measured speedup inside the widened interval, each point widened by the others' errors: 2 of 3" in out
     row = next(line for line in out.splitlines() if "batch_size=1" in line)
     assert "-5.0%" in row and "-9.0%" in row and "above/above" in row
     assert "-5.3%" in row and "-6.2%" in row          # predicted GPU time against the kernels measured: 90/95, 45/48
