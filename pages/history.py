@@ -150,7 +150,9 @@ else:
     # the link and what tells sweeps apart first, the long crossover last: a phone, and even 1440 px, cut the
     # right-hand columns
     st.dataframe(pd.DataFrame([{**r, "change": r["change"] or r["compare"], "open": f"/sweep?sweep={r['sweep_id']}",
-                                "imported": bool(r["imported"])} for r in sweep_rows])[
+                                "imported": bool(r["imported"]), "created_at": r["created_at"][:16].replace("T", " "),
+                                "crossover": r["crossover"] or "none inside the swept values"}
+                               for r in sweep_rows])[
         ["open", "created_at", "change", "gpu", "status", "axes", "points", "measured", "prediction_error",
          "imported", "crossover", "compare", "family"]], hide_index=True, width="stretch", key="sweeps",
         column_config={"open": st.column_config.LinkColumn("Open", display_text="map"),

@@ -103,6 +103,7 @@ if start:
         comparison = parse_comparison(compare_text, family, pair)   # its error, named, if any
         spec = SweepSpec(comparison, base, parse_axes(texts), parse_budget(budget), breakdown)
         st.session_state["sweep_shown"] = st.session_state["sweep_watching"] = sweeps.start(spec, role())
+        st.rerun()   # the whole page once more: the form drawn with its Start disabled while the sweep runs
     except ConfigError as exc:
         st.error(f"{exc.field}: {exc.limit} (got {exc.value!r})")
     except (LimitExceeded, NotAllowed) as exc:
@@ -130,7 +131,10 @@ def show(result: SweepResult, key: str, live: bool = False) -> None:
     gaps = memory_gaps(result)
     if gaps:
         st.caption(f"Peak memory: {gaps}.")
-    st.dataframe(pd.DataFrame(shown_rows(result)), hide_index=True, width="stretch", column_config={
+    table = pd.DataFrame(shown_rows(result))
+    words = table.select_dtypes(include="object").columns   # a missing word shows "–", not "None"
+    table[words] = table[words].fillna("–")
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
         name: st.column_config.NumberColumn(format=COLUMN_FORMATS[shown]) for name, shown in SHOWN_FORMATS.items()})
     parts = breakdown_rows(result)
     if parts:
@@ -181,7 +185,8 @@ def import_sweep(data: bytes) -> None:
     try:
         new_id, message = sweeps.import_sweep(data, role())
     except (ImportRejected, LimitExceeded, NotAllowed) as exc:
-        st.session_state["sweep_import"] = ("error", f"Import rejected, nothing was imported: {exc}")
+        said = str(exc).replace("the History page", "[the History page](/history)")
+        st.session_state["sweep_import"] = ("error", f"Import rejected, nothing was imported: {said}")
         return
     st.session_state["sweep_import"] = ("success", message)
     st.session_state["sweep_pick"] = st.session_state["sweep_shown"] = new_id

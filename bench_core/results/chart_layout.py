@@ -42,7 +42,7 @@ TITLE_PX, SUB_PX, NOTE_PX, LEGEND_ROW_PX = 20, 18, 15, 20
 SUB_OPEN, SUB_CLOSE = '<span style="font-size:12px">', "</span>"
 # Above the title: the room of the chart's toolbar, which a hover shows over the figure's top edge (it covered
 # the first line of a title on a phone).
-MODEBAR_PX = 30
+MODEBAR_PX = 40   # the toolbar is 25 px tall; a title box starts 13 px above its pad (plotly)
 LABEL_LINE_PX = 14   # a 12 px axis label's line
 FRAME_PX, ROW_PX = 130, 34   # a bar chart's height: its frame (axes, margins), and a row a stage (two label lines)
 

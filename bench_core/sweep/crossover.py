@@ -16,11 +16,13 @@ class Direction(StrEnum):
 
 @dataclass(frozen=True)
 class Estimate:
-    """One point of a line: the axis value, the speedup and its 95% interval (low, high)."""
+    """One point of a line: the axis value, the speedup and its 95% interval (low, high), and whether it was
+    measured end to end (None: not known, older files)."""
     x: float
     speedup: float
     low: float
     high: float
+    measured: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,10 @@ class Crossover:
         where = f"{self.axis} ≈ {self.value:,.0f} {span}" + (f" at {self.fixed}" if self.fixed else "")
         side = "above" if self.direction == Direction.PAYS_ABOVE else "below"
         if self.pays:
-            said = f"{self.direction.value} {where}" + (f": {_said(self.best)} at best, at {self.axis}="
-                                                        f"{self.best.x:,.0f}" if self.best else "")
+            # a predicted best says so: call 25's FP8 map read "×1.44 (1.24–1.68) at best" of a point never run
+            said = f"{self.direction.value} {where}" + (
+                f": {_said(self.best)} at best{', predicted' if self.best.measured is False else ''}, at "
+                f"{self.axis}={self.best.x:,.0f}" if self.best else "")
         else:
             said = f"reaches ×1.00 {side} {where}; no point past it measurably faster"
         return ("predicted only, no point measured: " if self.predicted_only else "") + said

@@ -53,9 +53,12 @@ def _text(result: SweepResult, p: PointResult, memory_first: bool = False) -> st
 
 
 def _swept_ticks(fig: go.Figure, values: list[int]) -> go.Figure:
-    """A line's x ticks at the swept values themselves: a log axis's own ticks read "2 3 … 9 100 2 …" between them."""
+    """A line's x ticks at the swept values themselves (a log axis's own ticks read "2 3 … 9 100 2 …" between
+    them), over the swept range, a little wider (with one point drawn, plotly's own range bunched the ticks)."""
     ticks = sorted(set(values))
-    return fig.update_xaxes(tickvals=ticks, ticktext=[f"{v:,}" for v in ticks])
+    pad = 0.05 * max(math.log10(ticks[-1] / ticks[0]), 0.3)
+    return fig.update_xaxes(tickvals=ticks, ticktext=[f"{v:,}" for v in ticks],
+                            range=[math.log10(ticks[0]) - pad, math.log10(ticks[-1]) + pad])
 
 
 def _wrapped(result: SweepResult) -> str:
@@ -112,8 +115,11 @@ def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
     where = " and ".join(dict.fromkeys(r.gpu or r.device for r in results))
     title = f"{_wrapped(results[0])}<br><sup>speedup of B over A by {axis} on {where}</sup>"
     # speedups on a log scale, as ratios are (×0.5 and ×2 equally far from ×1.00): a CPU point's interval up to
-    # ×8.87 squashed every other point into the bottom of a linear axis
-    fig.update_yaxes(type="log")
+    # ×8.87 squashed every other point into the bottom of a linear axis. Ticks named as speedups: plotly's own
+    # log ticks read "2, 10, 5, 2, 1, 5, 2, 0.1", with 20, 2 and 0.2 all written "2".
+    shown = [v for r in results for p in r.points if (e := r.best_estimate(p)) for v in e]
+    ticks = [t for t in LOG_TICKS if min(shown, default=1.0) <= t * 1.5 and t / 1.5 <= max(shown, default=1.0)]
+    fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"×{t:g}" for t in ticks])
     return _swept_ticks(_layout(fig, title, axis, "speedup (×)", log_x=True), [p.value(axis) for r in results
                                                                                    for p in r.points])
 
@@ -123,6 +129,7 @@ def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
 CORNER = (-0.28, 0.28)
 EMPTY_CELL = "#d6d6d6"
 SPEEDUP_TICKS = (0.25, 0.5, 0.7, 1.0, 1.4, 2.0, 4.0)   # the colour bar's ticks, as speedups (its scale is log2)
+LOG_TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 0.7, 1.0, 1.4, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)   # a line's y ticks
 
 
 def _grid_axes(fig: go.Figure, xs: Sequence[int], ys: Sequence[int]) -> go.Figure:

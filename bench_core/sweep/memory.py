@@ -11,10 +11,10 @@ from bench_core.sweep.records import PointResult, SweepResult
 
 def why_no_memory(result: SweepResult, p: PointResult) -> str:
     """The reason one point has no peak-memory figure (PointResult.memory is None)."""
-    if result.device != "cuda":
-        return "a CPU's peak memory is not measured"
     if p.measurement is not None and p.measurement.status != Status.OK:
         return f"its run ended without a figure ({p.measurement.status.value})"
+    if result.device != "cuda":   # a run end to end reads its process's peak; a CPU's shallow steps have none
+        return "on a CPU only a run end to end measures a peak, and this point only has its prediction"
     if p.prediction is None:
         return "it was not predicted"
     steps = [t for t in p.prediction.timings.times if t.part in STEP_PARTS]

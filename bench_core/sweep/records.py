@@ -304,7 +304,7 @@ def crossovers(result: SweepResult) -> list[Crossover]:
     out = []
     for fixed in rows:
         pts = [p for p in result.points if all(p.value(k) == v for k, v in fixed)]
-        line = [Estimate(p.value(axes[0].name), *est) for p in pts if (est := result.best_estimate(p))]
+        line = [Estimate(p.value(axes[0].name), *est, p.measured) for p in pts if (est := result.best_estimate(p))]
         found = crossover(axes[0].name, line) if len(line) >= 2 else None
         if found:
             out.append(replace(found, fixed=" ".join(f"{k}={v}" for k, v in fixed),

@@ -24,7 +24,9 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 def render_html(result: SweepResult) -> str:
     rows = shown_rows(result)
     found = crossovers(result)
-    parts = [f"<h1>{html.escape(result.title)} on {html.escape(result.gpu or result.device)}</h1>",
+    # a line may break after each "+" of the stage keys (overflow-wrap alone broke "fp|8" on a phone)
+    title = html.escape(result.title).replace("+", "+<wbr>")
+    parts = [f"<h1>{title} on {html.escape(result.gpu or result.device)}</h1>",
              f"<p>sweep {result.sweep_id} · {result.created_at} · base {html.escape(describe_shape(result.spec.base))}"
              "</p>",
              "<ul>" + "".join(f"<li>crossover: {html.escape(c.text)}</li>" for c in found)
@@ -49,7 +51,7 @@ def render_html(result: SweepResult) -> str:
              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:4px}"
              ".scroll{max-width:100%;overflow-x:auto}.fig{max-width:100%}"
              # stage keys joined by "+" have no space to break at: the title ran 431 px wide on a 390 px phone
-             "h1{overflow-wrap:anywhere}")
+             "h1{overflow-wrap:break-word}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' "
             f"content='width=device-width,initial-scale=1'><title>sweep {result.sweep_id}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.browser
 H200_SWEEP = Path(ROOT) / "docs" / "data" / "h200_2026-12-04_call29_sweep_apex_gpt_1.json"
 
 
-def test_a_sweep_json_imported_on_the_sweep_page_opens_its_map(page, server):
+def test_a_sweep_json_imported_on_the_sweep_page_opens_its_map(page, server, tmp_path):
     sweep_id = json.loads(H200_SWEEP.read_text())["sweep_id"]
     page.set_viewport_size({"width": 1400, "height": 2400})
     page.goto(server["url"] + "/sweep")
@@ -34,3 +34,10 @@ def test_a_sweep_json_imported_on_the_sweep_page_opens_its_map(page, server):
     report = Path(download.value.path()).read_text()
     assert download.value.suggested_filename == f"sweep_{sweep_id}.html"
     assert "fig-sweep" in report and "at width=768: ×1.01 (1.00–1.02) at best" in report
+    # on a phone the report is no wider than the screen: its title breaks after a "+" (it ran 431 px wide)
+    page.set_viewport_size({"width": 390, "height": 844})
+    saved = tmp_path / "report.html"   # the download itself has no extension: a browser shows it as text
+    saved.write_text(report)
+    page.goto(saved.as_uri())
+    page.locator("h1").wait_for()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390

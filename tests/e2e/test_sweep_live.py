@@ -19,6 +19,10 @@ def test_a_sweep_started_on_the_page_shows_its_result_when_it_ends(page, server)
     page.get_by_role("button", name="Start the sweep").click()
     page.get_by_role("button", name="Cancel (keeps the points that finished)").wait_for(timeout=60_000)
     started = time.monotonic()
+    wait_idle(page)
+    # while it runs the form's Start is off (it stayed on: only the live part redrew, and a click said "a sweep is
+    # running"); the sweep takes about 15 s here, so this is read well before its end
+    assert page.get_by_role("button", name="Start the sweep").is_disabled()
     # only the live part redraws while it runs; at its end the whole page does, opened on the sweep
     page.get_by_text("The sweep ended (done); its result is below.").wait_for(timeout=300_000)
     wait_idle(page)

@@ -49,6 +49,8 @@ def test_the_form_starts_a_sweep_and_the_page_draws_its_map(app, fake_sweeps):
     assert any("crossover: **pays above width" in m.value for m in at.markdown)
     # the table's speedups as the map writes them, ×1.00 rather than 1.0000
     [table] = [d for d in at.dataframe if "speedup" in d.value.columns]
+    words = table.value.select_dtypes(include="object")
+    assert not words.isna().any().any() and "–" in set(words["measured_reason"])   # "–", not "None"
     formats = {name: c.get("type_config", {}).get("format") for name, c in json.loads(table.proto.columns).items()}
     assert formats["speedup"] == formats["measured_speedup"] == "×%.2f" and formats["prediction_error"] == "percent"
     history = at.switch_page("pages/history.py").run()
