@@ -27,8 +27,8 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench_core.sweep.errors import Paired, held_out_count
-from bench_core.sweep.records import PointResult, SweepResult, from_json, is_sweep_json
+from bench_core.sweep.errors import held_out_count
+from bench_core.sweep.records import Paired, PointResult, SweepResult, from_json, is_sweep_json
 
 STEP_TARGET = 0.10     # the issue's: predicted step time within 10% of the measured one
 SIDE_TARGET = 0.90     # the crossover's side right at 90% of points or more
@@ -50,8 +50,7 @@ class Check:
     predicted_side: str
     kernel_errors: tuple[float, float] | None = None   # predicted GPU time / measured kernel time - 1 (newer files)
     host_errors: tuple[float, float] | None = None     # predicted host time / measured host time - 1 (newer files)
-    held: bool = False     # the measured speedup inside the prediction's own interval (PointResult.within_prediction)
-    paired: Paired | None = None   # the measured and predicted speedups, for the held-out count
+    paired: Paired | None = None   # the measured and predicted speedups: the interval counts read them
 
     @property
     def measured_side(self) -> str:
@@ -77,8 +76,7 @@ def check_point(source: str, measured: PointResult, predicted: PointResult) -> C
     low = m.low if m.low is not None else speedup
     high = m.high if m.high is not None else speedup
     return Check(source, measured.label, m.bound or "unknown", *errors, (low, high), (p.low, p.high),
-                 side(p.speedup, p.speedup), paired.kernel_errors, paired.host_errors, bool(paired.within_prediction),
-                 Paired(speedup, p.speedup, p.low, p.high))
+                 side(p.speedup, p.speedup), paired.kernel_errors, paired.host_errors, paired.paired)
 
 
 def checks(measured: list[tuple[str, SweepResult]], predicted: SweepResult | None) -> list[Check]:
@@ -114,8 +112,8 @@ def report(found: list[Check]) -> list[str]:
                      f"target >= {SIDE_TARGET:.0%}) {'met' if sides_ok / len(found) >= SIDE_TARGET else 'missed'}; "
                      "at a point measured x1.00, the predicted interval overlapping the measured one")
         # no target: how far the prediction's own interval can be taken at its word (the sweep widens it by its errors)
-        lines.append(f"measured speedup inside the prediction's own interval: {sum(c.held for c in found)} of "
-                     f"{len(found)}")
+        lines.append("measured speedup inside the prediction's own interval: "
+                     f"{sum(bool(c.paired and c.paired.inside) for c in found)} of {len(found)}")
         out = held_out_count([c.paired for c in found if c.paired])
         lines.append("measured speedup inside the widened interval, each point widened by the others' errors: "
                      + (f"{out[0]} of {out[1]}" if out else "too few points"))

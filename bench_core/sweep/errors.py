@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from bench_core.sweep import plan
 from bench_core.sweep.predict import depth_check
-from bench_core.sweep.records import SweepResult, prediction_error, rms_ratio
+from bench_core.sweep.records import Paired, SweepResult, prediction_error, rms_ratio
 
 
 @dataclass(frozen=True)
@@ -75,22 +75,13 @@ def error_figures(result: SweepResult) -> tuple[ErrorFigure, ...]:
 
 def coverage(result: SweepResult) -> ErrorFigure:
     """How often the prediction's own interval held the measured speedup, and where it did not."""
-    held = [(p, inside) for p in result.points if (inside := p.within_prediction) is not None]
-    missed = [p for p, inside in held if not inside]
+    held = [(p.label, pair) for p in result.points if (pair := p.paired) is not None]
+    missed = [(label, pair) for label, pair in held if not pair.inside]
     text = f"{len(held) - len(missed)} of {len(held)} measured points" + "".join(
-        f"; missed at {p.label}: measured ×{p.measured_speedup:.2f}, predicted ×{p.prediction.speedup:.2f} "
-        f"({p.prediction.low:.2f}–{p.prediction.high:.2f})" for p in missed if p.prediction and p.measured_speedup)
+        f"; missed at {label}: measured ×{m.measured:.2f}, predicted ×{m.predicted:.2f} ({m.low:.2f}–{m.high:.2f})"
+        for label, m in missed)
     return ErrorFigure("measured speedup inside the prediction's own interval",
                        text if held else "no point has both", bool(held))
-
-
-@dataclass(frozen=True)
-class Paired:
-    """One point with both a prediction (its speedup and own interval) and a measured speedup."""
-    measured: float
-    predicted: float
-    low: float
-    high: float
 
 
 def held_out_count(pairs: list[Paired]) -> tuple[int, int] | None:
@@ -108,9 +99,7 @@ def held_out_count(pairs: list[Paired]) -> tuple[int, int] | None:
 
 
 def held_out(result: SweepResult) -> ErrorFigure:
-    pairs = [Paired(p.measured_speedup, p.prediction.speedup, p.prediction.low, p.prediction.high)
-             for p in result.points if p.within_prediction is not None and p.prediction and p.measured_speedup]
-    found = held_out_count(pairs)
+    found = held_out_count([pair for p in result.points if (pair := p.paired) is not None])
     return ErrorFigure("measured speedup inside the shown (widened) interval, each point widened by the others' "
                        "errors", f"needs {plan.CALIBRATION_POINTS + 1} measured points" if found is None
                        else f"{found[0]} of {found[1]} measured points", found is not None)

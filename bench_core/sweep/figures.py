@@ -83,12 +83,14 @@ def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
     several = len(results) > 1
     axis = results[0].spec.axes[0].name
     fig = go.Figure()
+    shown: list[float] = []
     for n, res in enumerate(results):
         color = RUN_COLORS[n % len(RUN_COLORS)] if several else None
         label = _name(res, several)
         for source in (Source.MEASURED, Source.PREDICTED):
             pts = [p for p in res.points if p.source == source and p.estimate]
             ests = [e for p in pts if (e := res.best_estimate(p))]
+            shown += [v for e in ests for v in e]   # the y ticks span every figure drawn, intervals included
             if not pts:
                 continue
             fig.add_trace(go.Scatter(
@@ -117,7 +119,6 @@ def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
     # speedups on a log scale, as ratios are (×0.5 and ×2 equally far from ×1.00): a CPU point's interval up to
     # ×8.87 squashed every other point into the bottom of a linear axis. Ticks named as speedups: plotly's own
     # log ticks read "2, 10, 5, 2, 1, 5, 2, 0.1", with 20, 2 and 0.2 all written "2".
-    shown = [v for r in results for p in r.points if (e := r.best_estimate(p)) for v in e]
     ticks = [t for t in LOG_TICKS if min(shown, default=1.0) <= t * 1.5 and t / 1.5 <= max(shown, default=1.0)]
     fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"×{t:g}" for t in ticks])
     return _swept_ticks(_layout(fig, title, axis, "speedup (×)", log_x=True), [p.value(axis) for r in results

@@ -61,6 +61,21 @@ class PointPrediction:
 
 
 @dataclass(frozen=True)
+class Paired:
+    """One point with both a prediction (its speedup and own interval) and a measured speedup."""
+    measured: float
+    predicted: float
+    low: float
+    high: float
+
+    @property
+    def inside(self) -> bool:
+        """The measurement inside the prediction's own interval (not the one widened by the sweep's errors, which
+        is fitted to these very points)."""
+        return self.low <= self.measured <= self.high
+
+
+@dataclass(frozen=True)
 class PointMeasurement:
     status: Status                  # ok, or why there is no figure (failed, unavailable, oom, cancelled...)
     reason: str | None = None
@@ -139,13 +154,12 @@ class PointResult:
         return measured / self.prediction.speedup - 1
 
     @property
-    def within_prediction(self) -> bool | None:
-        """Whether the measured speedup lies inside the prediction's own interval (not the one widened by the
-        sweep's errors, which is fitted to these very points); None without both."""
+    def paired(self) -> Paired | None:
+        """The measured speedup beside the predicted one and its own interval; None without both."""
         measured = self.measured_speedup
         if measured is None or self.prediction is None:
             return None
-        return self.prediction.low <= measured <= self.prediction.high
+        return Paired(measured, self.prediction.speedup, self.prediction.low, self.prediction.high)
 
     def _paired_errors(self, predicted: str, measured: str) -> tuple[float, float] | None:
         """predicted / measured - 1 for stage A then B, from the prediction's and the measurement's `a_`/`b_`

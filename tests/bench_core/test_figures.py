@@ -259,3 +259,11 @@ def test_a_stage_label_of_three_lines_gets_the_height_it_needs():
     assert two.count("<br>") == 1 and _label_room([two] * 9, _height(9)) == 0
     room = _label_room([two] * 8 + [three], _height(9))
     assert room == 9 * (3 * LABEL_LINE_PX + 6 - ROW_PX)   # each of the 9 rows to 3 lines' pitch
+    # and every chart gets it: the same bars, one label longer, are drawn that much taller
+    import plotly.graph_objects as go
+    keys = [f"adam-fused+layernorm+fp32 · {i:06d}" for i in range(9)]
+    short, tall = go.Figure(go.Bar(x=[1] * 9, y=keys)), go.Figure(go.Bar(x=[1] * 9, y=[*keys[:8], "apex-fusedadam+"
+                                                                                        "apex-fusedln+fp32 · cd08cc"]))
+    figures._finish(short, "t", _height(9))
+    figures._finish(tall, "t", _height(9))
+    assert tall.layout.height - short.layout.height == room

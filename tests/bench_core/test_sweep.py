@@ -602,7 +602,7 @@ def test_how_often_the_predictions_own_interval_held_the_measurement():
     result = _result()
     last = result.points[3]
     result = result.with_point(replace(last, measurement=replace(last.measurement, speedup=2.6)))
-    assert [p.within_prediction for p in result.points] == [None, True, None, False]
+    assert [p.paired.inside if p.paired else None for p in result.points] == [None, True, None, False]
     held = coverage(result)
     assert held.found and held.text == "1 of 2 measured points; missed at width=512: measured ×2.60, predicted " \
         "×2.20 (2.00–2.40)"
@@ -613,7 +613,8 @@ def test_the_shown_interval_is_judged_out_of_sample():
     """Hand-computed: log errors -4.3%, +22.3%, 0 (measured ×2.00, ×1.00, ×0.50 against predicted ×2.088 (1.9–2.3),
     ×0.80 (0.7–0.9), ×0.50 (0.4–0.6)). Each point widened by the other two's rms: ×2.00 inside 1.51–2.89, ×1.00
     outside 0.70–0.92, ×0.50 inside 0.34–0.73. Two points leave one with a single other: too few to estimate."""
-    from bench_core.sweep.errors import Paired, held_out_count
+    from bench_core.sweep.errors import held_out_count
+    from bench_core.sweep.records import Paired
     pairs = [Paired(2.0, 95 / 45.5, 1.9, 2.3), Paired(1.0, 0.8, 0.7, 0.9), Paired(0.5, 0.5, 0.4, 0.6)]
     assert held_out_count(pairs) == (2, 3)
     assert held_out_count(pairs[:2]) is None
@@ -916,5 +917,7 @@ def test_the_html_report_holds_the_map_and_each_point(tmp_path):
     assert "<td>-30.0%</td>" in text and "<td>-0.300</td>" not in text
     # a speedup as the map writes it (the table read 0.6828 beside the map's ×0.68), a step time in ms
     assert "<td>×1.00</td>" in text and "<td>20.00</td>" in text
+    # a point without a peak figure says why (two of these CPU points only have their prediction)
+    assert "<p>Peak memory: 2 of 4 points have no peak-memory figure: on a CPU only a run end to end" in text
     # the title may break after each "+" on a phone, not inside a lever's name
     assert "<h1>adam-fused+<wbr>layernorm+<wbr>fp32 vs adam+<wbr>layernorm+<wbr>fp32 on CPU</h1>" in text
