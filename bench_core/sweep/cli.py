@@ -30,6 +30,7 @@ from bench_core.config.bench_config import (
 from bench_core.config.settings import load_limits
 from bench_core.models.families import FAMILIES
 from bench_core.results.records import Status
+from bench_core.sweep.crossover import speedup_text
 from bench_core.sweep.errors import error_figures
 from bench_core.sweep.records import (
     Phase,
@@ -124,7 +125,7 @@ def summary_lines(result: SweepResult) -> list[str]:
     for p in result.points:
         est = result.best_estimate(p)
         pred = p.prediction
-        shown = f"×{est[0]:.2f} ({est[1]:.2f}–{est[2]:.2f})" if est else "no figure"
+        shown = speedup_text(*est) if est else "no figure"
         lines.append(f"  {p.label:<32} {shown:<22} {p.source.value if p.source else '-':<9} "
                      f"{p.bound or '-':<12} predicted {f'×{pred.speedup:.2f}' if pred else '-'}"
                      + (f", error {p.prediction_error:+.1%}" if p.prediction_error is not None else "")

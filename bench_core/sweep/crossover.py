@@ -79,8 +79,15 @@ class Crossover:
                    bool(data.get("pays", True)), best, bool(data.get("predicted_only", False)), data.get("fixed", ""))
 
 
+def speedup_text(speedup: float, low: float, high: float) -> str:
+    """A speedup with its 95% interval, as every view writes it. A prediction from older files kept no host rounds,
+    so a launch-bound one has no spread: "(0.75–0.75)" would read as certainty."""
+    spread = "no spread measured" if low == high else f"{low:.2f}–{high:.2f}"
+    return f"×{speedup:.2f} ({spread})"
+
+
 def _said(e: Estimate) -> str:
-    return f"×{e.speedup:.2f} ({e.low:.2f}–{e.high:.2f})"
+    return speedup_text(e.speedup, e.low, e.high)
 
 
 def _crossings(xs: list[float], ys: list[float]) -> list[tuple[float, Direction]]:

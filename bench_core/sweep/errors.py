@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 from bench_core.sweep import plan
+from bench_core.sweep.crossover import speedup_text
 from bench_core.sweep.predict import depth_check
 from bench_core.sweep.records import Paired, SweepResult, prediction_error, rms_ratio
 
@@ -78,7 +79,7 @@ def coverage(result: SweepResult) -> ErrorFigure:
     held = [(p.label, pair) for p in result.points if (pair := p.paired) is not None]
     missed = [(label, pair) for label, pair in held if not pair.inside]
     text = f"{len(held) - len(missed)} of {len(held)} measured points" + "".join(
-        f"; missed at {label}: measured ×{m.measured:.2f}, predicted ×{m.predicted:.2f} ({m.low:.2f}–{m.high:.2f})"
+        f"; missed at {label}: measured ×{m.measured:.2f}, predicted {speedup_text(m.predicted, m.low, m.high)}"
         for label, m in missed)
     return ErrorFigure("measured speedup inside the prediction's own interval",
                        text if held else "no point has both", bool(held))

@@ -11,6 +11,7 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from bench_core.results.figures import RUN_COLORS, _finish
+from bench_core.sweep.crossover import speedup_text
 from bench_core.sweep.records import PointResult, Source, SweepResult, crossovers
 
 MEASURED_COLOR, PREDICTED_COLOR, CROSS_COLOR = "#1565c0", "#ef6c00", "#6a1b9a"
@@ -45,9 +46,8 @@ def _text(result: SweepResult, p: PointResult, memory_first: bool = False) -> st
     mem = f"peak memory {memory[0]:+.1%} ({memory[1]})" if memory else ""
     if est is None:
         speed = f"no speedup ({p.prediction_note or 'not measured'})"
-    else:   # a prediction from older files kept no host rounds: a launch-bound one has no spread to show
-        spread = "no spread measured" if est[1] == est[2] else f"{est[1]:.2f}–{est[2]:.2f}"
-        speed = f"×{est[0]:.2f} ({spread}), {p.source}, {p.bound or 'bound unknown'}"
+    else:
+        speed = f"{speedup_text(*est)}, {p.source}, {p.bound or 'bound unknown'}"
     lines = [p.label, mem, speed] if memory_first else [p.label, speed, mem]
     return "<br>".join(line for line in lines if line)
 
@@ -189,7 +189,7 @@ def sweep_heatmap(result: SweepResult) -> go.Figure:
              for p in result.points if p.estimate and p.source}
     bound = max((abs(v[0]) for v in cells.values()), default=1.0) or 1.0
     ticks = [t for t in SPEEDUP_TICKS if abs(math.log2(t)) <= bound + 1e-9]
-    colorbar = dict(title="×", thickness=12, tickvals=[math.log2(t) for t in ticks],
+    colorbar = dict(title="speedup", thickness=12, tickvals=[math.log2(t) for t in ticks],
                     ticktext=[f"×{t:g}" for t in ticks])
     fig = go.Figure(_cells(cells, (len(ys), len(xs)), "RdBu", bound, colorbar, ""))
     for source in (Source.MEASURED, Source.PREDICTED):
@@ -241,8 +241,8 @@ def peak_memory_map(result: SweepResult) -> go.Figure:
              for p, memory in known}
     bound = max((abs(v[0]) for v in cells.values()), default=1.0) or 1.0
     # "–" in a cell without a figure: a long word there shrank every cell's text
-    fig = go.Figure(_cells(cells, (len(rows), len(cols)), "RdBu", bound, dict(title="%", thickness=12), "–",
-                           reverse=True))
+    colorbar = dict(title="memory", thickness=12, ticksuffix="%")
+    fig = go.Figure(_cells(cells, (len(rows), len(cols)), "RdBu", bound, colorbar, "–", reverse=True))
     for source in (Source.MEASURED, Source.PREDICTED):
         found = [p for p, m in known if m[1] == source]
         if found:

@@ -19,7 +19,7 @@ from bench_core.models.families import mlp_hidden
 from bench_core.results.chart_layout import LAYOUT, LEGEND_ROW_PX
 from bench_core.results.records import Status
 from bench_core.sweep import plan
-from bench_core.sweep.crossover import Crossover, Direction, Estimate, crossover
+from bench_core.sweep.crossover import Crossover, Direction, Estimate, crossover, speedup_text
 from bench_core.sweep.errors import error_figures, step_time_error
 from bench_core.sweep.figures import sweep_figure
 from bench_core.sweep.history import SweepStore
@@ -190,6 +190,12 @@ def test_a_small_gain_is_said_with_its_interval_and_an_old_file_still_reads():
     old = {k: v for k, v in found.to_dict().items() if k != "fixed"} | {"axis": "batch_size at width=768",
                                                                         "best": 1.0098}
     assert Crossover.from_dict(old).best is None and "at best" not in Crossover.from_dict(old).text
+
+
+def test_a_speedup_without_spread_does_not_read_as_certain():
+    """A launch-bound prediction from older files kept no host rounds: its interval is one number, said as such."""
+    assert speedup_text(0.75, 0.75, 0.75) == "×0.75 (no spread measured)"
+    assert speedup_text(1.0098, 1.0041, 1.0155) == "×1.01 (1.00–1.02)"
 
 
 def test_a_crossing_no_point_of_its_line_measured_says_so():
