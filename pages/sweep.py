@@ -119,7 +119,7 @@ def show(result: SweepResult, key: str, live: bool = False) -> None:
     """A sweep's figures, map, table and downloads; `live`: one still running, whose missing crossover is not yet
     an answer and whose downloads wait for its end."""
     found = crossovers(result)
-    none = f"no crossover of ×1.00 among the {sum(1 for p in result.points if p.estimate)} points done so far" \
+    none = f"no crossover of ×1.00 among the {result.estimated} points done so far" \
         if live else "no crossover of ×1.00 inside the swept values"
     lines = [f"crossover: **{c.text}**" for c in found] or [none]
     lines += [f"{e.label}: " + (f"**{e.text}**" if e.found else e.text) for e in error_figures(result)]
@@ -174,7 +174,7 @@ def live() -> None:
                     text=f"{progress.phase.value}: {progress.done} of {progress.total} points{eta}")
     st.button("Cancel (keeps the points that finished)", on_click=lambda: sweeps.cancel(role()),
               disabled=not is_operator(), key="sweep_cancel")
-    if sum(1 for p in current.points if p.estimate) < 2:
+    if current.estimated < 2:
         st.caption("The map and the crossover appear once two points are predicted.")
     else:
         show(current, "live", live=True)

@@ -274,6 +274,11 @@ class SweepResult:
         return (est[0], *wider) if wider else est
 
     @property
+    def estimated(self) -> int:
+        """How many points have a speedup (measured or predicted) so far: the map needs two."""
+        return sum(1 for p in self.points if p.estimate)
+
+    @property
     def title(self) -> str:
         return f"{self.spec.comparison.b.key} vs {self.spec.comparison.a.key}"
 
