@@ -7,7 +7,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import plotly.colors
 import plotly.graph_objects as go
 
 from bench_core.results.figures import RUN_COLORS, _finish
@@ -26,8 +25,8 @@ CELL_MARKERS: dict[Source, dict[str, Any]] = {Source.MEASURED: dict(symbol="circ
                                                                        line=dict(width=2, color="#212121"))}
 HEIGHT = 440   # for a two-line title and no legend; _finish adds what the title's further lines and legend need
 NAMES = {Source.MEASURED: "measured end to end", Source.PREDICTED: "predicted from kernels"}
-CELL_NAMES = {Source.MEASURED: NAMES[Source.MEASURED], Source.PREDICTED: f"{NAMES[Source.PREDICTED]} (paler cell)"}
-PALE_SHARE = 0.55   # how much white a predicted cell's colour is mixed with: still the same hue, plainly lighter
+CELL_NAMES = {Source.MEASURED: NAMES[Source.MEASURED], Source.PREDICTED: f"{NAMES[Source.PREDICTED]} (≈, dotted edge)"}
+EDGE = 0.46   # a predicted cell's dotted edge, inset from the cell's half-width of 0.5 so neighbours' edges stay apart
 
 
 def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, log_x: bool) -> go.Figure:
@@ -63,7 +62,7 @@ def _swept_ticks(fig: go.Figure, values: list[int]) -> go.Figure:
 
 def _wrapped(result: SweepResult) -> str:
     """The title "B vs A" on two lines: two stage keys side by side run past a phone's width."""
-    return result.title.replace(" vs ", "<br>vs ", 1)
+    return result.title.replace(" vs A ", "<br>vs A ", 1)
 
 
 def comparable(a: SweepResult, b: SweepResult) -> bool:
@@ -146,37 +145,27 @@ def _grid_axes(fig: go.Figure, xs: Sequence[int], ys: Sequence[int]) -> go.Figur
     return fig.update_layout(plot_bgcolor=EMPTY_CELL, margin=dict(pad=0))
 
 
-def _pale(scale: str, share: float = PALE_SHARE) -> list[list[Any]]:
-    """A colour scale mixed with white: a predicted cell's colour, so it does not look as sure as a measured one."""
-    out = []
-    for pos, colour in plotly.colors.get_colorscale(scale):
-        r, g, b = plotly.colors.unlabel_rgb(colour)
-        out.append([pos, "rgb({:.0f},{:.0f},{:.0f})".format(*(c + (255 - c) * share for c in (r, g, b)))])
-    return out
-
-
-def _cells(cells: dict[tuple[int, int], tuple[float, str, str, Source]], shape: tuple[int, int], scale: str,
-           bound: float, colorbar: dict, empty_text: str, reverse: bool = False) -> list[go.Heatmap]:
-    """A heatmap's cells, (row, column) -> (value, text, hover, source), as two layers on one colour range: the
-    measured cells in the scale's own colours, the predicted ones paler. Only one layer carries the colour bar
-    (the measured one, where there is any), and only one writes `empty_text` in cells with no figure."""
+def _cells(fig: go.Figure, cells: dict[tuple[int, int], tuple[float, str, str, Source]], shape: tuple[int, int],
+           colorbar: dict, empty_text: str, reverse: bool = False) -> go.Figure:
+    """A heatmap's cells, (row, column) -> (value, text, hover, source), on a colour range symmetric about 0. A
+    predicted cell has the colour of its value, as a measured one does (drawn paler, call 29's predicted ×0.59 read
+    milder than its measured ×0.63 neighbour: on a diverging scale pale means near ×1.00); it is told apart by an
+    "≈" before its figure and a dotted edge. `empty_text` fills cells with no figure."""
     rows, cols = shape
-    layers: list[go.Heatmap] = []
-    for source in (Source.MEASURED, Source.PREDICTED):
-        mine = {k: v for k, v in cells.items() if v[3] == source}
-        if not mine and layers:
-            continue
-        z: list[list[float | None]] = [[None] * cols for _ in range(rows)]
-        text = [[empty_text if not layers and (i, j) not in cells else "" for j in range(cols)] for i in range(rows)]
-        hover = [[""] * cols for _ in range(rows)]
-        for (i, j), (value, label, tip, _) in mine.items():
-            z[i][j], text[i][j], hover[i][j] = value, label, tip
-        layers.append(go.Heatmap(x=list(range(cols)), y=list(range(rows)), z=z, text=text, texttemplate="%{text}",
-                                 hovertext=hover, hoverinfo="text", zmid=0, zmin=-bound, zmax=bound,
-                                 colorscale=scale if source == Source.MEASURED else _pale(scale),
-                                 reversescale=reverse, showscale=not layers, colorbar=colorbar,
-                                 name=f"{NAMES[source]} (cell)"))
-    return layers
+    bound = max((abs(v[0]) for v in cells.values()), default=1.0) or 1.0
+    z: list[list[float | None]] = [[None] * cols for _ in range(rows)]
+    text = [[empty_text] * cols for _ in range(rows)]
+    hover = [[""] * cols for _ in range(rows)]
+    for (i, j), (value, label, tip, source) in cells.items():
+        z[i][j], hover[i][j] = value, tip
+        text[i][j] = ("≈" if source == Source.PREDICTED else "") + label
+        if source == Source.PREDICTED:   # dark dots on a light line: the edge shows on the deepest cell and the palest
+            for line in (dict(color="white", width=3), dict(color="#212121", width=1.5, dash="dot")):
+                fig.add_shape(type="rect", x0=j - EDGE, x1=j + EDGE, y0=i - EDGE, y1=i + EDGE, layer="above",
+                              line=line)
+    return fig.add_trace(go.Heatmap(x=list(range(cols)), y=list(range(rows)), z=z, text=text, texttemplate="%{text}",
+                                    hovertext=hover, hoverinfo="text", zmid=0, zmin=-bound, zmax=bound,
+                                    colorscale="RdBu", reversescale=reverse, colorbar=colorbar, name="cells"))
 
 
 def sweep_heatmap(result: SweepResult) -> go.Figure:
@@ -189,9 +178,9 @@ def sweep_heatmap(result: SweepResult) -> go.Figure:
              for p in result.points if p.estimate and p.source}
     bound = max((abs(v[0]) for v in cells.values()), default=1.0) or 1.0
     ticks = [t for t in SPEEDUP_TICKS if abs(math.log2(t)) <= bound + 1e-9]
-    colorbar = dict(title="speedup", thickness=12, tickvals=[math.log2(t) for t in ticks],
+    colorbar = dict(title="B over A", thickness=12, tickvals=[math.log2(t) for t in ticks],
                     ticktext=[f"×{t:g}" for t in ticks])
-    fig = go.Figure(_cells(cells, (len(ys), len(xs)), "RdBu", bound, colorbar, ""))
+    fig = _cells(go.Figure(), cells, (len(ys), len(xs)), colorbar, "")
     for source in (Source.MEASURED, Source.PREDICTED):
         pts = [p for p in result.points if p.source == source]
         if pts:
@@ -215,7 +204,8 @@ def peak_memory_map(result: SweepResult) -> go.Figure:
     heatmap over two; less memory is blue."""
     known = [(p, memory) for p in result.points if (memory := p.memory) is not None]
     axes = result.spec.axes
-    title = f"{_wrapped(result)}<br><sup>peak memory of B against A on {result.gpu or result.device}</sup>"
+    title = (f"{_wrapped(result)}<br><sup>peak memory of B against A on {result.gpu or result.device} "
+             "(below 0%: B needs less)</sup>")
     if len(axes) == 1:
         name = axes[0].name
         line = sorted(known, key=lambda k: k[0].value(name))
@@ -239,10 +229,9 @@ def peak_memory_map(result: SweepResult) -> go.Figure:
     cells = {(rows.index(p.value(axes[1].name)), cols.index(p.value(axes[0].name))):
              (100 * memory[0], f"{100 * memory[0]:+.1f}%", _text(result, p, memory_first=True), memory[1])
              for p, memory in known}
-    bound = max((abs(v[0]) for v in cells.values()), default=1.0) or 1.0
     # "–" in a cell without a figure: a long word there shrank every cell's text
-    colorbar = dict(title="memory", thickness=12, ticksuffix="%")
-    fig = go.Figure(_cells(cells, (len(rows), len(cols)), "RdBu", bound, colorbar, "–", reverse=True))
+    colorbar = dict(title="B vs A", thickness=12, ticksuffix="%")
+    fig = _cells(go.Figure(), cells, (len(rows), len(cols)), colorbar, "–", reverse=True)
     for source in (Source.MEASURED, Source.PREDICTED):
         found = [p for p, m in known if m[1] == source]
         if found:

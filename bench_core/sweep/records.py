@@ -280,7 +280,7 @@ class SweepResult:
 
     @property
     def title(self) -> str:
-        return f"{self.spec.comparison.b.key} vs {self.spec.comparison.a.key}"
+        return f"B {self.spec.comparison.b.key} vs A {self.spec.comparison.a.key}"
 
     def to_dict(self) -> dict:
         return {"format": FORMAT, "sweep_id": self.sweep_id, "created_at": self.created_at,

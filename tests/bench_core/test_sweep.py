@@ -795,26 +795,28 @@ def test_sweeps_of_one_comparison_from_two_gpus_share_a_line_chart():
 
 def test_two_axes_draw_a_heatmap_centred_on_one():
     fig = sweep_figure(_result(two_axes=True))
-    heat, pale = fig.data[:2]
-    assert heat.type == pale.type == "heatmap" and heat.zmid == pale.zmid == 0
-    # measured cells in the scale's own colours, predicted ones paler, on one colour range and one colour bar
-    assert heat.z[0][1] == pytest.approx(math.log2(1.0)) and heat.z[0][0] is None        # measured at (128, 2)
-    assert pale.z[0][0] == pytest.approx(math.log2(0.5 * 1.1)) and pale.z[0][1] is None  # predicted only at (64, 2)
-    assert (heat.zmin, heat.zmax) == (pale.zmin, pale.zmax) and heat.showscale and not pale.showscale
-    assert all(a[0] == pytest.approx(b[0]) and a[1] != b[1] for a, b in zip(heat.colorscale, pale.colorscale,
-                                                                             strict=True))
-    assert {t.name for t in fig.data[2:]} == {"measured end to end", "predicted from kernels (paler cell)"}
+    heat = fig.data[0]
+    assert heat.type == "heatmap" and heat.zmid == 0 and heat.zmin == -heat.zmax
+    # a value has one colour, measured or predicted (a paler predicted ×0.59 read milder than a measured ×0.63);
+    # a predicted cell says "≈" and has a dotted edge, and only it
+    assert heat.z[0][1] == pytest.approx(math.log2(1.0)) and heat.text[0][1] == "×1.00"      # measured at (128, 2)
+    assert heat.z[0][0] == pytest.approx(math.log2(0.5 * 1.1)) and heat.text[0][0] == "≈×0.55"  # predicted (64, 2)
+    edged = {((s.x0 + s.x1) / 2, (s.y0 + s.y1) / 2) for s in fig.layout.shapes if s.line.dash == "dot"}
+    marked = {(j, i) for i, row in enumerate(heat.text) for j, t in enumerate(row) if t.startswith("≈")}
+    assert edged == marked and (0, 0) in marked and (1, 0) not in marked
+    assert all(s.x1 - s.x0 < 1 for s in fig.layout.shapes if s.line.dash == "dot")   # neighbours' edges apart
+    assert {t.name for t in fig.data[1:]} == {"measured end to end", "predicted from kernels (≈, dotted edge)"}
     # one evenly spaced cell a value (as numbers, batch 2 and 4 drew cells from 1 to 5), labelled with the value
     assert list(heat.x) == [0, 1] and list(fig.layout.xaxis.ticktext) == ["64", "128"]
     # the plot is the cells and nothing round them: the grey behind an empty cell framed them where padded
     assert list(fig.layout.xaxis.range) == [-0.5, 1.5] and fig.layout.margin.pad == 0
     # each marker in its cell's corner, off the figure written at the centre
-    measured = next(t for t in fig.data[2:] if t.name == "measured end to end")
+    measured = next(t for t in fig.data[1:] if t.name == "measured end to end")
     assert all(0 < abs(x - round(x)) < 0.5 for x in measured.x) and all(0 < abs(y - round(y)) < 0.5
                                                                        for y in measured.y)
     # measured a dark dot with a light edge, predicted a light diamond ringed dark: each shows on the deepest and
     # the palest cell alike, and the shapes differ where a phone's small marker blurs the fill
-    predicted = next(t for t in fig.data[2:] if t.name == "predicted from kernels (paler cell)")
+    predicted = next(t for t in fig.data[1:] if t.name == "predicted from kernels (≈, dotted edge)")
     assert measured.marker.color == "#212121" and measured.marker.line.color == "white"
     assert predicted.marker.color == "white" and predicted.marker.line.color == "#212121"
     assert measured.marker.symbol != predicted.marker.symbol
@@ -831,7 +833,7 @@ def test_two_axes_draw_a_heatmap_centred_on_one():
     bare = replace(bare, points=tuple(replace(p, measurement=None) for p in bare.points))
     first = bare.points[0]
     flat = bare.with_point(replace(first, prediction=replace(first.prediction, low=0.55, high=0.55)))
-    assert "×0.55 (no spread measured), predicted" in sweep_figure(flat).data[1].hovertext[0][0]
+    assert "×0.55 (no spread measured), predicted" in sweep_figure(flat).data[0].hovertext[0][0]
 
 
 def test_a_predicted_points_interval_takes_in_the_error_the_measured_points_showed():
@@ -926,4 +928,4 @@ def test_the_html_report_holds_the_map_and_each_point(tmp_path):
     # a point without a peak figure says why (two of these CPU points only have their prediction)
     assert "<p>Peak memory: 2 of 4 points have no peak-memory figure: on a CPU only a run end to end" in text
     # the title may break after each "+" on a phone, not inside a lever's name
-    assert "<h1>adam-fused+<wbr>layernorm+<wbr>fp32 vs adam+<wbr>layernorm+<wbr>fp32 on CPU</h1>" in text
+    assert "<h1>B adam-fused+<wbr>layernorm+<wbr>fp32 vs A adam+<wbr>layernorm+<wbr>fp32 on CPU</h1>" in text
