@@ -50,10 +50,14 @@ class Crossover:
     def text(self) -> str:
         """What a reader is told first comes first: whether any point was measured, then where the speedup crosses
         ×1.00 (or that no interval can place it), then how much the lever pays past it, its best point whole."""
-        lo = "below the range" if self.low is None else f"{self.low:,.0f}"
-        hi = "beyond the range" if self.high is None else f"{self.high:,.0f}"
+        # a decimal more where a bound would read as the crossing itself: call 29's 15.99 (15.58–25.49) read
+        # "16 (16–25)", as if the crossing sat on its own bound
+        bounds = [b for b in (self.low, self.high) if b is not None]
+        d = 1 if any(f"{b:,.0f}" == f"{self.value:,.0f}" and b != self.value for b in bounds) else 0
+        lo = "below the range" if self.low is None else f"{self.low:,.{d}f}"
+        hi = "beyond the range" if self.high is None else f"{self.high:,.{d}f}"
         span = f"({lo}–{hi})" if self.located else "(not located: its interval spans every swept value)"
-        where = f"{self.axis} ≈ {self.value:,.0f} {span}" + (f" at {self.fixed}" if self.fixed else "")
+        where = f"{self.axis} ≈ {self.value:,.{d}f} {span}" + (f" at {self.fixed}" if self.fixed else "")
         side = "above" if self.direction == Direction.PAYS_ABOVE else "below"
         if self.pays:
             # a predicted best says so: call 25's FP8 map read "×1.44 (1.24–1.68) at best" of a point never run
@@ -82,8 +86,11 @@ class Crossover:
 def speedup_text(speedup: float, low: float, high: float) -> str:
     """A speedup with its 95% interval, as every view writes it. A prediction from older files kept no host rounds,
     so a launch-bound one has no spread: "(0.75–0.75)" would read as certainty."""
-    spread = "no spread measured" if low == high else f"{low:.2f}–{high:.2f}"
-    return f"×{speedup:.2f} ({spread})"
+    # a bound that is not 1 but rounds to 1.00 gets a third digit: call 29's ×1.01 (1.00–1.02), faster beyond
+    # its interval, read as a tie
+    d = 3 if any(v != 1 and f"{v:.2f}" == "1.00" for v in (low, high)) else 2
+    spread = "no spread measured" if low == high else f"{low:.{d}f}–{high:.{d}f}"
+    return f"×{speedup:.{d}f} ({spread})"
 
 
 def _said(e: Estimate) -> str:

@@ -182,20 +182,32 @@ def test_a_small_gain_is_said_with_its_interval_and_an_old_file_still_reads():
     assert found is not None and found.pays
     found = replace(found, fixed="width=768")
     assert found.text.startswith("pays above batch_size ≈ ") and \
-        found.text.endswith(" at width=768: ×1.01 (1.00–1.02) at best, at batch_size=32")
+        found.text.endswith(" at width=768: ×1.010 (1.004–1.016) at best, at batch_size=32")
     # a best point that was only predicted says so (call 25's FP8 map: ×1.44 at width 4,096, never run)
     guessed = crossover("batch_size", [*points[:2], replace(points[2], measured=False)])
-    assert guessed is not None and ": ×1.01 (1.00–1.02) at best, predicted, at batch_size=32" in guessed.text
+    assert guessed is not None and ": ×1.010 (1.004–1.016) at best, predicted, at batch_size=32" in guessed.text
     assert Crossover.from_dict(guessed.to_dict()) == guessed
     old = {k: v for k, v in found.to_dict().items() if k != "fixed"} | {"axis": "batch_size at width=768",
                                                                         "best": 1.0098}
     assert Crossover.from_dict(old).best is None and "at best" not in Crossover.from_dict(old).text
 
 
+def test_a_crossing_never_reads_as_sitting_on_its_own_bound():
+    """Call 29's crossing at width 768, 15.99 (15.58–25.49), read "≈ 16 (16–25)": a decimal more where a bound
+    rounds to the crossing, none otherwise."""
+    near = Crossover("batch_size", 15.985, 15.576, 25.486, Direction.PAYS_ABOVE, pays=False)
+    assert "batch_size ≈ 16.0 (15.6–25.5)" in near.text
+    assert "batch_size ≈ 19 (8–31)" in replace(near, value=18.88, low=7.72, high=30.72).text
+    assert "batch_size ≈ 16.0 (below the range–16.4)" in replace(near, low=None, high=16.4).text
+
+
 def test_a_speedup_without_spread_does_not_read_as_certain():
     """A launch-bound prediction from older files kept no host rounds: its interval is one number, said as such."""
     assert speedup_text(0.75, 0.75, 0.75) == "×0.75 (no spread measured)"
-    assert speedup_text(1.0098, 1.0041, 1.0155) == "×1.01 (1.00–1.02)"
+    # a bound that rounds to 1.00 but is not 1 gets a third digit: faster beyond its interval must not read as a tie
+    assert speedup_text(1.0098, 1.0041, 1.0155) == "×1.010 (1.004–1.016)"
+    assert speedup_text(0.997, 0.97, 1.02) == "×1.00 (0.97–1.02)"
+    assert speedup_text(1.0, 1.0, 1.05) == "×1.00 (1.00–1.05)"
 
 
 def test_a_crossing_no_point_of_its_line_measured_says_so():
