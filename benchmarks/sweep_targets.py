@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench_core.sweep.errors import held_out_count
+from bench_core.sweep.errors import held_out_count, own_interval_count
 from bench_core.sweep.records import Paired, PointResult, SweepResult, from_json, is_sweep_json
 
 STEP_TARGET = 0.10     # the issue's: predicted step time within 10% of the measured one
@@ -112,8 +112,10 @@ def report(found: list[Check]) -> list[str]:
                      f"target >= {SIDE_TARGET:.0%}) {'met' if sides_ok / len(found) >= SIDE_TARGET else 'missed'}; "
                      "at a point measured x1.00, the predicted interval overlapping the measured one")
         # no target: how far the prediction's own interval can be taken at its word (the sweep widens it by its errors)
+        inside, judged, without = own_interval_count([c.paired for c in found if c.paired])
         lines.append("measured speedup inside the prediction's own interval: "
-                     f"{sum(bool(c.paired and c.paired.inside) for c in found)} of {len(found)}")
+                     f"{inside} of {judged}" + (f" ({without} predicted without an interval, not counted)"
+                                                if without else ""))
         out = held_out_count([c.paired for c in found if c.paired])
         lines.append("measured speedup inside the widened interval, each point widened by the others' errors: "
                      + (f"{out[0]} of {out[1]}" if out else "too few points"))

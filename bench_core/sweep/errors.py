@@ -74,15 +74,25 @@ def error_figures(result: SweepResult) -> tuple[ErrorFigure, ...]:
             coverage(result), held_out(result), *depth_checks(result))
 
 
+def own_interval_count(pairs: list[Paired]) -> tuple[int, int, int]:
+    """(held, judged, without): of the predictions with an interval, how many held the measured speedup; and how
+    many had none (call 29's four launch-bound ones), which cannot hold anything and are not counted as misses."""
+    judged = [p for p in pairs if p.has_interval]
+    return sum(p.inside for p in judged), len(judged), len(pairs) - len(judged)
+
+
 def coverage(result: SweepResult) -> ErrorFigure:
     """How often the prediction's own interval held the measured speedup, and where it did not."""
     held = [(p.label, pair) for p in result.points if (pair := p.paired) is not None]
-    missed = [(label, pair) for label, pair in held if not pair.inside]
-    text = f"{len(held) - len(missed)} of {len(held)} measured points" + "".join(
+    inside, judged, without = own_interval_count([pair for _, pair in held])
+    missed = [(label, pair) for label, pair in held if pair.has_interval and not pair.inside]
+    text = f"{inside} of {judged} measured points" + (
+        f" ({without} more predicted without an interval, not counted)" if without else "") + "".join(
         f"; missed at {label}: measured ×{m.measured:.2f}, predicted {speedup_text(m.predicted, m.low, m.high)}"
         for label, m in missed)
     return ErrorFigure("measured speedup inside the prediction's own interval",
-                       text if held else "no point has both", bool(held))
+                       text if judged else "no point has both" if not held else "no prediction had an interval",
+                       bool(judged))
 
 
 def held_out_count(pairs: list[Paired]) -> tuple[int, int] | None:

@@ -69,6 +69,12 @@ class Paired:
     high: float
 
     @property
+    def has_interval(self) -> bool:
+        """False for a prediction kept without spread (older files' launch-bound ones): nothing to hold a
+        measurement, so no coverage count judges it."""
+        return self.low != self.high
+
+    @property
     def inside(self) -> bool:
         """The measurement inside the prediction's own interval (not the one widened by the sweep's errors, which
         is fitted to these very points)."""
