@@ -568,13 +568,20 @@ def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
     host = result.with_point(replace(result.points[2], measurement=replace(result.points[2].measurement,
                                                                             bound="launch-bound")))
     assert step_time_error(host).points == 1
+    # and is stated apart, so the page's "worst" is never beaten by a figure further down its table
+    launch = step_time_error(host, "launch-bound")
+    assert launch.points == 1 and "over 1 launch-bound point" in launch.text
+    assert any(e.label.startswith("step-time prediction error at launch-bound") and e.text == launch.text
+               for e in error_figures(host))
+    assert not any("launch-bound" in e.label for e in error_figures(result))
     # every view words both errors from one place: the figures here, the reason where no point has both
     rms, step, _, _ = error_figures(result)
     assert rms.found and rms.text == f"{prediction_error(result):.1%}" and step.text == steps.text
     unmeasured = error_figures(replace(result, points=tuple(replace(p, measurement=None) for p in result.points)))
-    assert [(e.found, e.text) for e in unmeasured] == [(False, "no point has both"),
-                                                        (False, "no GPU-bound point has both"),
-                                                        (False, "no point has both"),
+    assert [(e.found, e.text) for e in unmeasured] == [(False, "no point was both predicted and measured"),
+                                                        (False, "no GPU-bound point was both predicted and "
+                                                                "measured"),
+                                                        (False, "no point was both predicted and measured"),
                                                         (False, "needs 3 measured points")]
 
     row = csv_rows(result)[1]
