@@ -118,7 +118,7 @@ def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
     # speedups on a log scale, as ratios are (×0.5 and ×2 equally far from ×1.00): a CPU point's interval up to
     # ×8.87 squashed every other point into the bottom of a linear axis. Ticks named as speedups: plotly's own
     # log ticks read "2, 10, 5, 2, 1, 5, 2, 0.1", with 20, 2 and 0.2 all written "2".
-    ticks = [t for t in LOG_TICKS if min(shown, default=1.0) <= t * 1.5 and t / 1.5 <= max(shown, default=1.0)]
+    ticks = speedup_ticks(min(shown, default=1.0), max(shown, default=1.0))
     fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"×{t:g}" for t in ticks])
     return _swept_ticks(_layout(fig, title, axis, "speedup (×)", log_x=True), [p.value(axis) for r in results
                                                                                    for p in r.points])
@@ -129,7 +129,27 @@ def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
 CORNER = (-0.28, 0.28)
 EMPTY_CELL = "#d6d6d6"
 SPEEDUP_TICKS = (0.25, 0.5, 0.7, 1.0, 1.4, 2.0, 4.0)   # the colour bar's ticks, as speedups (its scale is log2)
-LOG_TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 0.7, 1.0, 1.4, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)   # a line's y ticks
+# A line's y ticks, coarse to fine: the coarsest ladder that puts three ticks inside the drawn figures (a CPU line
+# from ×1.02 to ×1.07 had one tick, "×1", and its points could be read only by hovering).
+TICK_LADDERS = ((0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 0.7, 1.0, 1.4, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0),
+                (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.6, 2.0, 2.5, 3.0),
+                (0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.4, 1.5),
+                (0.96, 0.97, 0.98, 0.99, 1.0, 1.01, 1.02, 1.03, 1.04, 1.05, 1.06, 1.07, 1.08))
+
+
+MAX_TICKS = 6
+
+
+def speedup_ticks(low: float, high: float) -> list[float]:
+    """Ticks for speedups drawn from `low` to `high`: the coarsest ladder with three inside, else the finest's,
+    with a tick either side of the range where one is near."""
+    for ladder in TICK_LADDERS:
+        inside = [t for t in ladder if low <= t <= high]
+        if len(inside) >= 3:
+            step = math.ceil(len(inside) / MAX_TICKS)   # a finer ladder can hold a dozen: every other, ×1 kept
+            return inside[inside.index(1.0) % step if 1.0 in inside else 0::step]
+    ladder = TICK_LADDERS[-1]
+    return [t for t in ladder if low / 1.03 <= t <= high * 1.03] or [1.0]
 
 
 def _grid_axes(fig: go.Figure, xs: Sequence[int], ys: Sequence[int]) -> go.Figure:

@@ -801,6 +801,11 @@ def test_the_line_draws_measured_filled_predicted_hollow_and_the_crossover_band(
     assert fig.layout.yaxis.type == "log" and list(fig.layout.xaxis.tickvals) == [64, 128, 256, 512]
     # named as speedups, each once (plotly's own read "2, 10, 5, 2, 1"), over the points' intervals (×0.5 to ×2.2)
     assert list(fig.layout.yaxis.ticktext) == ["×0.5", "×0.7", "×1", "×1.4", "×2"]
+    # a narrow range gets a finer ladder (a CPU line from ×1.02 to ×1.07 had one tick), thinned with ×1 kept
+    from bench_core.sweep.figures import MAX_TICKS, speedup_ticks
+    assert speedup_ticks(1.0, 1.1) == [1.0, 1.05, 1.1] and speedup_ticks(0.97, 1.06) == [0.98, 1.0, 1.02, 1.04, 1.06]
+    assert all(3 <= len(speedup_ticks(lo, hi)) <= MAX_TICKS and (not lo <= 1 <= hi or 1.0 in speedup_ticks(lo, hi))
+               for lo, hi in [(0.05, 9.0), (0.3, 3.0), (0.59, 1.03), (1.2, 1.5), (0.98, 1.07)])
     assert fig.layout.xaxis.range[0] < math.log10(64) and fig.layout.xaxis.range[1] > math.log10(512)
 
 
