@@ -52,11 +52,11 @@ def cannot_run(comparison: Comparison) -> str | None:
 
 
 def lever_label(name: str, family: str) -> str:
+    """A lever as the list offers it: marked where this family has no use for it, or this machine cannot run it."""
     try:
-        reason = cannot_run(parse_comparison(name, family))
-    except ConfigError as exc:
-        reason = exc.limit
-    return f"{name} (cannot run here)" if reason else name
+        return f"{name} (cannot run here)" if cannot_run(parse_comparison(name, family)) else name
+    except ConfigError:
+        return f"{name} (not in the {family} family)"
 
 
 # The comparison outside the form: which field applies, and what B and A are, show as they are chosen.
@@ -80,6 +80,7 @@ try:
     st.caption(f"B `{comparison.b.key}` against A `{comparison.a.key}`"
                + (f". It cannot run here: {reason}." if reason else "."))
 except ConfigError as exc:
+    reason = exc.limit
     st.caption(f"{exc.field}: {exc.limit}.")
 
 with st.form("sweep_form"):
@@ -94,7 +95,9 @@ with st.form("sweep_form"):
                             "prediction; a compiled stage compiles each part too, so its points take longer to "
                             "predict)",
                             key="sweep_breakdown")
-    start = st.form_submit_button("Start the sweep", type="primary", disabled=not is_operator() or sweeps.running)
+    # off where the comparison cannot run (its reason is said above): it had answered only after the click
+    start = st.form_submit_button("Start the sweep", type="primary",
+                                  disabled=not is_operator() or sweeps.running or reason is not None)
 
 if start:
     try:

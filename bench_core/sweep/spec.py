@@ -129,7 +129,9 @@ def parse_comparison(text: str, family: str, pair: bool = False) -> Comparison:
     if a_f is None or b_f is None:
         raise ConfigError("compare", text, f"a stage of this comparison has no form for the {family} family")
     if a_f == b_f:
-        raise ConfigError("compare", text, "the two stages are the same")
+        # a lever the family replaces by its own kind (rmsnorm in GPT, whose stages keep LayerNorm)
+        raise ConfigError("compare", text, f"in the {family} family both stages are {a_f.key}" if a_f != a or b_f != b
+                          else "the two stages are the same")
     return Comparison(a_f, b_f, raw)
 
 
