@@ -42,7 +42,9 @@ def test_each_part_is_a_beside_b_per_step_and_a_part_both_run_alike_is_left_out(
     assert norm.a_kernel_ms == pytest.approx(0.1) and norm.b_kernel_ms is None   # not traced: none
     assert (norm.a_variant, norm.b_variant, norm.point) == ("layernorm@fp32", "apex-fusedln@fp32", "width=64")
     # the difference leads the row as shown, so a phone's first columns hold it
-    assert list(norm.shown())[:3] == ["point", "part", "B - A ms/step"]
+    assert list(norm.shown())[:3] == ["point", "part", "B - A ms/step alone"]
+    assert norm.shown()["B - A ms/step alone"] == 1.0 and all(   # ms to two decimals (the page showed 22.4456)
+        v is None or round(v, 2) == v for k, v in norm.shown().items() if "ms" in k)
 
 
 def test_the_stages_are_taken_in_their_familys_form_and_a_part_timed_for_one_stage_only_keeps_its_row():

@@ -145,7 +145,7 @@ def test_the_breakdown_asked_for_is_kept_with_the_sweep_and_shown_beside_its_map
     row = table.set_index("part").loc["optimizer"]
     # no point ran end to end, and a CPU's prediction has no peak: the page says so under where the map would be
     assert any(c.value.startswith("Peak memory: no point has a peak-memory figure: on a CPU") for c in at.caption)
-    assert (row["A"], row["A ms/step"], row["B"], row["B - A ms/step"]) == ("adam", 2.0, "adam-fused", -1.5)
+    assert (row["A"], row["A ms/step alone"], row["B"], row["B - A ms/step alone"]) == ("adam", 2.0, "adam-fused", -1.5)
 
 
 def test_the_sweep_service_imports_a_json_under_its_id_once_and_renames_a_duplicate(app_env):
