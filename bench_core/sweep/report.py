@@ -10,7 +10,7 @@ from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure
 from bench_core.sweep.memory import memory_gaps
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
 from bench_core.sweep.records import SweepResult, crossovers
-from bench_core.sweep.rows import SHOWN_FIELDS, SHOWN_FORMATS, shown_rows, shown_text
+from bench_core.sweep.rows import SHOWN_COLUMNS, SHOWN_FORMATS, shown_rows, shown_text
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
@@ -41,7 +41,7 @@ def render_html(result: SweepResult) -> str:
     gaps = memory_gaps(result)
     if gaps:
         parts.append(f"<p>Peak memory: {html.escape(gaps)}.</p>")
-    parts.append(_table(rows, list(rows[0]) if rows else list(SHOWN_FIELDS)))
+    parts.append(_table(rows, list(rows[0]) if rows else [c.label for c in SHOWN_COLUMNS]))
     breakdown = [r.shown() for r in breakdown_rows(result)]
     if breakdown:
         parts += [f"<h2>{html.escape(BREAKDOWN_TITLE)}</h2><p>{html.escape(BREAKDOWN_CAPTION)}</p>",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from enum import StrEnum
 
 from bench_core.sweep.records import SweepResult
@@ -18,14 +19,6 @@ CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_
               "measured_a_host_ms", "measured_b_host_ms", "a_host_error", "b_host_error", "memory_source",
               "predicted_peak_mem_change", "measured_peak_mem_change", "predicted_a_peak_mib", "predicted_b_peak_mib",
               "measured_a_peak_mib", "measured_b_peak_mib", "a_peak_error", "b_peak_error")
-# The table the page and the HTML report show, after the axes' values (`shown_rows`): the answer first, so a phone's
-# first columns hold it.
-SHOWN_FIELDS = ("speedup", "source", "bound", "speedup_low", "speedup_high", "peak_mem_change", "predicted_speedup",
-                "measured_speedup", "prediction_error", "predicted_a_ms", "measured_a_ms", "a_step_error",
-                "predicted_b_ms", "measured_b_ms", "b_step_error", "interval_scope", "measured_status",
-                "measured_reason", "prediction_note")
-
-
 
 
 class Shown(StrEnum):
@@ -35,11 +28,31 @@ class Shown(StrEnum):
     MS = "ms"
 
 
-SHOWN_FORMATS: dict[str, Shown] = {
-    **dict.fromkeys(("peak_mem_change", "prediction_error", "a_step_error", "b_step_error"), Shown.PERCENT),
-    **dict.fromkeys(("speedup", "speedup_low", "speedup_high", "predicted_speedup", "measured_speedup"),
-                    Shown.SPEEDUP),
-    **dict.fromkeys(("predicted_a_ms", "measured_a_ms", "predicted_b_ms", "measured_b_ms"), Shown.MS)}
+@dataclass(frozen=True)
+class ShownColumn:
+    """One column of the table the page and the HTML report show: the CSV field it reads, its header (the field
+    names read as code: "speedup_low", "measured_reason"), and how its numbers read."""
+    field: str
+    label: str
+    shown: Shown | None = None
+
+
+# After the axes' values (`shown_rows`): the answer first, so a phone's first columns hold it.
+SHOWN_COLUMNS = (
+    ShownColumn("speedup", "speedup (B over A)", Shown.SPEEDUP), ShownColumn("source", "source"),
+    ShownColumn("bound", "bound"), ShownColumn("speedup_low", "95% low", Shown.SPEEDUP),
+    ShownColumn("speedup_high", "95% high", Shown.SPEEDUP),
+    ShownColumn("peak_mem_change", "peak memory B vs A", Shown.PERCENT),
+    ShownColumn("predicted_speedup", "predicted", Shown.SPEEDUP),
+    ShownColumn("measured_speedup", "measured", Shown.SPEEDUP),
+    ShownColumn("prediction_error", "prediction error", Shown.PERCENT),
+    ShownColumn("predicted_a_ms", "A predicted ms", Shown.MS), ShownColumn("measured_a_ms", "A measured ms", Shown.MS),
+    ShownColumn("a_step_error", "A step error", Shown.PERCENT),
+    ShownColumn("predicted_b_ms", "B predicted ms", Shown.MS), ShownColumn("measured_b_ms", "B measured ms", Shown.MS),
+    ShownColumn("b_step_error", "B step error", Shown.PERCENT), ShownColumn("interval_scope", "interval over"),
+    ShownColumn("measured_status", "run status"), ShownColumn("measured_reason", "why not measured"),
+    ShownColumn("prediction_note", "why not predicted"))
+SHOWN_FORMATS: dict[str, Shown] = {c.label: c.shown for c in SHOWN_COLUMNS if c.shown}   # by header
 
 
 def shown_text(value: object, shown: Shown | None) -> str:
@@ -56,9 +69,11 @@ def shown_text(value: object, shown: Shown | None) -> str:
 
 
 def shown_rows(result: SweepResult) -> list[dict]:
-    """Each point as the page and the report show it: its axis values under the axes' own names, then SHOWN_FIELDS."""
+    """Each point as the page and the report show it: its axis values under the axes' own names, then SHOWN_COLUMNS
+    under their headers."""
     names = [a.name for a in result.spec.axes]
-    return [{**{name: row[f"value_{i + 1}"] for i, name in enumerate(names)}, **{f: row[f] for f in SHOWN_FIELDS}}
+    return [{**{name: row[f"value_{i + 1}"] for i, name in enumerate(names)},
+             **{c.label: row[c.field] for c in SHOWN_COLUMNS}}
             for row in csv_rows(result)]
 
 

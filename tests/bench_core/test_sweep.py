@@ -588,7 +588,7 @@ def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
     assert row["a_step_error"] == pytest.approx(errors[0]) and row["measured_b_ms"] == 10.0
     # the shown table: the axis under its own name, then the answer
     shown = shown_rows(result)[1]
-    assert list(shown)[:3] == ["width", "speedup", "source"] and shown["width"] == 128
+    assert list(shown)[:3] == ["width", "speedup (B over A)", "source"] and shown["width"] == 128
     (c,) = crossovers(result)                 # 0.97 at 128 (measured), 1.2 at 256 (measured)
     assert c.value == pytest.approx(math.exp(math.log(128) + (-math.log(0.97)) * math.log(2) /
                                              (math.log(1.2) - math.log(0.97))))

@@ -48,11 +48,11 @@ def test_the_form_starts_a_sweep_and_the_page_draws_its_map(app, fake_sweeps):
                t["hovertext"][0].startswith("crossover: pays above width") for c in charts for t in c["data"])
     assert any("crossover: **pays above width" in m.value for m in at.markdown)
     # the table's speedups as the map writes them, ×1.00 rather than 1.0000
-    [table] = [d for d in at.dataframe if "speedup" in d.value.columns]
+    [table] = [d for d in at.dataframe if "speedup (B over A)" in d.value.columns]
     words = table.value.select_dtypes(include="object")
-    assert not words.isna().any().any() and "–" in set(words["measured_reason"])   # "–", not "None"
+    assert not words.isna().any().any() and "–" in set(words["why not measured"])   # "–", not "None"
     formats = {name: c.get("type_config", {}).get("format") for name, c in json.loads(table.proto.columns).items()}
-    assert formats["speedup"] == formats["measured_speedup"] == "×%.2f" and formats["prediction_error"] == "percent"
+    assert formats["speedup (B over A)"] == formats["measured"] == "×%.2f" and formats["prediction error"] == "percent"
     history = at.switch_page("pages/history.py").run()
     table = [d.value for d in history.dataframe if "compare" in d.value.columns]
     assert len(table) == 1 and table[0]["measured"].tolist() == [2]
