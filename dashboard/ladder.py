@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from bench_core.levers.presets import across_gpus, default_preset, family_variant, preset
+from bench_core.levers.presets import PRESETS, TWINS, across_gpus, default_preset, family_variant, preset
 from bench_core.levers.registry import KINDS, names_of
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe
 
 # seed under the llama family is the llama-seed ladder: each preset takes the form's family's norms
-PRESET_CAPTIONS = {"seed": "Apex's 4 steps", "native": "PyTorch's own", "peers": "Apex vs Liger, FP8",
+PRESET_CAPTIONS = {"seed": f"Apex's {len(PRESETS['seed'])} steps and {len(TWINS['seed'])} twins",
+                   "native": "PyTorch's own", "peers": "Apex vs Liger, FP8",
                    "all": "seed + native + more", "custom": "build your own"}
 
 

@@ -50,7 +50,8 @@ else:
         seed = presets.preset("seed")
         runs_here = [s for s in seed if not s.unavailable_reason(probe, "cpu")]
         st.info(f"No CUDA GPU here: Apex's stages need one (and a CUDA build of torch), so the seed ladder runs "
-                f"{len(runs_here)} of its {len(seed)} stages on this machine (the PyTorch ones). The "
+                f"{len(runs_here)} of its {len(seed)} stages (its {len(presets.PRESETS['seed'])} steps and their "
+                f"twins) on this machine (the PyTorch ones). The "
                 f"**{presets.default_preset('cpu')}** ladder, chosen below, runs on the CPU.")
 
 form.init(device_kind)

@@ -244,9 +244,12 @@ def key_columns(summary: RunSummary) -> tuple[DisplayColumn, ...]:
 
 
 def key_cell(summary: RunSummary, column: DisplayColumn, stage: StageSummary) -> str:
-    """A key column's cell: a stage the preset runs only as a native twin says so, after the ladder's own."""
+    """A key column's cell: a stage the preset runs only as a twin says so, after the ladder's own; "native" only
+    where it is all PyTorch (the seed's Apex FusedAdam + LayerNorm BF16 twin, which isolates FusedLayerNorm, read
+    "native twin")."""
     twin = column.key == "stage" and is_twin(summary.run.preset, stage.result.stage)
-    return column.cell(stage) + (" (native twin)" if twin else "")
+    native = not stage.result.stage.vendors
+    return column.cell(stage) + ((" (native twin)" if native else " (twin)") if twin else "")
 
 
 def shown(summary: RunSummary) -> tuple[DisplayColumn, ...]:

@@ -57,3 +57,20 @@ def test_terminal_table_fits_and_breaks_names_only_after_a_plus(width):
         assert not cell or cell.endswith("+") or any(key.endswith(cell) for key in (s.key for s in summary.stages))
     if width >= 200:  # a pipe's width: each name on one line
         assert all(s.key in first_cells for s in summary.stages)
+
+
+def test_a_twin_is_called_native_only_where_it_is_all_pytorch():
+    """The seed's twins after its four steps: torch fused Adam in FP32 and native BF16 are native twins; Apex
+    FusedAdam + LayerNorm in BF16 (it isolates FusedLayerNorm) is a twin, and was called native (a new user's pass)."""
+    from bench_core.levers.presets import preset
+    from bench_core.results.columns import key_cell, key_columns
+    from bench_core.results.records import initial_stage
+    run = gpu_run()
+    run = replace(run, stages=tuple(initial_stage(i, s, 4) for i, s in enumerate(preset("seed"))))
+    summary = summarize(run)
+    column = next(c for c in key_columns(summary) if c.key == "stage")
+    cells = {s.result.stage.key: key_cell(summary, column, s) for s in summary.stages}
+    assert cells["adam-fused+layernorm+fp32"].endswith(" (native twin)")
+    assert cells["adam-fused+layernorm+bf16"].endswith(" (native twin)")
+    assert cells["apex-fusedadam+layernorm+bf16"].endswith(" (twin)")
+    assert not any(cells[s.key].endswith("twin)") for s in preset("seed")[:4])
