@@ -1,6 +1,7 @@
 """Where a speedup crosses ×1.00 along one axis: log-speedup interpolated linearly against the log of the axis
 value between the two neighbouring points whose speedups lie on either side, and the crossing's interval from the
-points' own intervals (the crossing of the upper bounds and of the lower bounds). Pure arithmetic, no torch.
+points' own intervals (the crossing of the upper bounds and of the lower bounds), never narrower than the two swept
+values around it (nothing between them was measured). Pure arithmetic, no torch.
 """
 from __future__ import annotations
 
@@ -54,8 +55,8 @@ class Crossover:
         # "16 (16–25)", as if the crossing sat on its own bound
         bounds = [b for b in (self.low, self.high) if b is not None]
         d = 1 if any(f"{b:,.0f}" == f"{self.value:,.0f}" and b != self.value for b in bounds) else 0
-        lo = "below the range" if self.low is None else f"{self.low:,.{d}f}"
-        hi = "beyond the range" if self.high is None else f"{self.high:,.{d}f}"
+        lo = "below the range" if self.low is None else _number(self.low, d)
+        hi = "beyond the range" if self.high is None else _number(self.high, d)
         span = f"({lo}–{hi})" if self.located else "(not located: its interval spans every swept value)"
         where = f"{self.axis} ≈ {self.value:,.{d}f} {span}" + (f" at {self.fixed}" if self.fixed else "")
         side = "above" if self.direction == Direction.PAYS_ABOVE else "below"
@@ -81,6 +82,11 @@ class Crossover:
         best = Estimate(**best) if isinstance(best, dict) else None
         return cls(data["axis"], data["value"], data.get("low"), data.get("high"), Direction(data["direction"]),
                    bool(data.get("pays", True)), best, bool(data.get("predicted_only", False)), data.get("fixed", ""))
+
+
+def _number(x: float, decimals: int) -> str:
+    """An axis value: a swept one (a whole number) as it was swept, "8" and not "8.0"."""
+    return f"{x:,.0f}" if x == round(x) else f"{x:,.{decimals}f}"
 
 
 def speedup_text(speedup: float, low: float, high: float) -> str:
@@ -119,7 +125,7 @@ def crossover(axis: str, points: list[Estimate]) -> Crossover | None:
     xs = [p.x for p in pts]
     found = _crossings(xs, [math.log(p.speedup) for p in pts])
     if not found:
-        return None
+        return _reached(axis, pts)
     value, direction = found[0]
     ups = _crossings(xs, [math.log(p.high) for p in pts])
     downs = _crossings(xs, [math.log(p.low) for p in pts])
@@ -131,6 +137,28 @@ def crossover(axis: str, points: list[Estimate]) -> Crossover | None:
         low = None
     if high is not None and high < value:
         high = None
+    # Between two swept values the line is an assumption, not a measurement: the interval spans at least the two
+    # that bracket the crossing. Call 33's ×0.75 at batch 4 and ×1.005 (1.005–1.006) at 8 read "≈ 7.9 (7.8–7.9)",
+    # where the step turns from the host's pace to the GPU's somewhere between 4 and 8.
+    below, above = max(x for x in xs if x <= value), min(x for x in xs if x >= value)
+    low = None if low is None else min(low, below)
+    high = None if high is None else max(high, above)
     past = [p for p in pts if (p.x > value if direction == Direction.PAYS_ABOVE else p.x < value)]
     return Crossover(axis, value, low, high, direction, pays=any(p.low > 1.0 for p in past),
                      best=max(past, key=lambda p: p.speedup, default=None))
+
+
+def _reached(axis: str, pts: list[Estimate]) -> Crossover | None:
+    """A line that stays below ×1.00 but whose intervals come to hold it: where its upper bounds cross ×1.00, between
+    the two swept values around that. Call 32's Apex map at width 768 (×0.79 at batch 8, then ×1.000 (0.996–1.004)
+    and ×1.00 (0.99–1.01)) had read "no crossover", beside cells reading ×1.00. None where the intervals never
+    reach it, or where the line lies above ×1.00 (a lever that pays at every swept value)."""
+    if not pts or any(p.speedup >= 1.0 for p in pts):
+        return None
+    crossed = _crossings([p.x for p in pts], [math.log(p.high) for p in pts])
+    if not crossed:
+        return None
+    value, direction = crossed[0]
+    xs = [p.x for p in pts]
+    below, above = max(x for x in xs if x <= value), min(x for x in xs if x >= value)
+    return Crossover(axis, value, below, above, direction, pays=False)

@@ -162,15 +162,30 @@ def _line(f, xs, spread):
 
 
 def test_crossover_of_a_known_line_and_its_interval():
-    """speedup = w/1000: ×1.00 at 1000; the upper bounds (×1.1) cross at 1000/1.1, the lower ones at 1100."""
+    """speedup = w/1000: ×1.00 at 1000; the upper bounds (×1.1) cross at 1000/1.1, the lower ones at 1100. Nothing
+    was measured between 500 and 2000, so the interval is never narrower than those two; with points at 950 and
+    1050 around the crossing, the bounds' own crossings are the interval."""
     found = crossover("width", _line(lambda w: w / 1000, [250, 500, 2000, 4000], 1.1))
     assert found is not None and found.direction == Direction.PAYS_ABOVE
     assert found.value == pytest.approx(1000)
-    assert found.low == pytest.approx(1000 / 1.1) and found.high == pytest.approx(1100)
+    assert (found.low, found.high) == (500, 2000)
     # x2, x4 lie above their intervals; the text says how much it pays
     assert found.pays and \
-        found.text == "pays above width ≈ 1,000 (909–1,100): ×4.00 (3.64–4.40) at best, at width=4,000"
+        found.text == "pays above width ≈ 1,000 (500–2,000): ×4.00 (3.64–4.40) at best, at width=4,000"
     assert Crossover.from_dict(found.to_dict()) == found
+    dense = crossover("width", _line(lambda w: w / 1000, [250, 950, 1050, 4000], 1.1))
+    assert dense is not None and dense.low == pytest.approx(1000 / 1.1) and dense.high == pytest.approx(1100)
+
+
+def test_a_crossing_between_two_swept_values_spans_them():
+    """Call 33's Apex map at width 768: ×0.75 (0.69–0.82) at batch 4 and ×1.005 (1.005–1.006) at 8 read
+    "≈ 7.9 (7.8–7.9)", as if batch 7 were known not to pay; the step turns from the host's pace to the GPU's
+    somewhere between 4 and 8, and nothing between them ran."""
+    points = [Estimate(2, 0.63, 0.57, 0.71), Estimate(4, 0.75, 0.69, 0.82), Estimate(8, 1.005, 1.005, 1.006),
+              Estimate(16, 1.0, 0.99, 1.01)]
+    found = crossover("batch_size", points)
+    assert found is not None and 4 < found.value < 8 and (found.low, found.high) == (4, 8)
+    assert "batch_size ≈ 7.9 (4–8)" in found.text
 
 
 def test_a_small_gain_is_said_with_its_interval_and_an_old_file_still_reads():
@@ -235,8 +250,7 @@ def test_a_lever_that_only_reaches_parity_is_not_said_to_pay():
 def test_crossover_of_a_lever_that_pays_below():
     found = crossover("batch_size", _line(lambda b: 8 / b, [1, 2, 4, 16, 32], 1.25))
     assert found is not None and found.direction == Direction.PAYS_BELOW
-    assert found.value == pytest.approx(8) and found.low == pytest.approx(8 / 1.25) and found.high == \
-        pytest.approx(8 * 1.25)
+    assert found.value == pytest.approx(8) and (found.low, found.high) == (4, 16)   # bounds 6.4–10, inside them
 
 
 def test_a_crossing_interval_beyond_the_swept_values_is_open():
@@ -246,13 +260,26 @@ def test_a_crossing_interval_beyond_the_swept_values_is_open():
     # an interval open at both ends places the crossing nowhere: the sentence says so instead of a bold "≈ 1,000"
     assert "width ≈ 1,000 (not located: its interval spans every swept value)" in found.text
     # one side open: the upper bounds (×1.5) cross at 667; the lower ones (w / 1,500) stay below ×1.00 to 1,400
-    half = crossover("width", _line(lambda w: w / 1000, [500, 1200, 1400], 1.5))
+    half = crossover("width", _line(lambda w: w / 1000, [600, 700, 1200, 1400], 1.5))
     assert half is not None and half.located and half.low == pytest.approx(1000 / 1.5) and half.high is None
     assert "width ≈ 1,000 (667–beyond the range)" in half.text
 
 
 def test_no_crossover_when_every_point_is_on_one_side():
     assert crossover("width", _line(lambda w: 1 + w / 1000, [256, 512, 1024], 1.05)) is None
+    assert crossover("width", _line(lambda w: 0.5, [256, 512, 1024], 1.05)) is None   # intervals short of ×1.00
+
+
+def test_a_line_below_one_whose_intervals_come_to_hold_it_reaches_one():
+    """Call 32's Apex map at width 768: ×0.79 (0.65–0.97) at batch 8, then ×0.9997 (0.996–1.004) and ×0.998
+    (0.99–1.01); every point below ×1.00, so no point crossed, and the map said "no crossover" beside cells
+    reading ×1.00. The upper bounds cross ×1.00 between 8 and 16: it reaches ×1.00 there, and pays nowhere."""
+    points = [Estimate(4, 0.72, 0.66, 0.78), Estimate(8, 0.79, 0.65, 0.97), Estimate(16, 0.9997, 0.996, 1.004),
+              Estimate(32, 0.998, 0.99, 1.01)]
+    found = crossover("batch_size", points)
+    assert found is not None and not found.pays and (found.low, found.high) == (8, 16) and 8 < found.value < 16
+    assert found.text.startswith("reaches ×1.00 above batch_size ≈ ") and found.text.endswith(
+        "(8–16); no point past it measurably faster")
 
 
 # ---------------------------------------------------------------- the predictor's arithmetic
