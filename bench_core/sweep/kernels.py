@@ -113,6 +113,11 @@ def time_part(torch, cfg: BenchConfig, device: str, part: Part, name: str, stage
                       statistics.median(rounds), min(rounds), max(rounds), peak_mib)
 
 
+def _timed(found: KernelTime | str, took_s: float) -> KernelTime | str:
+    """A part's timing with the seconds timing it took, its build and compile included."""
+    return found if isinstance(found, str) else replace(found, wall_s=took_s)
+
+
 def _keep(found: KernelTime | str, times: list[KernelTime], missing: list[str]) -> None:
     if isinstance(found, str):
         missing.append(found)
@@ -139,8 +144,10 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
             if (part, name) not in timed:   # a part both stages share is timed once
                 timed.add((part, name))
                 t0 = time.perf_counter()
-                _keep(time_part(torch, cfg, device, part, name, stage, gen, warmup, repeats), times, missing)
-                breakdown_s += 0.0 if part in STEP_PARTS else time.perf_counter() - t0
+                found = time_part(torch, cfg, device, part, name, stage, gen, warmup, repeats)
+                took = time.perf_counter() - t0
+                _keep(_timed(found, took), times, missing)
+                breakdown_s += 0.0 if part in STEP_PARTS else took
     return PointTimings(tuple(times), enqueue_us, cfg.depth, breakdown_s=breakdown_s), tuple(missing)
 
 
@@ -151,8 +158,10 @@ def time_full_step(cfg: BenchConfig, stage: Stage, device: str) -> KernelTime | 
     they then read no more than the GPU's time there, and the larger points stay GPU-bound, as they are."""
     import torch
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
-    return time_part(torch, cfg, device, Part.STEP_FULL, stage.key, stage, gen, WARMUP[device], REPEATS[device],
-                     FULL_STEP_HOST_ROUNDS)
+    t0 = time.perf_counter()
+    found = time_part(torch, cfg, device, Part.STEP_FULL, stage.key, stage, gen, WARMUP[device], REPEATS[device],
+                      FULL_STEP_HOST_ROUNDS)
+    return _timed(found, time.perf_counter() - t0)
 
 
 def with_full_steps(timings: PointTimings, missing: tuple[str, ...], stages: tuple[Stage, ...], point: BenchConfig,

@@ -63,6 +63,7 @@ class KernelTime:
     host_low_ms: float = 0.0   # measured. Its fastest and slowest round; 0: not kept (older files), the median
     host_high_ms: float = 0.0
     peak_mib: float = 0.0      # a shallow step's peak memory allocated (CUDA); 0: not measured (CPU, a part, older)
+    wall_s: float = 0.0        # what timing it took, its build and compile included; 0: older files
 
     @property
     def gpu_bound(self) -> bool:
@@ -114,6 +115,12 @@ class PointTimings:
 
     def find(self, part: Part, variant: str) -> KernelTime | None:
         return next((t for t in self.times if t.part == part and t.variant == variant), None)
+
+    @property
+    def full_step_s(self) -> float:
+        """What timing the full-depth steps took, at the one point they were timed (every point keeps them): call
+        34's FP8 prediction took 404 s and no file said where it went."""
+        return sum(t.wall_s for t in self.times if t.part == Part.STEP_FULL) if self.full_here else 0.0
 
     def to_dict(self) -> dict:
         return {"times": [t.to_dict() for t in self.times], "launch_us": self.launch_us, "depth": self.depth,

@@ -193,9 +193,11 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
     measured = sum(p.measured for p in final.points)
     predicted_only = sum(p.source is not None and not p.measured for p in final.points)
     breakdown_s = sum(p.prediction.timings.breakdown_s for p in final.points if p.prediction)
+    full_s = sum(p.prediction.timings.full_step_s for p in final.points if p.prediction)
+    spent = ([f"{full_s:.0f} s of it timing the full-depth steps (once a sweep)"] if full_s else []) + (
+        [f"{breakdown_s:.0f} s of it timing the breakdown's parts"] if spec.breakdown else [])
     notes = [f"{measured} of {n} points measured end to end, {predicted_only} predicted only",
-             f"predicting took {predict_s:.0f} s" + (f", {breakdown_s:.0f} s of it timing the breakdown's parts"
-                                                      if spec.breakdown else "")]
+             ", ".join([f"predicting took {predict_s:.0f} s", *spent])]
     untried = n - len(tried)
     if untried and not cancelled:
         spent = "on the points nearest ×1.00" if tried else "predicting, before any point could run"

@@ -471,6 +471,7 @@ def test_each_part_is_warmed_once_and_the_profiler_is_told_to_let_go(monkeypatch
     calls.clear()
     timings, _ = kernels.time_point(cfg, (BF16,), "cpu", warmup=2, repeats=3, breakdown=True)
     assert timings.breakdown_s == 6.0
+    assert [t.wall_s for t in timings.times] == [1.0] * 8   # and each part keeps its own, the steps' too
     monkeypatch.setattr(kernels, "time", time)
     # without the breakdown asked for, only what the prediction is made of: the two shallow steps
     calls.clear()
@@ -716,6 +717,17 @@ def test_a_breakdown_part_not_timed_leaves_the_prediction_and_a_step_not_timed_t
     # the point whose prediction fell (its step not timed) took its timings with it: only the first is counted
     assert "predicting took 2 s, 1 s of it timing the breakdown's parts" in with_parts.notes
     assert from_json(to_json(with_parts)).points[0].prediction.timings.breakdown_s == 1.25
+    # the full-depth steps' cost is said once, at the point they were timed, though every point keeps them (call
+    # 34's FP8 prediction took 404 s and no file said where)
+    full = KernelTime(Part.STEP_FULL, "adam+layernorm+fp32", 5.0, 5.0, 5.0, 10, 1, wall_s=0.75)
+    first_t, first_m = timed[64]
+    timed[64] = (replace(first_t, times=(*first_t.times, full), full_here=True), first_m)
+    timed[128] = (replace(timed[128][0], times=(*timed[128][0].times, full)), timed[128][1])
+    with_full = run_sweep(_spec(budget=0.5, widths=(64, 128)), _points(_spec(widths=(64, 128))), NO_GPU,
+                          SweepHooks(clock=clock, predict_points=predict_points,
+                                     measure_point=lambda *a: pytest.fail("a 0.5 s budget measures nothing")))
+    assert "predicting took 2 s, 1 s of it timing the full-depth steps (once a sweep)" in with_full.notes
+    assert from_json(to_json(with_full)).points[0].prediction.timings.find(Part.STEP_FULL, full.variant).wall_s == 0.75
 
 
 def test_without_a_budget_every_point_runs_and_a_cancel_keeps_what_finished():
