@@ -26,6 +26,22 @@ def test_one_liner_for_history():
     assert headline(summarize(gpu_run())).one_liner.startswith("apex-fusedadam+apex-fusedln+bf16 ×5.00")
 
 
+def test_the_history_one_liner_leads_with_each_vendor_against_its_native_twin():
+    """The seed ladder with its twins (H200, call 12): History's verdict read "apex-fusedadam+apex-fusedln+bf16
+    ×6.17", BF16's gain credited to the Apex stage; it now leads with Apex against its native twin (×0.66 here)."""
+    from pathlib import Path
+
+    from bench_core.results import formats
+    from bench_core.results.contributions import vendor_effects
+    run = formats.parse_json((Path(__file__).parents[2] / "docs/data/h200_2026-12-03_call12_seed_small_after_apex"
+                              ".json").read_bytes())[0]
+    summary = summarize(run)
+    [apex] = vendor_effects(summary)
+    one = headline(summary).one_liner
+    assert one.startswith(f"Apex vs its native twin ×{apex.ratio:.2f} (95% CI ×{apex.interval[0]:.2f}–")
+    assert " · fastest: adam-fused+layernorm+bf16 ×" in one   # here native BF16, Apex launch-bound
+
+
 def test_a_fastest_baseline_is_not_the_only_result():
     run = gpu_run()
     run = run.with_stage(replace(run.stages[1], times_ms=(200.0,) * 8))   # x0.5
