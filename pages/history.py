@@ -102,6 +102,8 @@ else:
     # must not carry a spreadsheet formula
     for col in ("run_id", "gpu", "node", "preset", "headline"):
         df[col] = df[col].fillna("").map(neutralise)
+    # a short time, as the sweeps table gives it: the full stamp took the room Model and GPU were cut for
+    df["created_at"] = df["created_at"].str[:16].str.replace("T", " ")
     view = df[["created_at", "run_id", "model", "gpu", "node", "preset", "headline", "status", "stages", "ok", "failed",
                "best_speedup", "imported"]].reset_index(drop=True)
     st.caption("Select one or more runs to compare them: stages line up by stage, runs are colours.")
@@ -109,8 +111,8 @@ else:
                           width="stretch", column_config={
                               "created_at": st.column_config.TextColumn("When"),
                               "run_id": st.column_config.TextColumn("Run"),
-                              "model": st.column_config.TextColumn("Model"),
-                              "gpu": st.column_config.TextColumn("GPU"),
+                              "model": st.column_config.TextColumn("Model", width="medium"),
+                              "gpu": st.column_config.TextColumn("GPU", width="medium"),
                               "node": st.column_config.TextColumn("Machine", help="the cluster node it ran on"),
                               "preset": st.column_config.TextColumn("Preset"),
                               "headline": st.column_config.TextColumn("Verdict", width="large"),
@@ -163,7 +165,13 @@ else:
                            "measured end to end"),
                        "imported": st.column_config.CheckboxColumn("Imported"),
                        "crossover": st.column_config.TextColumn("Crossover", width="large"),
-                       "compare": st.column_config.TextColumn("B vs A")})
+                       "compare": st.column_config.TextColumn("B vs A"),
+                       # headed as the runs table heads them (they read "gpu", "status", "axes")
+                       "gpu": st.column_config.TextColumn("GPU"), "status": st.column_config.TextColumn("Status"),
+                       "axes": st.column_config.TextColumn("Axes"),
+                       "points": st.column_config.NumberColumn("Points"),
+                       "measured": st.column_config.NumberColumn("Measured", help="points run end to end"),
+                       "family": st.column_config.TextColumn("Family")})
 
 st.divider()
 st.subheader("Import a run from another machine")

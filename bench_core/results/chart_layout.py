@@ -14,6 +14,10 @@ from bench_core.results.summary import RunSummary
 
 FASTER, SLOWER, FAILED, UNAVAILABLE, NEUTRAL = "#2e7d32", "#e65100", "#c62828", "#bdbdbd", "#1565c0"
 RUN_COLORS = ["#1565c0", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457", "#558b2f", "#4e342e", "#283593"]
+# A loss curve's line, and its key under the chart drawn alike: equal curves lie on one another, and only a later
+# one's gaps show the one beneath (seed's reference curve vanished under its twin's)
+DASHES = ("solid", "dash", "dot", "dashdot")
+DASH_KEYS = ("━━━", "╍╍╍", "┈┈┈", "━·━")
 CATEGORY_COLORS = dict(zip(CATEGORIES, ["#1565c0", "#6a1b9a", "#00838f", "#ef6c00", "#c62828", "#9e9e9e",
                                         "#558b2f"], strict=False))
 CELL_COLORS = dict(zip(CELL_STATES, ["#e0e0e0", "#fff8e1", "#ffffff", "#66bb6a", "#ffb74d", "#e53935",

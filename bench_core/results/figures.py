@@ -19,6 +19,8 @@ from bench_core.results.chart_layout import (  # noqa: F401 (re-exported: the fi
     CELL_COLORS,
     CELL_MARKS,
     CHAR_PX,
+    DASH_KEYS,
+    DASHES,
     FAILED,
     FASTER,
     LAYOUT,
@@ -165,7 +167,9 @@ def mfu(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
 
 
 def loss_curves(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
-    """Each stage's first-process losses against its timed step 1..N, with the parity verdict in words under it."""
+    """Each stage's first-process losses at their training steps (its warm-up steps, then its timed ones), with the
+    parity verdict in words under it. Drawn by timed step, stages with different warm-ups sat apart by that offset
+    and read as a loss gap (a new user's pass); a curve hidden under an equal one shows through its dashes."""
     summaries = _summaries(runs)
     fig = go.Figure()
     keys: dict[str, str] = {}   # each curve's name -> its colour
@@ -175,24 +179,23 @@ def loss_curves(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
             if losses:
                 name = s.key if len(summaries) == 1 else f"{s.key} · {summary.run.run_id[:6]}"
                 keys[name] = RUN_COLORS[len(keys) % len(RUN_COLORS)]
-                fig.add_trace(go.Scatter(y=list(losses), x=list(range(1, len(losses) + 1)), name=name,
-                                         mode="lines", line=dict(color=keys[name], width=2), showlegend=False))
+                first = (s.result.warmup_steps or 0) + 1
+                fig.add_trace(go.Scatter(y=list(losses), x=list(range(first, first + len(losses))), name=name,
+                                         mode="lines", showlegend=False, line=dict(
+                                             color=keys[name], width=2, dash=DASHES[(len(keys) - 1) % len(DASHES)])))
     # under the chart, each curve's key in its colour with its parity verdict wrapped under it: the legend and the
     # verdict in one list (annotations do not wrap by themselves, so the words are wrapped to a phone's width)
     verdicts = {(f"{p.key} · {summary.run.run_id[:6]}" if len(summaries) > 1 else p.key): p.text.split(": ", 1)[1]
                 for summary in summaries for p in loss_parity(summary)}
     lines = []
-    for name, color in keys.items():
-        lines.append(f"<span style='color:{color}'>━━</span> {name}")
+    for n, (name, color) in enumerate(keys.items()):
+        lines.append(f"<span style='color:{color}'>{DASH_KEYS[n % len(DASHES)]}</span> {name}")
         lines += [f"    {line}" for line in _wrap(verdicts.get(name, "the reference" if verdicts else ""),
                                                     NOTE_CHARS) if line]
-    warmups = sorted({s.result.warmup_steps for r in summaries for s in r.stages if s.result.warmup_steps})
-    offset = (f"; warm-up took {', '.join(map(str, warmups))} steps, so the curves sit apart by that offset"
-              if len(warmups) > 1 else "")
     notes = NOTE_PX * len(lines)
-    _finish(fig, "Loss per timed step (first process)<br><sup>same seed, init and batch" + offset + "</sup><br><sup>"
-            "parity compares the same training step, against a rounding bound</sup>",
-            70 + 250 + 60 + notes, xaxis_title="timed step", yaxis_title="loss",
+    _finish(fig, "Loss per timed step (first process)<br><sup>same seed, init and batch; each at its training "
+            "step, after its warm-up</sup><br><sup>parity compares the same training step, against a rounding "
+            "bound</sup>", 70 + 250 + 60 + notes, xaxis_title="training step", yaxis_title="loss",
             yaxis=dict(gridcolor="#ebf0f8", automargin=True),
             margin=dict(l=10, r=30, t=0, b=60 + notes))   # a 250 px plot area, the notes under its axis title
     if lines:

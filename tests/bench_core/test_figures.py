@@ -100,10 +100,13 @@ def _with_warmups(run, warmups, losses=None):
     return replace(run, stages=stages)
 
 
-def test_loss_chart_plots_every_stage_against_its_timed_steps():
+def test_loss_chart_plots_every_stage_at_its_training_steps():
+    """Drawn by timed step, stages that warmed up 3 and 40 steps sat apart by that offset and read as a loss gap;
+    each loss is drawn at its training step, and equal curves differ in dash so the one beneath shows."""
     fig = figures.loss_curves(summarize(_with_warmups(gpu_run(), (3, 5, 5, 40))))
-    assert [list(t.x) for t in fig.data] == [[1, 2, 3, 4], [1, 2, 3, 4], [1, 2], [1, 2, 3, 4]]
-    assert "should overlay" not in plain_title(fig) and "3, 5, 40 steps" in plain_title(fig)
+    assert [list(t.x) for t in fig.data] == [[4, 5, 6, 7], [6, 7, 8, 9], [6, 7], [41, 42, 43, 44]]
+    assert fig.layout.xaxis.title.text == "training step" and "after its warm-up" in plain_title(fig)
+    assert len({t.line.dash for t in fig.data}) == len(fig.data)
 
 
 def test_parity_compares_the_same_training_step_against_a_bound_from_the_precision():
