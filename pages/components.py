@@ -24,14 +24,16 @@ from dashboard.session import (
 manager = get_manager()
 access_panel()
 st.title("Components: what Apex changes in isolation")
+probe = manager.probe(timeout=0)
+# the timer this machine uses (a CPU has no CUDA events; the intro said it did, a new user's pass)
+timer = "with CUDA events" if probe is None or probe.cuda_available else "with time.perf_counter (no GPU here)"
 st.caption("A training step hides the optimizer and the norm (LayerNorm for gpt, RMSNorm for llama) in a few percent "
            "of its time. Here each runs alone, "
-           "at the chosen model's real parameter shapes and rows × width, timed with CUDA events (median of "
+           f"at the chosen model's real parameter shapes and rows × width, timed {timer} (median of "
            "repeated calls), and set against what this GPU can do at most: its measured copy bandwidth (the "
            "optimizer moves 28 bytes per fp32 parameter: parameter, gradient and two moments, read and written).")
 persistence_banner(manager)
 
-probe = manager.probe(timeout=0)
 ceilings = probe.ceilings if probe else None
 if ceilings:
     st.markdown(f"Measured ceilings on **{ceilings.device_name}**: bf16 GEMM "

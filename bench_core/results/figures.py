@@ -368,7 +368,7 @@ def not_applicable(name: str, runs: RunSummary | Sequence[RunSummary]) -> str | 
     summaries = _summaries(runs)
     cuda = any(s.run.device == "cuda" for s in summaries)
     if name == "scaling" and not any(st.gpus > 1 for s in summaries for st in s.stages):
-        return "Scaling efficiency needs stages at more than one GPU count (--gpus 1,2)."
+        return "Scaling efficiency needs stages at more than one GPU count (run with --gpus=1,2)."
     if name in ("mfu", "roofline") and not cuda:
         return "MFU is a GPU figure: there is no datasheet peak for a CPU."
     if name == "memory" and not cuda:

@@ -200,9 +200,9 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
              ", ".join([f"predicting took {predict_s:.0f} s", *spent])]
     untried = n - len(tried)
     if untried and not cancelled:
-        spent = "on the points nearest ×1.00" if tried else "predicting, before any point could run"
+        on = "on the points nearest ×1.00" if tried else "predicting, before any point could run"
         noun = "point" if untried == 1 else "points"
-        notes.append(f"{untried} {noun} kept their prediction: the {spec.budget_s:.0f} s budget was spent {spent}"
+        notes.append(f"{untried} {noun} kept their prediction: the {spec.budget_s:.0f} s budget was spent {on}"
                      if spec.budget_s else f"{untried} {noun} not run")
     final = replace(final, status=Status.CANCELLED if cancelled else Status.DONE, notes=tuple(notes),
                     progress=Progress(Phase.DONE, len(tried), n, 0.0), predict_s=predict_s)
