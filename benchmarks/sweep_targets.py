@@ -4,6 +4,7 @@ the prediction put the point on the right side of x1.00 (target: at least 90% of
 
     python benchmarks/sweep_targets.py SWEEP.json [SWEEP.json ...]
     python benchmarks/sweep_targets.py --measured M1.json [M2.json ...] --predicted P.json
+    python benchmarks/sweep_targets.py --repredict ...   (either form, predictions made again from kept timings)
 
 With --predicted, the predictions come from that file and the measurements from the others, points paired by their
 axis values (a sweep that only predicted, checked against earlier runs of the same comparison on the same GPU).
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from bench_core.sweep.errors import held_out_count, own_interval_count
 from bench_core.sweep.records import Paired, PointResult, SweepResult, from_json, is_sweep_json
+from bench_core.sweep.runner import repredicted
 
 STEP_TARGET = 0.10     # the issue's: predicted step time within 10% of the measured one
 SIDE_TARGET = 0.90     # the crossover's side right at 90% of points or more
@@ -136,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("files", nargs="*", help="sweep JSON files, each checked against its own predictions")
     ap.add_argument("--measured", nargs="+", default=[], help="sweep JSON files whose measurements are checked")
     ap.add_argument("--predicted", default=None, help="a sweep JSON whose predictions the --measured files check")
+    ap.add_argument("--repredict", action="store_true",
+                    help="make each prediction again from the timings its file kept, with this checkout's predictor "
+                         "(a hindcast: a changed predictor judged on timings already taken)")
     args = ap.parse_args(argv)
     paths = args.files + args.measured
     if not paths or (args.measured and not args.predicted):
@@ -144,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         measured = [(Path(p).name, _load(p)) for p in paths]
         predicted = _load(args.predicted) if args.predicted else None
+        if args.repredict:
+            measured = [(name, repredicted(r)) for name, r in measured]
+            predicted = repredicted(predicted) if predicted else None
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -140,6 +140,19 @@ def _prediction(timings: PointTimings | None, missing: tuple[str, ...], comparis
                            p.b.host_ms if device == "cuda" else None, p.a.peak_mib, p.b.peak_mib), None
 
 
+def repredicted(result: SweepResult) -> SweepResult:
+    """The result with each point's prediction made again from the timings it kept, by this checkout's predictor: a
+    hindcast, to judge a change to the predictor on timings already taken (never a new measurement). A point
+    without timings keeps what it had."""
+    points = []
+    for p in result.points:
+        if p.prediction is not None:
+            prediction, note = _prediction(p.prediction.timings, (), result.spec.comparison, result.device)
+            p = replace(p, prediction=prediction, prediction_note=note)
+        points.append(p)
+    return replace(result, points=tuple(points))
+
+
 def _candidate(p: PointResult) -> plan.Candidate:
     pred = p.prediction
     return plan.Candidate(p.index, pred.speedup, pred.low, pred.high) if pred else plan.Candidate(p.index, None)

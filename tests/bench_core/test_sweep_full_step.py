@@ -129,3 +129,14 @@ def test_where_the_full_step_was_timed_it_checks_the_depth_extrapolation():
     assert len(figures) == 5
     assert figures[4].label == "depth extrapolation against the full step timed at batch_size=1"
     assert figures[4].text == "B: GPU time +4.2%, kernels -1.3%, peak memory -1.9%"
+
+
+def test_a_block_is_read_in_one_measure_where_one_shallow_step_is_gpu_bound_and_the_other_not():
+    """One block: 10 ms of kernels issued in 11 ms (host-bound, wall 11); two: 13 ms of kernels issued in 12 ms
+    (GPU-bound, wall 14). A block adds 13 - 10 = 3 ms of kernels: 12 blocks take 10 + 11 x 3 = 43 ms. Read in each
+    step's own measure it added 14 - 10 = 4 ms, and 11 blocks of the wall's gaps: 54 ms. Both GPU-bound, the wall."""
+    one = KernelTime(Part.STEP_1, BF16.key, 11.0, 11.0, 11.0, 100, 1, kernel_ms=10.0, host_ms=11.0)
+    two = KernelTime(Part.STEP_2, BF16.key, 14.0, 14.0, 14.0, 160, 1, kernel_ms=13.0, host_ms=12.0)
+    assert predict_stage(PointTimings((one, two), 10.0, 12), BF16).gpu_ms == pytest.approx(43.0)
+    both = (replace(one, host_ms=9.0), two)   # now both GPU-bound: the walls, 11 + 11 x 3
+    assert predict_stage(PointTimings(both, 10.0, 12), BF16).gpu_ms == pytest.approx(44.0)

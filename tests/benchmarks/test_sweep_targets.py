@@ -5,7 +5,7 @@ import pytest
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.results.records import Status
-from bench_core.sweep.predict import PointTimings
+from bench_core.sweep.predict import KernelTime, Part, PointTimings
 from bench_core.sweep.records import PointMeasurement, PointPrediction, PointResult, SweepResult, to_json
 from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
 from helpers import load_benchmark
@@ -88,6 +88,23 @@ def test_a_point_measured_at_x1_00_has_no_side_and_a_prediction_inside_its_inter
     assert targets.main([str(path)]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if "batch_size=" in line]
     assert ["wrong side" in row for row in rows] == [False, True, False, True], rows
+
+
+def test_repredict_makes_each_prediction_again_from_the_timings_its_file_kept(tmp_path, capsys):
+    """Kept timings at depth 2: A's one- and two-block steps 2 and 4 ms, B's 1 and 2: A 4 ms, B 2 ms, x2.00. The
+    file's own prediction (x0.50) says below; measured above. Judged as kept: the wrong side; made again: right."""
+    spec = _sweep([(None, None)]).spec
+    times = tuple(KernelTime(part, stage.key, ms, ms, ms, 0, 1) for stage, ms_1 in ((spec.comparison.a, 2.0),
+                                                                                     (spec.comparison.b, 1.0))
+                  for part, ms in ((Part.STEP_1, ms_1), (Part.STEP_2, 2 * ms_1)))
+    kept = PointPrediction(0.5, 0.45, 0.55, 4.0, 8.0, "gpu-bound", PointTimings(times, 0.0, 2))
+    path = tmp_path / "s.json"
+    path.write_text(to_json(_sweep([(kept, _measured(4.0, 2.0, 1.9, 2.1))])))
+    assert targets.main([str(path)]) == 0
+    assert "wrong side" in capsys.readouterr().out
+    assert targets.main(["--repredict", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "wrong side" not in out and "side of x1.00 predicted right: 1 of 1" in out
 
 
 def test_bad_input_is_named(tmp_path, capsys):
