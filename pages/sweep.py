@@ -9,8 +9,9 @@ from bench_core.config.bench_config import WORKLOADS, BenchConfig, ConfigError, 
 from bench_core.models.families import FAMILIES
 from bench_core.results.formats import ImportRejected
 from bench_core.service.jobs import LimitExceeded, NotAllowed
+from bench_core.sweep.compare import crossovers_side_by_side, same_map, speedups_side_by_side
 from bench_core.sweep.errors import error_figures
-from bench_core.sweep.figures import comparable, has_memory, peak_memory_map, sweep_figure, sweep_line
+from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure, sweep_line
 from bench_core.sweep.memory import memory_gaps
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
 from bench_core.sweep.records import SweepResult, crossovers, to_json
@@ -240,10 +241,16 @@ else:
     if loaded is not None and not (sweeps.running and loaded.sweep_id == getattr(sweeps.current(), "sweep_id", None)):
         show(loaded, "past")
         others = {i: sweeps.store.load(i) for i in labels if i != chosen} if sweeps.store else {}
-        peers = {i: r for i, r in others.items() if r is not None and len(r.spec.axes) == 1 and comparable(loaded, r)}
-        if len(loaded.spec.axes) == 1 and peers:
-            picked = st.multiselect("Compare with sweeps of the same comparison (other GPUs, other days)",
+        peers = {i: r for i, r in others.items() if r is not None and same_map(loaded, r)}
+        if peers:
+            picked = st.multiselect("Compare with sweeps of the same comparison and axes (other GPUs, other days)",
                                     list(peers), format_func=lambda i: labels[i], key="sweep_compare")
             if picked:
-                st.plotly_chart(sweep_line([loaded, *(peers[i] for i in picked)]), width="stretch",
-                                key="sweep_chart_compare")
+                together = [loaded, *(peers[i] for i in picked)]
+                if len(loaded.spec.axes) == 1:
+                    st.plotly_chart(sweep_line(together), width="stretch", key="sweep_chart_compare")
+                st.caption("Where each sweep crosses ×1.00, line by line; then each point's speedup of B over A "
+                           "(≈: predicted, its interval widened by that sweep's measured errors).")
+                for side_by_side, key in ((crossovers_side_by_side(together), "sweep_compare_crossovers"),
+                                          (speedups_side_by_side(together), "sweep_compare_points")):
+                    st.dataframe(pd.DataFrame(side_by_side.records()), hide_index=True, width="stretch", key=key)

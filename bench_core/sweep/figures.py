@@ -10,6 +10,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bench_core.results.figures import RUN_COLORS, _finish
+from bench_core.sweep.compare import sweep_name
 from bench_core.sweep.crossover import speedup_text
 from bench_core.sweep.records import PointResult, Source, SweepResult, crossovers
 
@@ -65,19 +66,13 @@ def _wrapped(result: SweepResult) -> str:
     return result.title.replace(" vs A ", "<br>vs A ", 1)
 
 
-def comparable(a: SweepResult, b: SweepResult) -> bool:
-    """Two sweeps one chart may hold: the same two stages along the same first axis."""
-    return (a.spec.comparison.a, a.spec.comparison.b, a.spec.axes[0].name) == \
-        (b.spec.comparison.a, b.spec.comparison.b, b.spec.axes[0].name)
-
-
 def _name(result: SweepResult, several: bool) -> str:
-    return f"{result.gpu or result.device} ({result.sweep_id[:6]})" if several else ""
+    return sweep_name(result) if several else ""
 
 
 def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
     """The speedup along the sweep's first axis, ×1.00 drawn across, each crossover with its interval as a band.
-    Several sweeps of one comparison (`comparable`), from other GPUs say, share the chart, one colour each."""
+    Several sweeps of one comparison (`compare.same_map`), from other GPUs say, share the chart, one colour each."""
     results = [result] if isinstance(result, SweepResult) else list(result)
     several = len(results) > 1
     axis = results[0].spec.axes[0].name

@@ -851,11 +851,12 @@ def test_the_line_draws_measured_filled_predicted_hollow_and_the_crossover_band(
 def test_sweeps_of_one_comparison_from_two_gpus_share_a_line_chart():
     from dataclasses import replace
 
-    from bench_core.sweep.figures import comparable, sweep_line
+    from bench_core.sweep.compare import same_map
+    from bench_core.sweep.figures import sweep_line
     h200, a100 = replace(_result(), gpu="NVIDIA H200", sweep_id="aaaaaa000000"), \
         replace(_result(), gpu="NVIDIA A100", sweep_id="bbbbbb000000")
     other = replace(h200, spec=replace(h200.spec, comparison=parse_comparison("adam-fused", "gpt")))
-    assert comparable(h200, a100) and not comparable(h200, other)
+    assert same_map(h200, a100) and not same_map(h200, other)
     fig = sweep_line([h200, a100])
     names = [t.name for t in fig.data]
     assert "NVIDIA H200 (aaaaaa) measured end to end" in names and "NVIDIA A100 (bbbbbb) measured end to end" in names

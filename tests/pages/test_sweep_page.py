@@ -170,3 +170,22 @@ def test_the_sweep_service_imports_a_json_under_its_id_once_and_renames_a_duplic
     with pytest.raises(ImportRejected, match="not a sweep's JSON .* imported on the History page"):
         sweeps.import_sweep(run, "operator")
     assert len(sweeps.store.list_sweeps()) == 2
+
+
+def test_two_maps_of_one_comparison_are_set_side_by_side_line_by_line_and_point_by_point(app):
+    """The H200's Apex map, calls 32 and 33 (two-axis maps of one comparison): picked together, the page lays out
+    each line's crossing in each, then each point's speedup in each (a map's lines have no shared chart)."""
+    from pathlib import Path
+    data = Path(__file__).parents[2] / "docs/data"
+    sweeps = dashboard.session.get_sweeps()
+    first, _ = sweeps.import_sweep((data / "h200_2026-12-05_call32_sweep_apex_gpt_1.json").read_bytes(), "operator")
+    second, _ = sweeps.import_sweep((data / "h200_2026-12-05_call33_sweep_apex_gpt_2.json").read_bytes(), "operator")
+    at = app("pages/sweep.py")
+    at.selectbox(key="sweep_pick").set_value(second).run()
+    at.multiselect(key="sweep_compare").select(first).run()
+    assert not at.exception and not at.error
+    lines = next(d.value for d in at.dataframe if "line" in d.value.columns)
+    assert lines["line"].tolist() == ["width=768", "width=1280"] and len(lines.columns) == 3
+    assert all(isinstance(t, str) and t for t in lines.iloc[:, 1:].to_numpy().ravel())
+    points = next(d.value for d in at.dataframe if "point" in d.value.columns)
+    assert len(points) == 12 and points.iloc[:, 1:].map(lambda t: t.startswith("×")).all().all()   # all measured

@@ -1,0 +1,67 @@
+"""Maps of one comparison side by side (sweep.compare): hand-made sweeps from two GPUs with known crossings."""
+from dataclasses import replace
+
+from bench_core.config.bench_config import BenchConfig
+from bench_core.results.records import Status
+from bench_core.sweep.compare import crossovers_side_by_side, same_map, speedups_side_by_side
+from bench_core.sweep.predict import PointTimings
+from bench_core.sweep.records import PointMeasurement, PointPrediction, PointResult, SweepResult
+from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
+
+COMPARISON = parse_comparison("adam+layernorm+fp32,adam-fused+layernorm+fp32", "gpt")
+BASE = BenchConfig(depth=1, width=64, heads=2, seq_len=16, batch_size=2, vocab_size=128, device="cpu")
+
+
+def _map(gpu: str, sweep_id: str, speedups: dict[tuple[int, int], float], batches=(2, 4),
+         predicted: tuple[tuple[int, int], ...] = ()) -> SweepResult:
+    """Width 64, 128, 256 by the given batches; each point's speedup as given, its interval ±1%; the points named in
+    `predicted` only predicted."""
+    spec = SweepSpec(COMPARISON, BASE, (Axis("width", (64, 128, 256)), Axis("batch_size", batches)), None)
+    points = []
+    for p in grid(spec.axes, spec.base):
+        s = speedups[(p.config.width, p.config.batch_size)]
+        if (p.config.width, p.config.batch_size) in predicted:
+            points.append(PointResult(p.index, p.values, PointPrediction(s, s * 0.99, s * 1.01, 1.0, 1.0 / s,
+                                                                         "gpu-bound", PointTimings((), 0.0))))
+        else:
+            points.append(PointResult(p.index, p.values, measurement=PointMeasurement(
+                Status.OK, speedup=s, low=s * 0.99, high=s * 1.01)))
+    return SweepResult(spec, "cuda", gpu, tuple(points), Status.DONE, sweep_id=sweep_id)
+
+
+# H200: at batch 2 crosses between widths 64 and 128; at batch 4 above at every width
+H200 = {(64, 2): 0.8, (128, 2): 1.2, (256, 2): 1.3, (64, 4): 1.1, (128, 4): 1.2, (256, 4): 1.4}
+# H100: at batch 2 below at every width; batch 8, which the H200 did not sweep, crosses between 128 and 256
+H100 = {(64, 2): 0.7, (128, 2): 0.8, (256, 2): 0.9, (64, 8): 0.8, (128, 8): 0.9, (256, 8): 1.2}
+
+
+def test_each_line_s_crossing_in_each_sweep_with_the_lines_of_both():
+    h200, h100 = _map("H200", "aaaaaa000000", H200), _map("H100", "bbbbbb000000", H100, batches=(2, 8))
+    assert same_map(h200, h100)
+    table = crossovers_side_by_side([h200, h100])
+    assert table.sweeps == ("H200 (aaaaaa)", "H100 (bbbbbb)")
+    rows = dict(table.rows)
+    assert list(rows) == ["batch_size=2", "batch_size=4", "batch_size=8"]
+    assert rows["batch_size=2"][0].startswith("pays above width") and "at batch_size=2" in rows["batch_size=2"][0]
+    assert rows["batch_size=2"][1] == "no crossing: below ×1.00 at every swept width"
+    assert rows["batch_size=4"] == ("no crossing: above ×1.00 at every swept width", "not swept")
+    assert rows["batch_size=8"][0] == "not swept" and rows["batch_size=8"][1].startswith("pays above width")
+    assert table.records()[0] == {"line": "batch_size=2", "H200 (aaaaaa)": rows["batch_size=2"][0],
+                                  "H100 (bbbbbb)": rows["batch_size=2"][1]}
+
+
+def test_each_point_s_speedup_in_each_sweep_a_predicted_one_marked():
+    h200 = _map("H200", "aaaaaa000000", H200, predicted=((256, 4),))
+    h100 = _map("H100", "bbbbbb000000", H100, batches=(2, 8))
+    rows = dict(speedups_side_by_side([h200, h100]).rows)
+    assert rows["width=64, batch_size=2"] == ("×0.80 (0.79–0.81)", "×0.70 (0.69–0.71)")
+    assert rows["width=256, batch_size=4"] == ("≈×1.40 (1.39–1.41) predicted", "not swept")
+    assert rows["width=128, batch_size=8"] == ("not swept", "×0.90 (0.89–0.91)")
+    assert len(rows) == 9
+
+
+def test_maps_of_other_stages_or_other_axes_are_not_set_side_by_side():
+    h200 = _map("H200", "aaaaaa000000", H200)
+    swapped = replace(h200, spec=replace(h200.spec, axes=tuple(reversed(h200.spec.axes))))
+    other = replace(h200, spec=replace(h200.spec, comparison=parse_comparison("adam-fused", "gpt")))
+    assert not same_map(h200, swapped) and not same_map(h200, other)
