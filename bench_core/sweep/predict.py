@@ -4,8 +4,9 @@ comparison's speedup from two such predictions. Pure arithmetic over the timings
 The stage's own training step (run.step: its model, levers, autocast, compile, optimizer, CUDA graph) is timed on
 the point's model cut to one block and to two (STEP_1, STEP_2): every kernel at its real width, batch, sequence and
 vocabulary. A block adds the same work at every depth, the embeddings, LM head, loss and the optimizer's fixed
-share come once, and the optimizer's work grows with the parameters, so the step's GPU time (KernelTime.gpu_ms) and
-its kernels are the one-block figure plus (depth - 1) times what the second block added. The host's time to issue
+share come once, and the optimizer's work grows with the parameters, so the step's GPU time (both shallow steps
+read in one measure, `block_gpu_ms`) and its kernels are the one-block figure plus (depth - 1) times what the
+second block added. The host's time to issue
 the step is not extrapolated from the shallow steps where it can be taken whole: on a GPU each stage's full-depth
 step is timed once a sweep at its least-work point (STEP_FULL), and its host time, which goes with what it launches
 and not with the shapes, is scaled by the kernels each point launches (`host_at_depth`). The shallow steps' host
