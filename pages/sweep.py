@@ -9,14 +9,14 @@ from bench_core.config.bench_config import WORKLOADS, BenchConfig, ConfigError, 
 from bench_core.models.families import FAMILIES
 from bench_core.results.formats import ImportRejected
 from bench_core.service.jobs import LimitExceeded, NotAllowed
-from bench_core.sweep.compare import crossovers_side_by_side, same_map, speedups_side_by_side
+from bench_core.sweep.compare import apart_count, crossovers_side_by_side, same_map, speedups_side_by_side
 from bench_core.sweep.errors import error_figures
 from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure, sweep_line
 from bench_core.sweep.memory import memory_gaps
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
 from bench_core.sweep.records import SweepResult, crossovers, to_json
 from bench_core.sweep.report import render_html
-from bench_core.sweep.rows import SHOWN_FORMATS, Shown, shown_rows, to_csv
+from bench_core.sweep.rows import shown_text_rows, to_csv
 from bench_core.sweep.spec import (
     AXES,
     Comparison,
@@ -117,9 +117,6 @@ if not is_operator():
     st.caption("Only operators start and cancel sweeps.")
 
 
-COLUMN_FORMATS = {Shown.PERCENT: "percent", Shown.SPEEDUP: "×%.2f", Shown.MS: "%.2f"}
-
-
 def show(result: SweepResult, key: str, live: bool = False) -> None:
     """A sweep's figures, map, table and downloads; `live`: one still running, whose missing crossover is not yet
     an answer and whose downloads wait for its end."""
@@ -136,11 +133,9 @@ def show(result: SweepResult, key: str, live: bool = False) -> None:
     gaps = memory_gaps(result)
     if gaps:
         st.caption(f"Peak memory: {gaps}.")
-    table = pd.DataFrame(shown_rows(result))
-    words = table.select_dtypes(include="object").columns   # a missing word shows "–", not "None"
-    table[words] = table[words].fillna("–")
-    st.dataframe(table, hide_index=True, width="stretch", column_config={
-        name: st.column_config.NumberColumn(format=COLUMN_FORMATS[shown]) for name, shown in SHOWN_FORMATS.items()})
+    # every cell as the HTML report writes it: Streamlit's own formats wrote 21.04% beside the map's -17.4%, and a
+    # missing number "None" (a new user's pass)
+    st.dataframe(pd.DataFrame(shown_text_rows(result)), hide_index=True, width="stretch")
     parts = breakdown_rows(result)
     if parts:
         with st.expander(BREAKDOWN_TITLE):
@@ -157,6 +152,23 @@ def show(result: SweepResult, key: str, live: bool = False) -> None:
     # redraws every second
     c3.download_button("Download HTML report", lambda: render_html(result), f"sweep_{result.sweep_id}.html",
                        "text/html", key=f"sweep_html_{key}")
+
+
+def show_side_by_side(together: list[SweepResult]) -> None:
+    """The chosen sweep beside the picked ones: each line's crossing as a list (long sentences wrap on a phone,
+    a table's cells were cut), then each point's speedup in a table whose first columns say whether they agree."""
+    crossings = crossovers_side_by_side(together)
+    st.markdown("**Where each sweep crosses ×1.00** (times in UTC; the first is the one shown above)")
+    st.markdown("\n".join(f"- *{line}*\n" + "\n".join(f"    - {name}: {text}" for name, text in
+                                                      zip(crossings.columns, texts, strict=True))
+                          for line, texts in crossings.rows))
+    apart, shared = apart_count(together)
+    st.markdown(f"**Each point's speedup of B over A** (≈: predicted, its interval widened by that sweep's "
+                f"measured errors). Their intervals lie apart at **{apart} of {shared}** points with a figure in "
+                "more than one sweep"
+                + (", listed first: there the sweeps disagree beyond their own intervals." if apart else "."))
+    st.dataframe(pd.DataFrame(speedups_side_by_side(together).records()), hide_index=True, width="stretch",
+                 key="sweep_compare_points")
 
 
 # Polled only while a sweep runs: an idle page sent a request a second for as long as it stayed open.
@@ -226,7 +238,8 @@ if not rows:
 else:
     # what tells sweeps apart first: a phone cuts the rest (the comparison's stage keys run long); the id tells a
     # sweep from its imported copy
-    labels = {r["sweep_id"]: f"{r['created_at'][:16]} · {r['change'] or r['compare']} · {r['gpu'] or r['device']} · "
+    labels = {r["sweep_id"]: f"{r['created_at'][:16].replace('T', ' ')} · {r['change'] or r['compare']} · "
+              f"{r['gpu'] or r['device']} · "
               f"{r['status']} · {r['axes']} · {r['sweep_id']}{' (imported)' if r['imported'] else ''}"
               + (f" · {r['compare']}" if r["change"] else "") for r in rows}
     link = st.query_params.get("sweep")   # History's "open": honoured once, then the picker is the reader's
@@ -249,8 +262,4 @@ else:
                 together = [loaded, *(peers[i] for i in picked)]
                 if len(loaded.spec.axes) == 1:
                     st.plotly_chart(sweep_line(together), width="stretch", key="sweep_chart_compare")
-                st.caption("Where each sweep crosses ×1.00, line by line; then each point's speedup of B over A "
-                           "(≈: predicted, its interval widened by that sweep's measured errors).")
-                for side_by_side, key in ((crossovers_side_by_side(together), "sweep_compare_crossovers"),
-                                          (speedups_side_by_side(together), "sweep_compare_points")):
-                    st.dataframe(pd.DataFrame(side_by_side.records()), hide_index=True, width="stretch", key=key)
+                show_side_by_side(together)

@@ -1,10 +1,11 @@
-"""Maps of one comparison side by side, from other GPUs or other days: each line's crossover in each sweep, and each
-point's speedup in each, as the sweep's own views give them (its crossovers, its best estimate per point). Only
-arranged here: a figure is computed where each sweep's own views compute it.
+"""Maps of one comparison side by side, from other GPUs or other days: each line's crossover in each sweep, each
+point's speedup in each, and where their intervals lie apart, as the sweep's own views give them (its crossovers,
+its best estimate per point). Only arranged here: a figure is computed where each sweep's own views compute it.
 
 A one-axis sweep's lines share one chart (figures.sweep_line); a map's are lines too, one per value of its second
 axis, and two heatmaps side by side on a phone are read cell by cell. So maps are compared as text: the crossing
-on each line, then each shared point.
+on each line, then each shared point, the points whose intervals lie apart named first (two runs of the Apex map
+on one H200 read x1.005 (1.005-1.006) and x0.79 (0.65-0.97) at one point, and the table did not say so).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench_core.sweep.crossover import speedup_text
-from bench_core.sweep.records import SweepResult, crossovers
+from bench_core.sweep.records import PointResult, SweepResult, crossovers
 
 NOT_SWEPT = "not swept"
 PREDICTED_MARK = "≈"   # as the heatmap marks a predicted cell
@@ -25,62 +26,100 @@ def same_map(a: SweepResult, b: SweepResult) -> bool:
 
 
 def sweep_name(result: SweepResult) -> str:
-    """A sweep's column: where it ran and its id (two sweeps of one GPU differ in the id)."""
-    return f"{result.gpu or result.device} ({result.sweep_id[:6]})"
+    """A sweep as a column or a legend names it: where and when (UTC, month-day hour:minute) it ran, and its id
+    (two runs of one GPU on one day differ in the time; an import of one sweep, in the id)."""
+    return f"{result.gpu or result.device} {result.created_at[5:16].replace('T', ' ')} ({result.sweep_id[:6]})"
 
 
 @dataclass(frozen=True)
 class SideBySide:
-    """Rows of text, one column per sweep: what `first` heads (a line, a point), then each sweep's text."""
+    """Rows of text: what `first` heads (a line, a point), then a text under each of `columns` (one per sweep,
+    after any column about them all)."""
     first: str
-    sweeps: tuple[str, ...]
+    columns: tuple[str, ...]
     rows: tuple[tuple[str, tuple[str, ...]], ...]
 
     def records(self) -> list[dict[str, str]]:
-        """Each row as a table's record, headed by `first` and the sweeps' names."""
-        return [{self.first: label, **dict(zip(self.sweeps, texts, strict=True))} for label, texts in self.rows]
+        """Each row as a table's record, headed by `first` and `columns`."""
+        return [{self.first: label, **dict(zip(self.columns, texts, strict=True))} for label, texts in self.rows]
 
 
-def _line_text(result: SweepResult, fixed: str) -> str:
-    found = [c for c in crossovers(result) if c.fixed == fixed]
+def _on_line(result: SweepResult, fixed: tuple[str, int] | None) -> list[PointResult]:
+    return [p for p in result.points if fixed is None or p.value(fixed[0]) == fixed[1]]
+
+
+def _line_text(result: SweepResult, fixed: tuple[str, int] | None) -> str:
+    said = "" if fixed is None else f"{fixed[0]}={fixed[1]}"
+    found = [c for c in crossovers(result) if c.fixed == said]
     if found:
         return "; ".join(c.text for c in found)
-    axes = result.spec.axes
-    on_line = [e for p in result.points if (e := result.best_estimate(p))
-               and (not fixed or f"{axes[1].name}={p.value(axes[1].name)}" == fixed)]
-    if not on_line:
+    estimates = [e for p in _on_line(result, fixed) if (e := result.best_estimate(p))]
+    if not estimates:
         return NOT_SWEPT
-    if len(on_line) < 2:
+    if len(estimates) < 2:
         return "one point: no line to cross ×1.00"
-    side = "above" if all(e[0] > 1 for e in on_line) else "below" if all(e[0] < 1 for e in on_line) else "at"
-    return f"no crossing: {side} ×1.00 at every swept {axes[0].name}"
+    side = "above" if all(e[0] > 1 for e in estimates) else "below" if all(e[0] < 1 for e in estimates) else "at"
+    return f"no crossing: {side} ×1.00 at every swept {result.spec.axes[0].name}"
 
 
 def crossovers_side_by_side(results: Sequence[SweepResult]) -> SideBySide:
-    """Each line's crossover in each sweep (a one-axis sweep has one line); the lines of every sweep, in order."""
+    """Each line's crossover in each sweep, the lines of every sweep in order: "along width" for a one-axis sweep,
+    "at batch_size=4" for each line of a map."""
     axes = results[0].spec.axes
     if len(axes) == 1:
-        lines = [""]
+        lines: list[tuple[str, tuple[str, int] | None]] = [(f"along {axes[0].name}", None)]
     else:
-        values = dict.fromkeys(v for r in results for v in r.spec.axes[1].values)
-        lines = [f"{axes[1].name}={v}" for v in sorted(values)]
-    rows = tuple((line or axes[0].name, tuple(_line_text(r, line) for r in results)) for line in lines)
+        values = sorted(dict.fromkeys(v for r in results for v in r.spec.axes[1].values))
+        lines = [(f"at {axes[1].name}={v}", (axes[1].name, v)) for v in values]
+    rows = tuple((label, tuple(_line_text(r, fixed) for r in results)) for label, fixed in lines)
     return SideBySide("line", tuple(sweep_name(r) for r in results), rows)
 
 
-def _point_text(result: SweepResult, values: tuple) -> str:
+def _estimate(result: SweepResult, values: tuple) -> tuple[PointResult | None, tuple[float, float, float] | None]:
     point = next((p for p in result.points if p.values == values), None)
-    est = result.best_estimate(point) if point else None
+    return point, result.best_estimate(point) if point else None
+
+
+def _point_text(point: PointResult | None, est: tuple[float, float, float] | None) -> str:
     if point is None:
         return NOT_SWEPT
     if est is None:
         return "no figure" + (f" ({point.prediction_note})" if point.prediction_note else "")
-    return ("" if point.measured else PREDICTED_MARK) + speedup_text(*est) + ("" if point.measured else " predicted")
+    return speedup_text(*est) if point.measured else f"{PREDICTED_MARK}{speedup_text(*est)} predicted"
+
+
+def _apart(estimates: list[tuple[float, float, float]]) -> bool:
+    """Some two intervals do not overlap: the sweeps disagree beyond their own uncertainty."""
+    return max(e[1] for e in estimates) > min(e[2] for e in estimates)
+
+
+def _agreement(estimates: list[tuple[float, float, float]]) -> str:
+    if len(estimates) < 2:
+        return "–"
+    return "no: apart" if _apart(estimates) else "yes"
+
+
+OVERLAP = "intervals overlap"
 
 
 def speedups_side_by_side(results: Sequence[SweepResult]) -> SideBySide:
-    """Each point's speedup (B over A) in each sweep: measured, or predicted (≈) with its shown interval."""
-    keys = dict.fromkeys(p.values for r in results for p in r.points)
-    rows = tuple((", ".join(f"{k}={v}" for k, v in values), tuple(_point_text(r, values) for r in results))
-                 for values in sorted(keys))
-    return SideBySide("point", tuple(sweep_name(r) for r in results), rows)
+    """Each point's speedup (B over A) in each sweep, measured or predicted (≈, its shown interval), after whether
+    their intervals overlap; the points where they lie apart first, then in the axes' order."""
+    keys = sorted(dict.fromkeys(p.values for r in results for p in r.points))
+    rows = []
+    for values in keys:
+        found = [_estimate(r, values) for r in results]
+        estimates = [e for _, e in found if e]
+        rows.append((", ".join(str(v) for _, v in values), (_agreement(estimates),
+                                                             *(_point_text(p, e) for p, e in found))))
+    rows.sort(key=lambda row: row[1][0] != "no: apart")   # stable: the axes' order kept within each group
+    names = ", ".join(a.name for a in results[0].spec.axes)
+    return SideBySide(names, (OVERLAP, *(sweep_name(r) for r in results)), tuple(rows))
+
+
+def apart_count(results: Sequence[SweepResult]) -> tuple[int, int]:
+    """(points whose intervals lie apart, points with a figure in at least two sweeps)."""
+    found = [[e for r in results if (e := _estimate(r, values)[1])]
+             for values in dict.fromkeys(p.values for r in results for p in r.points)]
+    shared = [e for e in found if len(e) >= 2]
+    return sum(_apart(e) for e in shared), len(shared)

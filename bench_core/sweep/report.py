@@ -10,19 +10,21 @@ from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure
 from bench_core.sweep.memory import memory_gaps
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
 from bench_core.sweep.records import SweepResult, crossovers
-from bench_core.sweep.rows import SHOWN_COLUMNS, SHOWN_FORMATS, shown_rows, shown_text
+from bench_core.sweep.rows import SHOWN_COLUMNS, shown_text, shown_text_rows
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
-    """The rows as a table, each number as the page shows it (SHOWN_FORMATS)."""
+    """The rows as a table: text as it is (rows.shown_text_rows), any other cell as `shown_text` writes it."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(shown_text(r[c], SHOWN_FORMATS.get(c)))}</td>" for c in columns)
-                   + "</tr>" for r in rows)
+
+    def cell(v: object) -> str:
+        return html.escape(v if isinstance(v, str) else shown_text(v, None))
+    body = "".join("<tr>" + "".join(f"<td>{cell(r[c])}</td>" for c in columns) + "</tr>" for r in rows)
     return f"<div class='scroll'><table><tr>{head}</tr>{body}</table></div>"
 
 
 def render_html(result: SweepResult) -> str:
-    rows = shown_rows(result)
+    rows = shown_text_rows(result)
     found = crossovers(result)
     # a line may break after each "+" of the stage keys (overflow-wrap alone broke "fp|8" on a phone)
     title = html.escape(result.title).replace("+", "+<wbr>")

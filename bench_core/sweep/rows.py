@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -55,10 +56,13 @@ SHOWN_COLUMNS = (
 SHOWN_FORMATS: dict[str, Shown] = {c.label: c.shown for c in SHOWN_COLUMNS if c.shown}   # by header
 
 
+MISSING = "–"   # a cell with no figure: "None" on the page read as a value
+
+
 def shown_text(value: object, shown: Shown | None) -> str:
-    """One shown cell as text (the HTML report's; the page gives Streamlit the same formats)."""
-    if value is None:
-        return ""
+    """One shown cell as text, as the page and the HTML report both write it."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
     if not isinstance(value, float):
         return str(value)
     if shown == Shown.PERCENT:
@@ -66,6 +70,12 @@ def shown_text(value: object, shown: Shown | None) -> str:
     if shown == Shown.SPEEDUP:
         return f"×{value:.2f}"
     return f"{value:.2f}" if shown == Shown.MS else f"{value:.3f}"
+
+
+def shown_text_rows(result: SweepResult) -> list[dict[str, str]]:
+    """`shown_rows` with every cell as text (`shown_text`): the page's table and the report's read alike (the page's
+    own number formats wrote 21.04% where the report wrote +21.0%, and "None" where it had no figure)."""
+    return [{k: shown_text(v, SHOWN_FORMATS.get(k)) for k, v in row.items()} for row in shown_rows(result)]
 
 
 def shown_rows(result: SweepResult) -> list[dict]:

@@ -43,7 +43,7 @@ from bench_core.sweep.records import (
     prediction_error,
     to_json,
 )
-from bench_core.sweep.rows import csv_rows, shown_rows
+from bench_core.sweep.rows import csv_rows, shown_rows, shown_text_rows
 from bench_core.sweep.runner import SweepHooks, run_sweep
 from bench_core.sweep.spec import (
     Axis,
@@ -617,6 +617,10 @@ def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
     # the shown table: the axis under its own name, then the answer
     shown = shown_rows(result)[1]
     assert list(shown)[:3] == ["width", "speedup (B over A)", "source"] and shown["width"] == 128
+    # as text, the page's and the report's alike: a percent signed to one decimal, a missing figure "–"
+    texts = shown_text_rows(result)
+    assert texts[1]["width"] == "128" and texts[1]["A step error"] == f"{errors[0]:+.1%}"
+    assert texts[0]["measured"] == "–" and texts[0]["speedup (B over A)"].startswith("×")
     (c,) = crossovers(result)                 # 0.97 at 128 (measured), 1.2 at 256 (measured)
     assert c.value == pytest.approx(math.exp(math.log(128) + (-math.log(0.97)) * math.log(2) /
                                              (math.log(1.2) - math.log(0.97))))
@@ -853,14 +857,16 @@ def test_sweeps_of_one_comparison_from_two_gpus_share_a_line_chart():
 
     from bench_core.sweep.compare import same_map
     from bench_core.sweep.figures import sweep_line
-    h200, a100 = replace(_result(), gpu="NVIDIA H200", sweep_id="aaaaaa000000"), \
-        replace(_result(), gpu="NVIDIA A100", sweep_id="bbbbbb000000")
+    when = "2026-12-05T04:07:12+00:00"
+    h200, a100 = replace(_result(), gpu="NVIDIA H200", sweep_id="aaaaaa000000", created_at=when), \
+        replace(_result(), gpu="NVIDIA A100", sweep_id="bbbbbb000000", created_at=when)
     other = replace(h200, spec=replace(h200.spec, comparison=parse_comparison("adam-fused", "gpt")))
     assert same_map(h200, a100) and not same_map(h200, other)
     fig = sweep_line([h200, a100])
     names = [t.name for t in fig.data]
-    assert "NVIDIA H200 (aaaaaa) measured end to end" in names and "NVIDIA A100 (bbbbbb) measured end to end" in names
-    colors = {t.name.split(" (")[0]: t.marker.color for t in fig.data if t.name.endswith("end to end")}
+    assert "NVIDIA H200 12-05 04:07 (aaaaaa) measured end to end" in names
+    assert "NVIDIA A100 12-05 04:07 (bbbbbb) measured end to end" in names
+    colors = {t.name.split(" 12-05")[0]: t.marker.color for t in fig.data if t.name.endswith("end to end")}
     assert colors["NVIDIA H200"] != colors["NVIDIA A100"]
     assert "NVIDIA H200 and NVIDIA A100" in plain_title(fig)
 

@@ -3,7 +3,7 @@ from dataclasses import replace
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.results.records import Status
-from bench_core.sweep.compare import crossovers_side_by_side, same_map, speedups_side_by_side
+from bench_core.sweep.compare import apart_count, crossovers_side_by_side, same_map, speedups_side_by_side
 from bench_core.sweep.predict import PointTimings
 from bench_core.sweep.records import PointMeasurement, PointPrediction, PointResult, SweepResult
 from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
@@ -26,7 +26,8 @@ def _map(gpu: str, sweep_id: str, speedups: dict[tuple[int, int], float], batche
         else:
             points.append(PointResult(p.index, p.values, measurement=PointMeasurement(
                 Status.OK, speedup=s, low=s * 0.99, high=s * 1.01)))
-    return SweepResult(spec, "cuda", gpu, tuple(points), Status.DONE, sweep_id=sweep_id)
+    return SweepResult(spec, "cuda", gpu, tuple(points), Status.DONE, sweep_id=sweep_id,
+                       created_at="2026-12-05T04:07:12+00:00")
 
 
 # H200: at batch 2 crosses between widths 64 and 128; at batch 4 above at every width
@@ -39,25 +40,33 @@ def test_each_line_s_crossing_in_each_sweep_with_the_lines_of_both():
     h200, h100 = _map("H200", "aaaaaa000000", H200), _map("H100", "bbbbbb000000", H100, batches=(2, 8))
     assert same_map(h200, h100)
     table = crossovers_side_by_side([h200, h100])
-    assert table.sweeps == ("H200 (aaaaaa)", "H100 (bbbbbb)")
+    assert table.columns == ("H200 12-05 04:07 (aaaaaa)", "H100 12-05 04:07 (bbbbbb)")
     rows = dict(table.rows)
-    assert list(rows) == ["batch_size=2", "batch_size=4", "batch_size=8"]
-    assert rows["batch_size=2"][0].startswith("pays above width") and "at batch_size=2" in rows["batch_size=2"][0]
-    assert rows["batch_size=2"][1] == "no crossing: below ×1.00 at every swept width"
-    assert rows["batch_size=4"] == ("no crossing: above ×1.00 at every swept width", "not swept")
-    assert rows["batch_size=8"][0] == "not swept" and rows["batch_size=8"][1].startswith("pays above width")
-    assert table.records()[0] == {"line": "batch_size=2", "H200 (aaaaaa)": rows["batch_size=2"][0],
-                                  "H100 (bbbbbb)": rows["batch_size=2"][1]}
+    assert list(rows) == ["at batch_size=2", "at batch_size=4", "at batch_size=8"]
+    assert rows["at batch_size=2"][0].startswith("pays above width") and "at batch_size=2" in rows["at batch_size=2"][0]
+    assert rows["at batch_size=2"][1] == "no crossing: below ×1.00 at every swept width"
+    assert rows["at batch_size=4"] == ("no crossing: above ×1.00 at every swept width", "not swept")
+    assert rows["at batch_size=8"][0] == "not swept" and rows["at batch_size=8"][1].startswith("pays above width")
+    assert table.records()[0] == {"line": "at batch_size=2", "H200 12-05 04:07 (aaaaaa)": rows["at batch_size=2"][0],
+                                  "H100 12-05 04:07 (bbbbbb)": rows["at batch_size=2"][1]}
 
 
-def test_each_point_s_speedup_in_each_sweep_a_predicted_one_marked():
+def test_each_point_s_speedup_in_each_sweep_those_apart_first_a_predicted_one_marked():
+    """Shared points: batch 2 at widths 64, 128, 256. At 64, x0.80 and x0.70 (each ±1%) lie apart; at 128, x1.2
+    and x0.8; at 256 x1.3 and x0.9: all three apart, listed first in the axes' order."""
     h200 = _map("H200", "aaaaaa000000", H200, predicted=((256, 4),))
     h100 = _map("H100", "bbbbbb000000", H100, batches=(2, 8))
-    rows = dict(speedups_side_by_side([h200, h100]).rows)
-    assert rows["width=64, batch_size=2"] == ("×0.80 (0.79–0.81)", "×0.70 (0.69–0.71)")
-    assert rows["width=256, batch_size=4"] == ("≈×1.40 (1.39–1.41) predicted", "not swept")
-    assert rows["width=128, batch_size=8"] == ("not swept", "×0.90 (0.89–0.91)")
-    assert len(rows) == 9
+    table = speedups_side_by_side([h200, h100])
+    assert table.first == "width, batch_size" and table.columns[0] == "intervals overlap"
+    assert [label for label, _ in table.rows][:3] == ["64, 2", "128, 2", "256, 2"]
+    rows = dict(table.rows)
+    assert rows["64, 2"] == ("no: apart", "×0.80 (0.79–0.81)", "×0.70 (0.69–0.71)")
+    assert rows["256, 4"] == ("–", "≈×1.40 (1.39–1.41) predicted", "not swept")
+    assert rows["128, 8"] == ("–", "not swept", "×0.90 (0.89–0.91)")
+    assert len(rows) == 9 and apart_count([h200, h100]) == (3, 3)
+    # one sweep against itself: every interval overlaps
+    assert apart_count([h200, h200]) == (0, 6) and {r[1][0] for r in speedups_side_by_side([h200, h200]).rows} == \
+        {"yes"}
 
 
 def test_maps_of_other_stages_or_other_axes_are_not_set_side_by_side():
