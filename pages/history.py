@@ -81,8 +81,11 @@ if linked:  # a link to one run (?run=ID, as an import's message gives): that ru
 
 runs = listed(history().list_runs, f"the history database {history().path}")
 
+st.subheader("Runs")
 if not runs:
-    st.info("No runs stored yet. Finished stages are saved here as soon as they end; CLI runs land here too.")
+    # said of runs alone: above a table of sweeps, "No runs stored yet" read as an empty history (a new user's pass)
+    st.info("No runs stored yet (sweeps are listed under Sweeps, below). A run's finished stages are saved here as "
+            "soon as they end; CLI runs land here too.")
 else:
     df = pd.DataFrame(runs)
     df["created"] = pd.to_datetime(df["created_at"], utc=True, errors="coerce")
@@ -109,7 +112,7 @@ else:
     st.caption("Select one or more runs to compare them: stages line up by stage, runs are colours.")
     picked = st.dataframe(view, key="runs", on_select="rerun", selection_mode="multi-row", hide_index=True,
                           width="stretch", column_config={
-                              "created_at": st.column_config.TextColumn("When"),
+                              "created_at": st.column_config.TextColumn("When (UTC)"),
                               "run_id": st.column_config.TextColumn("Run"),
                               "model": st.column_config.TextColumn("Model", width="medium"),
                               "gpu": st.column_config.TextColumn("GPU", width="medium"),
@@ -149,17 +152,19 @@ sweep_rows = listed(sweep_store.list_sweeps, "the sweeps") if sweep_store is not
 if not sweep_rows:
     st.caption("No sweep yet: the Sweep page runs one, `python -m bench_core sweep` too.")
 else:
-    # the link and what tells sweeps apart first, the long crossover last: a phone, and even 1440 px, cut the
-    # right-hand columns
+    # the link, when, the lever and its answer first: a phone shows three columns, and even 1440 px cut the
+    # crossover when it came after the counts (a new user's pass); the id tells two runs of one map apart
     st.dataframe(pd.DataFrame([{**r, "change": r["change"] or r["compare"], "open": f"/sweep?sweep={r['sweep_id']}",
                                 "imported": bool(r["imported"]), "created_at": r["created_at"][:16].replace("T", " "),
-                                "crossover": r["crossover"] or "none inside the swept values"}
+                                "crossover": r["crossover"] or "none inside the swept values",
+                                "id": r["sweep_id"][:6]}
                                for r in sweep_rows])[
-        ["open", "created_at", "change", "gpu", "status", "axes", "points", "measured", "prediction_error",
-         "imported", "crossover", "compare", "family"]], hide_index=True, width="stretch", key="sweeps",
+        ["open", "created_at", "change", "crossover", "gpu", "id", "status", "axes", "points", "measured",
+         "prediction_error", "imported", "compare", "family"]], hide_index=True, width="stretch", key="sweeps",
         column_config={"open": st.column_config.LinkColumn("Open", display_text="map"),
-                       "created_at": st.column_config.TextColumn("When"),
+                       "created_at": st.column_config.TextColumn("When (UTC)"),
                        "change": st.column_config.TextColumn("Lever", help="what B changes from A"),
+                       "id": st.column_config.TextColumn("Id", help="the sweep's id, as the Sweep page names it"),
                        "prediction_error": st.column_config.NumberColumn(
                            "Prediction error", format="percent", help="the speedup's rms error over the points "
                            "measured end to end"),
