@@ -60,45 +60,49 @@ def lever_label(name: str, family: str) -> str:
         return f"{name} (not in the {family} family)"
 
 
-# The comparison outside the form: which field applies, and what B and A are, show as they are chosen.
-left, right = st.columns(2)
-family = left.selectbox("Model family", FAMILIES, key="sweep_family")
-model = right.selectbox("Base shape", list(WORKLOADS), key="sweep_model",
-                        index=list(WORKLOADS).index("gpt2-small" if device == "cuda" else "tiny"))
-mode = st.radio("Compare", ["a lever against the lever it replaces", "two stage keys"], horizontal=True,
-                key="sweep_mode")
-pair = not mode.startswith("a lever")
-if pair:
-    compare_text = st.text_input("Stage keys A,B (B's speedup over A)", key="sweep_keys",
-                                 value="adam+layernorm+fp32,adam-fused+layernorm+fp32")
-else:
-    compare_text = st.selectbox("Lever", sweepable_levers(), key="sweep_lever",
-                                format_func=lambda name: lever_label(name, family))
-comparison: Comparison | None = None
-try:
-    comparison = parse_comparison(compare_text, family, pair)
-    reason = cannot_run(comparison)
-    st.caption(f"B `{comparison.b.key}` against A `{comparison.a.key}`"
-               + (f". It cannot run here: {reason}." if reason else "."))
-except ConfigError as exc:
-    reason = exc.limit
-    st.caption(f"{exc.field}: {exc.limit}.")
+# Opened from History's "map" link, the linked sweep is what the reader came for: the form folds away above it
+# (it took two phone screens before the map, a new user's pass).
+linked = st.query_params.get("sweep") is not None
+with st.expander("Start a new sweep", expanded=False) if linked else st.container():
+    # The comparison outside the form: which field applies, and what B and A are, show as they are chosen.
+    left, right = st.columns(2)
+    family = left.selectbox("Model family", FAMILIES, key="sweep_family")
+    model = right.selectbox("Base shape", list(WORKLOADS), key="sweep_model",
+                            index=list(WORKLOADS).index("gpt2-small" if device == "cuda" else "tiny"))
+    mode = st.radio("Compare", ["a lever against the lever it replaces", "two stage keys"], horizontal=True,
+                    key="sweep_mode")
+    pair = not mode.startswith("a lever")
+    if pair:
+        compare_text = st.text_input("Stage keys A,B (B's speedup over A)", key="sweep_keys",
+                                     value="adam+layernorm+fp32,adam-fused+layernorm+fp32")
+    else:
+        compare_text = st.selectbox("Lever", sweepable_levers(), key="sweep_lever",
+                                    format_func=lambda name: lever_label(name, family))
+    comparison: Comparison | None = None
+    try:
+        comparison = parse_comparison(compare_text, family, pair)
+        reason = cannot_run(comparison)
+        st.caption(f"B `{comparison.b.key}` against A `{comparison.a.key}`"
+                   + (f". It cannot run here: {reason}." if reason else "."))
+    except ConfigError as exc:
+        reason = exc.limit
+        st.caption(f"{exc.field}: {exc.limit}.")
 
-with st.form("sweep_form"):
-    a1, v1 = st.columns([1, 3])
-    axis1 = a1.selectbox("Axis", AXES, key="sweep_axis1")
-    values1 = v1.text_input("Values (list, or START:STOP:xFACTOR)", key="sweep_values1", value="64,128")
-    a2, v2 = st.columns([1, 3])
-    axis2 = a2.selectbox("Second axis (optional)", ("none", *AXES), key="sweep_axis2")
-    values2 = v2.text_input("Its values", key="sweep_values2", value="")
-    budget = st.text_input("Budget (e.g. 10m; empty: every point measured)", key="sweep_budget", value="")
-    breakdown = st.checkbox("Also time each part of a block alone (where a step's time goes; not used by the "
-                            "prediction; a compiled stage compiles each part too, so its points take longer to "
-                            "predict)",
-                            key="sweep_breakdown")
-    # off where the comparison cannot run (its reason is said above): it had answered only after the click
-    start = st.form_submit_button("Start the sweep", type="primary",
-                                  disabled=not is_operator() or sweeps.running or reason is not None)
+    with st.form("sweep_form"):
+        a1, v1 = st.columns([1, 3])
+        axis1 = a1.selectbox("Axis", AXES, key="sweep_axis1")
+        values1 = v1.text_input("Values (list, or START:STOP:xFACTOR)", key="sweep_values1", value="64,128")
+        a2, v2 = st.columns([1, 3])
+        axis2 = a2.selectbox("Second axis (optional)", ("none", *AXES), key="sweep_axis2")
+        values2 = v2.text_input("Its values", key="sweep_values2", value="")
+        budget = st.text_input("Budget (e.g. 10m; empty: every point measured)", key="sweep_budget", value="")
+        breakdown = st.checkbox("Also time each part of a block alone (where a step's time goes; not used by the "
+                                "prediction; a compiled stage compiles each part too, so its points take longer to "
+                                "predict)",
+                                key="sweep_breakdown")
+        # off where the comparison cannot run (its reason is said above): it had answered only after the click
+        start = st.form_submit_button("Start the sweep", type="primary",
+                                      disabled=not is_operator() or sweeps.running or reason is not None)
 
 if start:
     try:

@@ -190,3 +190,16 @@ def test_two_maps_of_one_comparison_are_set_side_by_side_line_by_line_and_point_
     apart = (points["intervals overlap"] == "no: apart").sum()
     assert apart >= 1 and f"Their intervals lie apart at **{apart} of 12**" in said   # batch 8 x 768 at least
     assert points.iloc[:, 2:].map(lambda t: t.startswith("×")).all().all()   # all measured
+
+
+def test_opened_from_history_s_link_the_form_folds_away_above_the_linked_sweep(app):
+    from pathlib import Path
+    data = Path(__file__).parents[2] / "docs/data/h200_2026-12-05_call33_sweep_apex_gpt_2.json"
+    sweep_id, _ = dashboard.session.get_sweeps().import_sweep(data.read_bytes(), "operator")
+    at = app("pages/sweep.py")
+    assert not [e for e in at.expander if e.label == "Start a new sweep"]   # no link: the form open as the page
+    at.query_params["sweep"] = sweep_id
+    at.run()
+    [form] = [e for e in at.expander if e.label == "Start a new sweep"]
+    assert not form.proto.expanded and at.selectbox(key="sweep_pick").value == sweep_id
+    assert any(b.label == "Start the sweep" for b in form.button)
