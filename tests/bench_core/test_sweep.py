@@ -888,6 +888,10 @@ def test_two_axes_draw_a_heatmap_centred_on_one():
     assert list(heat.x) == [0, 1] and list(fig.layout.xaxis.ticktext) == ["64", "128"]
     # the plot is the cells and nothing round them: the grey behind an empty cell framed them where padded
     assert list(fig.layout.xaxis.range) == [-0.5, 1.5] and fig.layout.margin.pad == 0
+    # the colour bar across the top (upright at the side it halved a phone's plot), the x title under the ticks
+    bar = heat.colorbar
+    assert bar.orientation == "h" and bar.y == 1.0 and bar.yanchor == "bottom" and bar.title.text == "B over A"
+    assert fig.layout.xaxis.title.text is None and [a.text for a in fig.layout.annotations] == ["width"]
     # each marker in its cell's corner, off the figure written at the centre
     measured = next(t for t in fig.data[1:] if t.name == "measured end to end")
     assert all(0 < abs(x - round(x)) < 0.5 for x in measured.x) and all(0 < abs(y - round(y)) < 0.5
