@@ -55,9 +55,16 @@ class Crossover:
         # "16 (16–25)", as if the crossing sat on its own bound
         bounds = [b for b in (self.low, self.high) if b is not None]
         d = 1 if any(f"{b:,.0f}" == f"{self.value:,.0f}" and b != self.value for b in bounds) else 0
-        lo = "below the range" if self.low is None else _number(self.low, d)
-        hi = "beyond the range" if self.high is None else _number(self.high, d)
-        span = f"({lo}–{hi})" if self.located else "(not located: its interval spans every swept value)"
+        # a bound past the swept values is open: "at most 1,608" ("(below the range–1,608)" read oddly, a new
+        # user's pass)
+        if not self.located:
+            span = "(not located: its interval spans every swept value)"
+        elif self.low is None:
+            span = f"(at most {_number(self.high or 0.0, d)})"
+        elif self.high is None:
+            span = f"(at least {_number(self.low, d)})"
+        else:
+            span = f"({_number(self.low, d)}–{_number(self.high, d)})"
         where = f"{self.axis} ≈ {self.value:,.{d}f} {span}" + (f" at {self.fixed}" if self.fixed else "")
         side = "above" if self.direction == Direction.PAYS_ABOVE else "below"
         if self.pays:
@@ -67,7 +74,9 @@ class Crossover:
                 f"{self.axis}={self.best.x:,.0f}" if self.best else "")
         else:
             said = f"reaches ×1.00 {side} {where}; no point past it measurably faster"
-        return ("predicted only, no point measured: " if self.predicted_only else "") + said
+        # of this line: beside "1 of 8 points measured", "no point measured" read as a contradiction
+        line = f"at {self.fixed}" if self.fixed else "on this line"
+        return (f"predicted only (no point {line} measured): " if self.predicted_only else "") + said
 
     def to_dict(self) -> dict:
         return {"axis": self.axis, "value": self.value, "low": self.low, "high": self.high,

@@ -213,7 +213,7 @@ def test_a_crossing_never_reads_as_sitting_on_its_own_bound():
     near = Crossover("batch_size", 15.985, 15.576, 25.486, Direction.PAYS_ABOVE, pays=False)
     assert "batch_size ≈ 16.0 (15.6–25.5)" in near.text
     assert "batch_size ≈ 19 (8–31)" in replace(near, value=18.88, low=7.72, high=30.72).text
-    assert "batch_size ≈ 16.0 (below the range–16.4)" in replace(near, low=None, high=16.4).text
+    assert "batch_size ≈ 16.0 (at most 16.4)" in replace(near, low=None, high=16.4).text
 
 
 def test_a_speedup_without_spread_does_not_read_as_certain():
@@ -230,8 +230,11 @@ def test_a_crossing_no_point_of_its_line_measured_says_so():
     its narrow interval the shallow steps' spread, not a measurement's."""
     result = _result()
     unmeasured = replace(result, points=tuple(replace(p, measurement=None) for p in result.points))
-    assert all(c.predicted_only and c.text.startswith("predicted only, no point measured: ")
+    assert all(c.predicted_only and c.text.startswith("predicted only (no point on this line measured): ")
                for c in crossovers(unmeasured))
+    # on a map, the line is named: beside "1 of 8 points measured" the sweep's other lines may hold that point
+    (row,) = crossovers(unmeasured)
+    assert replace(row, fixed="batch_size=2").text.startswith("predicted only (no point at batch_size=2 measured): ")
     assert crossovers(unmeasured) and not any(c.predicted_only for c in crossovers(result))
 
 
@@ -262,7 +265,7 @@ def test_a_crossing_interval_beyond_the_swept_values_is_open():
     # one side open: the upper bounds (×1.5) cross at 667; the lower ones (w / 1,500) stay below ×1.00 to 1,400
     half = crossover("width", _line(lambda w: w / 1000, [600, 700, 1200, 1400], 1.5))
     assert half is not None and half.located and half.low == pytest.approx(1000 / 1.5) and half.high is None
-    assert "width ≈ 1,000 (667–beyond the range)" in half.text
+    assert "width ≈ 1,000 (at least 667)" in half.text
 
 
 def test_no_crossover_when_every_point_is_on_one_side():
