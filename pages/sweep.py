@@ -121,6 +121,15 @@ if not is_operator():
     st.caption("Only operators start and cancel sweeps.")
 
 
+ROW_PX, MAX_ROWS = 35, 24   # Streamlit's table row; beyond MAX_ROWS a table scrolls inside itself
+
+
+def rows_height(rows: int) -> int:
+    """A table's height showing all its rows, up to MAX_ROWS: at its own default of 10, a 12-point map's table
+    scrolled inside itself with nothing to say so (a new user's pass)."""
+    return (min(rows, MAX_ROWS) + 1) * ROW_PX + 3
+
+
 def show(result: SweepResult, key: str, live: bool = False) -> None:
     """A sweep's figures, map, table and downloads; `live`: one still running, whose missing crossover is not yet
     an answer and whose downloads wait for its end."""
@@ -139,7 +148,8 @@ def show(result: SweepResult, key: str, live: bool = False) -> None:
         st.caption(f"Peak memory: {gaps}.")
     # every cell as the HTML report writes it: Streamlit's own formats wrote 21.04% beside the map's -17.4%, and a
     # missing number "None" (a new user's pass)
-    st.dataframe(pd.DataFrame(shown_text_rows(result)), hide_index=True, width="stretch")
+    rows = shown_text_rows(result)
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=rows_height(len(rows)))
     parts = breakdown_rows(result)
     if parts:
         with st.expander(BREAKDOWN_TITLE):
@@ -171,7 +181,8 @@ def show_side_by_side(together: list[SweepResult]) -> None:
                 f"measured errors). Their intervals lie apart at **{apart} of {shared}** points with a figure in "
                 "more than one sweep"
                 + (", listed first: there the sweeps disagree beyond their own intervals." if apart else "."))
-    st.dataframe(pd.DataFrame(speedups_side_by_side(together).records()), hide_index=True, width="stretch",
+    records = speedups_side_by_side(together).records()
+    st.dataframe(pd.DataFrame(records), hide_index=True, width="stretch", height=rows_height(len(records)),
                  key="sweep_compare_points")
 
 
