@@ -1,8 +1,10 @@
 """Maps of one comparison side by side (sweep.compare): hand-made sweeps from two GPUs with known crossings."""
 from dataclasses import replace
+from pathlib import Path
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.results.records import Status
+from bench_core.sweep.cli import main as cli_main
 from bench_core.sweep.compare import apart_count, crossovers_side_by_side, same_map, speedups_side_by_side
 from bench_core.sweep.predict import PointTimings
 from bench_core.sweep.records import PointMeasurement, PointPrediction, PointResult, SweepResult
@@ -74,3 +76,34 @@ def test_maps_of_other_stages_or_other_axes_are_not_set_side_by_side():
     swapped = replace(h200, spec=replace(h200.spec, axes=tuple(reversed(h200.spec.axes))))
     other = replace(h200, spec=replace(h200.spec, comparison=parse_comparison("adam-fused", "gpt")))
     assert not same_map(h200, swapped) and not same_map(h200, other)
+
+
+DATA = Path(__file__).parents[2] / "docs/data"
+APEX_RUNS = [str(DATA / "h200_2026-12-05_call33_sweep_apex_gpt_2.json"),
+             str(DATA / "h200_2026-12-05_call32_sweep_apex_gpt_1.json")]
+
+
+def test_the_cli_sets_two_h200_runs_side_by_side_the_point_apart_first(capsys):
+    """The Apex map's runs 5 and 4 (calls 33, 32): at batch 8 x 768, x1.005 (1.005-1.006) against x0.79
+    (0.65-0.97), the one point whose intervals lie apart."""
+    assert cli_main(["side-by-side", *APEX_RUNS]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "sweeps side by side: B apex-fusedadam+apex-fusedln+bf16 vs A adam-fused+layernorm+bf16"
+    assert [line.strip() for line in out if line.strip().startswith("at width=")] == ["at width=768",
+                                                                                     "at width=1280"]
+    table = out[out.index(next(line for line in out if line.startswith("each point's speedup"))) + 1:]
+    assert "intervals apart at 1 of 12 points" in out[len(out) - len(table) - 1] and len(table) == 13
+    assert table[1].split() == ["8,", "768", "no:", "apart", "×1.005", "(1.005–1.006)", "×0.79", "(0.65–0.97)"]
+
+
+def test_the_cli_names_what_cannot_be_set_side_by_side(tmp_path, capsys):
+    fp8 = str(DATA / "h200_2026-12-05_call34_sweep_fp8_llama_1.json")
+    assert cli_main(["side-by-side", APEX_RUNS[0], fp8]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: file='{fp8}': sweeps B adam-fused+rmsnorm+fp8-torchao+compile") and \
+        "only one comparison along the same axes" in err
+    assert cli_main(["side-by-side", APEX_RUNS[0]]) == 2 and "two or more" in capsys.readouterr().err
+    run = str(DATA / "h200_2026-12-03_call2_seed_gpt2-small_run1.json")
+    assert cli_main(["side-by-side", APEX_RUNS[0], run]) == 2 and "not a sweep's JSON" in capsys.readouterr().err
+    assert cli_main(["side-by-side", APEX_RUNS[0], str(tmp_path / "missing.json")]) == 2
+    assert "cannot be read" in capsys.readouterr().err
