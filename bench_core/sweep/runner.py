@@ -153,6 +153,22 @@ def repredicted(result: SweepResult) -> SweepResult:
     return replace(result, points=tuple(points))
 
 
+def _stop_when(stop: threading.Event, cancel: threading.Event, left: Callable[[], float | None]
+               ) -> Callable[[], bool]:
+    """Sets `stop` once the user cancels or the budget is spent (checked twice a second until `stop` is set), and
+    returns the budget's check, for between points."""
+    def out_of_time() -> bool:
+        remaining = left()
+        return remaining is not None and remaining <= 0
+
+    def watch() -> None:
+        while not stop.is_set():
+            if cancel.wait(0.5) or out_of_time():
+                stop.set()
+    threading.Thread(target=watch, name="bench-sweep-budget", daemon=True).start()
+    return out_of_time
+
+
 def _candidate(p: PointResult) -> plan.Candidate:
     pred = p.prediction
     return plan.Candidate(p.index, pred.speedup, pred.low, pred.high) if pred else plan.Candidate(p.index, None)
@@ -177,12 +193,26 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
     predictor = hooks.predict_points or (lambda pts, c, d, cancel: predict_in_process(
         pts, c, d, cancel, hooks.worker_env, spec.breakdown))
     done, predicting = 0, hooks.clock()
-    for index, timings, missing in predictor(points, comparison, state["result"].device, hooks.cancel):
+    # the budget holds for the whole sweep, predicting too: the timing process is stopped when it is spent (a cold
+    # compile cache could make the prediction alone outlast it), between points or inside one
+    stop = threading.Event()
+    out_of_time = _stop_when(stop, hooks.cancel, left)
+    for index, timings, missing in predictor(points, comparison, state["result"].device, stop):
         prediction, note = _prediction(timings, missing, comparison, state["result"].device)
         point = replace(state["result"].points[index], prediction=prediction, prediction_note=note)
         done += 1
         publish(replace(state["result"].with_point(point), progress=Progress(Phase.PREDICTING, done, n, None)))
+        if out_of_time():
+            break
+    stop.set()   # ends the watcher (and a timing process left running after a break)
     predict_s = hooks.clock() - predicting
+    unpredicted = [p for p in state["result"].points if p.prediction is None and p.prediction_note is None]
+    if unpredicted and not hooks.cancel.is_set():
+        said = f"not predicted: the {spec.budget_s:.0f} s budget ran out while predicting" if spec.budget_s \
+            else "not predicted: the timing process stopped"
+        for p in unpredicted:
+            state["result"] = state["result"].with_point(replace(p, prediction_note=said))
+        publish(state["result"])
     walls: list[float] = []
     tried: set[int] = set()
     while not hooks.cancel.is_set():
@@ -211,12 +241,21 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
         [f"{breakdown_s:.0f} s of it timing the breakdown's parts"] if spec.breakdown else [])
     notes = [f"{measured} of {n} points measured end to end, {predicted_only} predicted only",
              ", ".join([f"predicting took {predict_s:.0f} s", *spent])]
-    untried = n - len(tried)
+    untried = [p for p in final.points if p.index not in tried]
+    kept = sum(p.prediction is not None for p in untried)
     if untried and not cancelled:
         on = "on the points nearest ×1.00" if tried else "predicting, before any point could run"
-        noun = "point" if untried == 1 else "points"
-        notes.append(f"{untried} {noun} kept their prediction: the {spec.budget_s:.0f} s budget was spent {on}"
-                     if spec.budget_s else f"{untried} {noun} not run")
+
+        def noun(k: int) -> str:
+            return "point" if k == 1 else "points"
+        if not spec.budget_s:
+            notes.append(f"{len(untried)} {noun(len(untried))} not run")
+        elif kept:
+            notes.append(f"{kept} {noun(kept)} kept their prediction: the {spec.budget_s:.0f} s budget was spent {on}")
+        if spec.budget_s and len(untried) > kept:
+            neither = len(untried) - kept
+            notes.append(f"{neither} {noun(neither)} neither predicted nor measured: the {spec.budget_s:.0f} s "
+                         "budget ran out first")
     final = replace(final, status=Status.CANCELLED if cancelled else Status.DONE, notes=tuple(notes),
                     progress=Progress(Phase.DONE, len(tried), n, 0.0), predict_s=predict_s)
     publish(final)

@@ -705,9 +705,9 @@ def test_a_breakdown_part_not_timed_leaves_the_prediction_and_a_step_not_timed_t
         for p in points:
             clock.t += 1.0   # predicting spends the whole budget: nothing runs end to end
             yield (p.index, *timed[p.config.width])
-    result = run_sweep(_spec(budget=0.5, widths=(64, 128)), _points(_spec(widths=(64, 128))), NO_GPU,
+    result = run_sweep(_spec(budget=2.0, widths=(64, 128)), _points(_spec(widths=(64, 128))), NO_GPU,
                        SweepHooks(clock=clock, predict_points=predict_points,
-                                  measure_point=lambda *a: pytest.fail("a 0.5 s budget measures nothing")))
+                                  measure_point=lambda *a: pytest.fail("a spent budget measures nothing")))
     first, second = result.points
     assert first.prediction.speedup == pytest.approx(2.0) and first.prediction_note is None
     assert second.prediction is None
@@ -717,10 +717,10 @@ def test_a_breakdown_part_not_timed_leaves_the_prediction_and_a_step_not_timed_t
     assert from_json(to_json(result)).predict_s == pytest.approx(2.0)
     # with the breakdown asked for, the note says what it cost: 1.25 s the first point's parts took
     timed = {w: (replace(t, breakdown_s=1.25) if t else t, m) for w, (t, m) in timed.items()}
-    with_parts = run_sweep(replace(_spec(budget=0.5, widths=(64, 128)), breakdown=True),
+    with_parts = run_sweep(replace(_spec(budget=2.0, widths=(64, 128)), breakdown=True),
                            _points(_spec(widths=(64, 128))), NO_GPU,
                            SweepHooks(clock=clock, predict_points=predict_points,
-                                      measure_point=lambda *a: pytest.fail("a 0.5 s budget measures nothing")))
+                                      measure_point=lambda *a: pytest.fail("a spent budget measures nothing")))
     # the point whose prediction fell (its step not timed) took its timings with it: only the first is counted
     assert "predicting took 2 s, 1 s of it timing the breakdown's parts" in with_parts.notes
     assert from_json(to_json(with_parts)).points[0].prediction.timings.breakdown_s == 1.25
@@ -730,11 +730,44 @@ def test_a_breakdown_part_not_timed_leaves_the_prediction_and_a_step_not_timed_t
     first_t, first_m = timed[64]
     timed[64] = (replace(first_t, times=(*first_t.times, full), full_here=True), first_m)
     timed[128] = (replace(timed[128][0], times=(*timed[128][0].times, full)), timed[128][1])
-    with_full = run_sweep(_spec(budget=0.5, widths=(64, 128)), _points(_spec(widths=(64, 128))), NO_GPU,
+    with_full = run_sweep(_spec(budget=2.0, widths=(64, 128)), _points(_spec(widths=(64, 128))), NO_GPU,
                           SweepHooks(clock=clock, predict_points=predict_points,
-                                     measure_point=lambda *a: pytest.fail("a 0.5 s budget measures nothing")))
+                                     measure_point=lambda *a: pytest.fail("a spent budget measures nothing")))
     assert "predicting took 2 s, 1 s of it timing the full-depth steps (once a sweep)" in with_full.notes
     assert from_json(to_json(with_full)).points[0].prediction.timings.find(Part.STEP_FULL, full.variant).wall_s == 0.75
+
+
+def test_the_budget_holds_while_predicting_between_points_and_inside_one():
+    """A 2 s budget and points that take 1 s each to predict: the timing stops after two, and the other two are
+    neither predicted nor measured, each saying why. A point whose timing outlasts the budget is stopped inside it:
+    its timing process is told to stop (here a fake that waits to be told)."""
+    clock, closed = _Clock(), []
+
+    def predict_points(points, comparison, device, cancel):
+        try:
+            for p in points:
+                clock.t += 1.0
+                yield p.index, _optimizer_timings(2.0, 1.0), ()
+        finally:
+            closed.append(True)   # the timing process is killed when its points stop being read
+    result = run_sweep(_spec(budget=2.0), _points(_spec()), NO_GPU, SweepHooks(
+        clock=clock, predict_points=predict_points, measure_point=lambda *a: pytest.fail("the budget is spent")))
+    assert [p.prediction is not None for p in result.points] == [True, True, False, False] and closed
+    assert {p.prediction_note for p in result.points[2:]} == {"not predicted: the 2 s budget ran out while predicting"}
+    assert "2 points neither predicted nor measured: the 2 s budget ran out first" in result.notes
+    assert "2 points kept their prediction: the 2 s budget was spent predicting, before any point could run" in \
+        result.notes
+
+    def stuck(points, comparison, device, cancel):
+        clock.t += 5.0                     # the first point's compile outlasts the budget...
+        assert cancel.wait(10), "the budget's watcher never stopped the timing"
+        return                             # ...and the process, told to stop, yields nothing more
+        yield
+    clock.t = 0.0
+    stopped = run_sweep(_spec(budget=2.0), _points(_spec()), NO_GPU, SweepHooks(
+        clock=clock, predict_points=stuck, measure_point=lambda *a: pytest.fail("the budget is spent")))
+    assert all(p.prediction is None and "budget ran out while predicting" in p.prediction_note
+               for p in stopped.points) and stopped.status == Status.DONE
 
 
 def test_without_a_budget_every_point_runs_and_a_cancel_keeps_what_finished():
