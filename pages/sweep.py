@@ -176,12 +176,13 @@ def show_side_by_side(together: list[SweepResult]) -> None:
     st.markdown("\n".join(f"- *{line}*\n" + "\n".join(f"    - {name}: {text}" for name, text in
                                                       zip(crossings.columns, texts, strict=True))
                           for line, texts in crossings.rows))
-    apart, shared = apart_count(together)
+    points = speedups_side_by_side(together)
+    apart, shared = apart_count(points)
     st.markdown(f"**Each point's speedup of B over A** (≈: predicted, its interval widened by that sweep's "
                 f"measured errors). Their intervals lie apart at **{apart} of {shared}** points with a figure in "
                 "more than one sweep"
                 + (", listed first: there the sweeps disagree beyond their own intervals." if apart else "."))
-    records = speedups_side_by_side(together).records()
+    records = points.records()
     st.dataframe(pd.DataFrame(records), hide_index=True, width="stretch", height=rows_height(len(records)),
                  key="sweep_compare_points")
 

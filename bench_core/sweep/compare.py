@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench_core.sweep.crossover import speedup_text
+from bench_core.sweep.crossover import Crossover, speedup_text
 from bench_core.sweep.records import PointResult, SweepResult, crossovers
 
 NOT_SWEPT = "not swept"
@@ -48,11 +48,11 @@ def _on_line(result: SweepResult, fixed: tuple[str, int] | None) -> list[PointRe
     return [p for p in result.points if fixed is None or p.value(fixed[0]) == fixed[1]]
 
 
-def _line_text(result: SweepResult, fixed: tuple[str, int] | None) -> str:
+def _line_text(result: SweepResult, found: list[Crossover], fixed: tuple[str, int] | None) -> str:
     said = "" if fixed is None else f"{fixed[0]}={fixed[1]}"
-    found = [c for c in crossovers(result) if c.fixed == said]
-    if found:
-        return "; ".join(c.text for c in found)
+    on_line = [c for c in found if c.fixed == said]
+    if on_line:
+        return "; ".join(c.text for c in on_line)
     estimates = [e for p in _on_line(result, fixed) if (e := result.best_estimate(p))]
     if not estimates:
         return NOT_SWEPT
@@ -71,7 +71,9 @@ def crossovers_side_by_side(results: Sequence[SweepResult]) -> SideBySide:
     else:
         values = sorted(dict.fromkeys(v for r in results for v in r.spec.axes[1].values))
         lines = [(f"at {axes[1].name}={v}", (axes[1].name, v)) for v in values]
-    rows = tuple((label, tuple(_line_text(r, fixed) for r in results)) for label, fixed in lines)
+    found = [crossovers(r) for r in results]   # each sweep's, once: a line picks its own
+    rows = tuple((label, tuple(_line_text(r, f, fixed) for r, f in zip(results, found, strict=True)))
+                 for label, fixed in lines)
     return SideBySide("line", tuple(sweep_name(r) for r in results), rows)
 
 
@@ -93,10 +95,13 @@ def _apart(estimates: list[tuple[float, float, float]]) -> bool:
     return max(e[1] for e in estimates) > min(e[2] for e in estimates)
 
 
+APART, UNPAIRED = "no: apart", "–"   # a point's overlap column: its intervals apart; a figure in one sweep only
+
+
 def _agreement(estimates: list[tuple[float, float, float]]) -> str:
     if len(estimates) < 2:
-        return "–"
-    return "no: apart" if _apart(estimates) else "yes"
+        return UNPAIRED
+    return APART if _apart(estimates) else "yes"
 
 
 OVERLAP = "intervals overlap"
@@ -112,14 +117,13 @@ def speedups_side_by_side(results: Sequence[SweepResult]) -> SideBySide:
         estimates = [e for _, e in found if e]
         rows.append((", ".join(str(v) for _, v in values), (_agreement(estimates),
                                                              *(_point_text(p, e) for p, e in found))))
-    rows.sort(key=lambda row: row[1][0] != "no: apart")   # stable: the axes' order kept within each group
+    rows.sort(key=lambda row: row[1][0] != APART)   # stable: the axes' order kept within each group
     names = ", ".join(a.name for a in results[0].spec.axes)
     return SideBySide(names, (OVERLAP, *(sweep_name(r) for r in results)), tuple(rows))
 
 
-def apart_count(results: Sequence[SweepResult]) -> tuple[int, int]:
-    """(points whose intervals lie apart, points with a figure in at least two sweeps)."""
-    found = [[e for r in results if (e := _estimate(r, values)[1])]
-             for values in dict.fromkeys(p.values for r in results for p in r.points)]
-    shared = [e for e in found if len(e) >= 2]
-    return sum(_apart(e) for e in shared), len(shared)
+def apart_count(points: SideBySide) -> tuple[int, int]:
+    """From `speedups_side_by_side`'s table: (points whose intervals lie apart, points with a figure in at least two
+    sweeps), read from its overlap column."""
+    said = [texts[0] for _, texts in points.rows]
+    return said.count(APART), sum(t != UNPAIRED for t in said)

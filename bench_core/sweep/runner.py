@@ -169,6 +169,10 @@ def _stop_when(stop: threading.Event, cancel: threading.Event, left: Callable[[]
     return out_of_time
 
 
+def _points(k: int) -> str:
+    return f"{k} point" if k == 1 else f"{k} points"
+
+
 def _candidate(p: PointResult) -> plan.Candidate:
     pred = p.prediction
     return plan.Candidate(p.index, pred.speedup, pred.low, pred.high) if pred else plan.Candidate(p.index, None)
@@ -206,10 +210,10 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
             break
     stop.set()   # ends the watcher (and a timing process left running after a break)
     predict_s = hooks.clock() - predicting
+    # only the budget leaves points untimed and unsaid (a process that ends early names them; a cancel keeps them)
     unpredicted = [p for p in state["result"].points if p.prediction is None and p.prediction_note is None]
-    if unpredicted and not hooks.cancel.is_set():
-        said = f"not predicted: the {spec.budget_s:.0f} s budget ran out while predicting" if spec.budget_s \
-            else "not predicted: the timing process stopped"
+    if unpredicted and spec.budget_s and not hooks.cancel.is_set():
+        said = f"not predicted: the {spec.budget_s:.0f} s budget ran out while predicting"
         for p in unpredicted:
             state["result"] = state["result"].with_point(replace(p, prediction_note=said))
         publish(state["result"])
@@ -243,19 +247,15 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
              ", ".join([f"predicting took {predict_s:.0f} s", *spent])]
     untried = [p for p in final.points if p.index not in tried]
     kept = sum(p.prediction is not None for p in untried)
-    if untried and not cancelled:
+    if untried and not cancelled and not spec.budget_s:
+        notes.append(f"{_points(len(untried))} not run")
+    elif untried and not cancelled:
         on = "on the points nearest ×1.00" if tried else "predicting, before any point could run"
-
-        def noun(k: int) -> str:
-            return "point" if k == 1 else "points"
-        if not spec.budget_s:
-            notes.append(f"{len(untried)} {noun(len(untried))} not run")
-        elif kept:
-            notes.append(f"{kept} {noun(kept)} kept their prediction: the {spec.budget_s:.0f} s budget was spent {on}")
-        if spec.budget_s and len(untried) > kept:
-            neither = len(untried) - kept
-            notes.append(f"{neither} {noun(neither)} neither predicted nor measured: the {spec.budget_s:.0f} s "
-                         "budget ran out first")
+        if kept:
+            notes.append(f"{_points(kept)} kept their prediction: the {spec.budget_s:.0f} s budget was spent {on}")
+        if len(untried) > kept:
+            notes.append(f"{_points(len(untried) - kept)} neither predicted nor measured: the "
+                         f"{spec.budget_s:.0f} s budget ran out first")
     final = replace(final, status=Status.CANCELLED if cancelled else Status.DONE, notes=tuple(notes),
                     progress=Progress(Phase.DONE, len(tried), n, 0.0), predict_s=predict_s)
     publish(final)

@@ -42,15 +42,14 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def lines(results: list[SweepResult], paths: list[str]) -> list[str]:
     """The sweeps named and numbered, each line's crossing in each, then the points as a table headed by number."""
+    crossings, points = crossovers_side_by_side(results), speedups_side_by_side(results)
     out = [f"sweeps side by side: {results[0].title}"]
-    out += [f"  {n}. {name}  {path}" for n, (name, path) in
-            enumerate(zip(crossovers_side_by_side(results).columns, paths, strict=True), 1)]
+    out += [f"  {n}. {name}  {path}" for n, (name, path) in enumerate(zip(crossings.columns, paths, strict=True), 1)]
     out.append("where each crosses ×1.00:")
-    for line, texts in crossovers_side_by_side(results).rows:
+    for line, texts in crossings.rows:
         out.append(f"  {line}")
         out += [f"    {n}. {text}" for n, text in enumerate(texts, 1)]
-    apart, shared = apart_count(results)
-    points = speedups_side_by_side(results)
+    apart, shared = apart_count(points)
     out.append(f"each point's speedup of B over A (≈: predicted); intervals apart at {apart} of {shared} points "
                "with a figure in more than one sweep" + (", listed first" if apart else ""))
     header = [points.first, points.columns[0], *(str(n) for n in range(1, len(results) + 1))]

@@ -65,10 +65,10 @@ def test_each_point_s_speedup_in_each_sweep_those_apart_first_a_predicted_one_ma
     assert rows["64, 2"] == ("no: apart", "×0.80 (0.79–0.81)", "×0.70 (0.69–0.71)")
     assert rows["256, 4"] == ("–", "≈×1.40 (1.39–1.41) predicted", "not swept")
     assert rows["128, 8"] == ("–", "not swept", "×0.90 (0.89–0.91)")
-    assert len(rows) == 9 and apart_count([h200, h100]) == (3, 3)
+    assert len(rows) == 9 and apart_count(table) == (3, 3)
     # one sweep against itself: every interval overlaps
-    assert apart_count([h200, h200]) == (0, 6) and {r[1][0] for r in speedups_side_by_side([h200, h200]).rows} == \
-        {"yes"}
+    itself = speedups_side_by_side([h200, h200])
+    assert apart_count(itself) == (0, 6) and {r[1][0] for r in itself.rows} == {"yes"}
 
 
 def test_maps_of_other_stages_or_other_axes_are_not_set_side_by_side():
