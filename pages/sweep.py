@@ -269,7 +269,9 @@ else:
     loaded = sweeps.store.load(chosen) if sweeps.store and chosen else None
     if loaded is not None and not (sweeps.running and loaded.sweep_id == getattr(sweeps.current(), "sweep_id", None)):
         show(loaded, "past")
-        others = {i: sweeps.store.load(i) for i in labels if i != chosen} if sweeps.store else {}
+        # only sweeps of the same comparison are read from the database: the listed rows say which
+        others = {r["sweep_id"]: sweeps.store.load(r["sweep_id"]) for r in rows
+                  if r["sweep_id"] != chosen and r["compare"] == loaded.title} if sweeps.store else {}
         peers = {i: r for i, r in others.items() if r is not None and same_map(loaded, r)}
         if peers:
             picked = st.multiselect("Compare with sweeps of the same comparison and axes (other GPUs, other days)",
