@@ -22,6 +22,7 @@ from bench_core.machine.conditions import Conditions
 from bench_core.measure.stats import enough_steps
 from bench_core.models.families import ModelParts, build_model
 from bench_core.run.faults import broken_build
+from bench_core.run.phases import StepPhase
 from bench_core.run.processes import StageJob
 from bench_core.run.warmup_record import WarmupRecorder
 
@@ -45,6 +46,9 @@ class Built:
     nccl: str | None
     last_dtype: str | None = None
     capture: Callable[[], None] | None = None   # graphs: capture the step once warm-up has run eagerly
+    # called at the end of each phase of an eager step (a sweep reads the peak memory per phase); a replayed CUDA
+    # graph has no phases to call it at
+    on_phase: Callable[[StepPhase], None] | None = None
 
 
 def _qualname(obj: Any) -> str:
@@ -120,13 +124,19 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
             logits, loss = model(x, y)
         # a fused loss head (Liger FLCE) returns no logits: nothing to read the autocast dtype from
         built.last_dtype = None if logits is None else str(logits.dtype).replace("torch.", "")
+        phase = built.on_phase
+        if phase:
+            phase(StepPhase.FORWARD)
+        (scaler.scale(loss) if scaler else loss).backward()
+        if phase:
+            phase(StepPhase.BACKWARD)
         if scaler:
-            scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
         else:
-            loss.backward()
             opt.step()
+        if phase:
+            phase(StepPhase.OPTIMIZER)
         return loss
 
     built.step = eager_step

@@ -172,7 +172,17 @@ def calls_per_step(part: Part, cfg: BenchConfig) -> int:
             Part.ACTIVATION: cfg.depth}.get(part, 1)   # a shallow step: once
 
 
-def step_fn(torch, cfg: BenchConfig, device: str, stage: Stage, depth: int) -> Callable[[], Any]:
+class StepCall:
+    """One training step of a built stage (run.step.Built), as a part's call; `built` is there for what reads the
+    step by its phases (sweep.kernels.phase_peaks_mib)."""
+    def __init__(self, built: Any):
+        self.built = built
+
+    def __call__(self) -> Any:
+        return self.built.step()
+
+
+def step_fn(torch, cfg: BenchConfig, device: str, stage: Stage, depth: int) -> StepCall:
     """One training step of the stage, as its worker builds and runs it (run.step.build_stage: the family's model
     with the stage's parts, FP8 conversion, optimizer, autocast, torch.compile, a captured CUDA graph), on the
     point's model cut to `depth` blocks."""
@@ -181,10 +191,7 @@ def step_fn(torch, cfg: BenchConfig, device: str, stage: Stage, depth: int) -> C
     built = build_stage(StageJob(replace(cfg, depth=depth), stage, device), stage, torch)
     if built.capture is not None:
         built.capture()   # warms up on a side stream, then captures one step; `built.step` replays it
-
-    def run() -> Any:
-        return built.step()
-    return run
+    return StepCall(built)
 
 
 def part_fn(torch, cfg: BenchConfig, device: str, part: Part, name: str, gen, stage: Stage) -> Callable[[], Any]:

@@ -23,7 +23,8 @@ from bench_core.components.bench import measure_row
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.stage import Stage
 from bench_core.machine.timer import HOST_CALLS, HOST_ROUNDS, host_rounds_ms
-from bench_core.sweep.builders import calls_per_step, part_fn
+from bench_core.run.phases import StepPhase
+from bench_core.sweep.builders import StepCall, calls_per_step, part_fn
 from bench_core.sweep.predict import STEP_PARTS, KernelTime, Part, PointTimings, split_compiled, stage_parts
 
 LAUNCH_PROBE_KERNELS = 2000
@@ -96,6 +97,7 @@ def time_part(torch, cfg: BenchConfig, device: str, part: Part, name: str, stage
                              lambda seen: (None, None))
         # a whole step's peak: its model, gradients, optimizer state and activations, less what was there before
         peak_mib = (torch.cuda.max_memory_allocated() - baseline) / 2**20 if cuda and whole else 0.0
+        phases = phase_peaks_mib(torch, fn, baseline) if cuda and isinstance(fn, StepCall) else ()
     except Exception as exc:
         return f"{part.value} {name}: {type(exc).__name__}: {exc}"[:300]
     finally:   # a stage's build sets TF32 for its process: the next part runs as its own variant says
@@ -110,7 +112,25 @@ def time_part(torch, cfg: BenchConfig, device: str, part: Part, name: str, stage
         return f"{part.value} {name}: torch.compile traced no graph (the part ran eagerly)"
     return KernelTime(part, name, row.median_ms, row.p10_ms or row.median_ms, row.p90_ms or row.median_ms,
                       row.kernels_per_call or 0, calls_per_step(part, cfg), row.kernel_ms if cuda else None,
-                      statistics.median(rounds), min(rounds), max(rounds), peak_mib)
+                      statistics.median(rounds), min(rounds), max(rounds), peak_mib, phase_peaks_mib=phases)
+
+
+def phase_peaks_mib(torch, call: StepCall, baseline: int) -> tuple[float, ...]:
+    """One more step, untimed, its peak memory read at the end of each phase (less `baseline`) and reset for the
+    next: each phase's peak counts what it began with. () where the step did not run by phases (a replayed CUDA
+    graph). The allocator's figures follow the host's order of allocation, so no phase waits for the GPU."""
+    peaks: dict[StepPhase, float] = {}
+
+    def read(phase: StepPhase) -> None:
+        peaks[phase] = (torch.cuda.max_memory_allocated() - baseline) / 2**20
+        torch.cuda.reset_peak_memory_stats()
+    call.built.on_phase = read
+    torch.cuda.reset_peak_memory_stats()
+    try:
+        call()
+    finally:
+        call.built.on_phase = None
+    return tuple(peaks[p] for p in StepPhase) if len(peaks) == len(StepPhase) else ()
 
 
 def _timed(found: KernelTime | str, took_s: float) -> KernelTime | str:

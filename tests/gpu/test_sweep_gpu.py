@@ -63,6 +63,21 @@ def test_every_part_is_timed_with_its_kernels_and_the_launch_cost_is_measured():
     # call 24): the predictor reads the traced counts, it assumes no fusion
 
 
+def test_a_shallow_step_s_peak_is_read_by_phase_and_its_highest_phase_is_the_step_s_peak():
+    """The phases split one step, so the highest phase's peak is the step's own; a replayed CUDA graph has no
+    phases (the whole step's peak stands alone). Guards the per-phase depth rule (sweep.predict.peak_in_depth)."""
+    graphs = BF16.replace(compile="graphs")
+    timings, missing = time_point(LLAMA, (BF16, graphs), "cuda")
+    assert missing == ()
+    for part in (Part.STEP_1, Part.STEP_2):
+        eager = timings.find(part, BF16.key)
+        assert eager is not None and len(eager.phase_peaks_mib) == 3 and min(eager.phase_peaks_mib) > 0, eager
+        # one more step than the timed ones, in the same steady state: the same peak
+        assert max(eager.phase_peaks_mib) == pytest.approx(eager.peak_mib, rel=0.01), eager
+        replayed = timings.find(part, graphs.key)
+        assert replayed is not None and replayed.phase_peaks_mib == () and replayed.peak_mib > 0
+
+
 def test_fp8_gemms_are_timed_where_the_gpu_has_them():
     import torch
     if torch.cuda.get_device_capability() < (8, 9):
