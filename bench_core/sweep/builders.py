@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench_core.components.bench import param_shapes
 from bench_core.config.bench_config import BenchConfig
@@ -15,6 +15,9 @@ from bench_core.levers.registry import LEVERS, HeadLever, NormLever, OptimizerLe
 from bench_core.levers.stage import Stage
 from bench_core.models.families import mlp_hidden
 from bench_core.sweep.predict import STEP_BLOCKS, STEP_PARTS, Part, block_gemms, split_compiled
+
+if TYPE_CHECKING:
+    from bench_core.run.step import Built
 
 DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 FP8_MAX = 448.0   # float8_e4m3fn's largest value: dynamic scaling maps each tensor's amax onto it
@@ -175,7 +178,7 @@ def calls_per_step(part: Part, cfg: BenchConfig) -> int:
 class StepCall:
     """One training step of a built stage (run.step.Built), as a part's call; `built` is there for what reads the
     step by its phases (sweep.kernels.phase_peaks_mib)."""
-    def __init__(self, built: Any):
+    def __init__(self, built: Built):
         self.built = built
 
     def __call__(self) -> Any:

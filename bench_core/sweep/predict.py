@@ -323,13 +323,11 @@ def peak_in_depth(one: KernelTime, two: KernelTime, blocks: int) -> float | None
     None where a peak was not measured, or the second block's read lower (noise, not a figure to extrapolate)."""
     if one.peak_mib <= 0 or two.peak_mib < one.peak_mib:
         return None
-    whole = one.peak_mib + blocks * (two.peak_mib - one.peak_mib)
-    if not one.phase_peaks_mib or len(one.phase_peaks_mib) != len(two.phase_peaks_mib):
-        return whole
-    phases = list(zip(one.phase_peaks_mib, two.phase_peaks_mib, strict=True))
-    if any(b < a for a, b in phases):
-        return whole
-    return max(a + blocks * (b - a) for a, b in phases)
+    phases = list(zip(one.phase_peaks_mib, two.phase_peaks_mib, strict=False))
+    if phases and len(phases) == len(one.phase_peaks_mib) == len(two.phase_peaks_mib) and \
+            all(b >= a for a, b in phases):
+        return max(a + blocks * (b - a) for a, b in phases)
+    return one.peak_mib + blocks * (two.peak_mib - one.peak_mib)
 
 
 @dataclass(frozen=True)
