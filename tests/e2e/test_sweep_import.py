@@ -28,6 +28,11 @@ def test_a_sweep_json_imported_on_the_sweep_page_opens_its_map(page, server, tmp
     page.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
     legend = page.locator(".js-plotly-plot .legend").first.text_content() or ""
     assert "measured end to end" in legend and "predicted from kernels" in legend, legend
+    # the points table shows all 12 points without scrolling inside itself: Streamlit's rows are 35 px, and its
+    # default height (10 rows) hid two of them
+    points = len(json.loads(H200_SWEEP.read_text())["points"])
+    table = page.get_by_test_id("stDataFrame").first.bounding_box()
+    assert table is not None and table["height"] >= (points + 1) * 35, table
     # the HTML report is made on the click (it embeds its figures); what comes down is the whole report
     with page.expect_download() as download:
         page.get_by_role("button", name="Download HTML report").first.click()
