@@ -229,6 +229,11 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
         for s in json.load(open(sys.argv[1]))['summary']]" "$OUT/noise_small_$i.json" 2>&1 | tee -a "$OUT/steps.log"; done
       log "gpu test: conditions"; timeout 120 python3 -m pytest -q -m gpu tests/gpu/test_conditions_gpu.py \
         -p no:cacheprovider -rs > "$OUT/gpu_tests_conditions.log" 2>&1; log "exit $?" ;;
+    peaks)  # where the native and Apex BF16 stages' step peaks fall at 1, 2 and 12 blocks (gpt2-small, batch 1): the
+      # depth check's peak-memory miss (benchmarks/peak_timeline.py); `apex` first
+      log "peak timeline"; timeout 120 python3 benchmarks/peak_timeline.py --model gpt2-small --batch-size 1 \
+        adam-fused+layernorm+bf16 apex-fusedadam+apex-fusedln+bf16 > "$OUT/peak_timeline.json" 2>"$OUT/peak_timeline.log"
+      log "peak timeline exit $?"; cut -c1-400 "$OUT/peak_timeline.log" | tee -a "$OUT/steps.log" ;;
     sweep:*)  # sweep:MAP[:EXTRA,ARGS] (issue 21); `wheels` first for fp8 and flce, `apex` for apex. Files are named
       # sweep_MAP_N, N counting this call's sweeps, so one call can run a map twice. The maps: map_args.
       IFS=: read -r _ map extra <<< "$mode"; SWEEP_N=$(( ${SWEEP_N:-0} + 1 ))
