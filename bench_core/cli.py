@@ -313,7 +313,7 @@ class RoundLog:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from bench_core.components.report import is_components_json, parse_report
-    from bench_core.results.formats import ImportRejected, parse_upload
+    from bench_core.results.formats import ImportRejected, incomplete_note, parse_upload
     limit = load_limits().max_upload_mib * 2**20
     from bench_core.sweep.records import is_sweep_json
     try:
@@ -331,8 +331,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"imported components report {store.save_components(report.to_dict())} into {store.path}")
     for run in runs:
         new_id, renamed = store.import_run(run)
+        incomplete = incomplete_note(run)
         print(f"imported run {new_id}" + (f" (run {run.run_id} already exists: imported under a new id)"
-                                          if renamed else "") + f" into {store.path}")
+                                          if renamed else "") + f" into {store.path}"
+              + (f": {incomplete}" if incomplete else ""))
     return 0
 
 

@@ -2,7 +2,8 @@
 
 The CSV's columns are one table here (name, type, where the value comes from), the shown figures' columns taken
 from their display columns (`columns.DISPLAY_COLUMNS`); the reader knows the columns from the same table. Imports
-are refused whole, on the first bad value, naming the field, the row and the value.
+are refused whole, on the first bad value, naming the field, the row and the value; a stage the file was saved in
+the middle of (its run still going) is kept as interrupted, with the reason, beside the stages that finished.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from bench_core.measure.stats import IntervalScope
 from bench_core.measure.warmup import traces_from
 from bench_core.models.families import collect_errors
 from bench_core.results.columns import DISPLAY_COLUMNS, DisplayColumn, Field, Getter, display_fields
-from bench_core.results.records import OLD_SCHEMAS, SCHEMA, STAGE_FINISHED, RunResult, StageResult, Status
+from bench_core.results.records import OLD_SCHEMAS, RUN_ACTIVE, SCHEMA, STAGE_FINISHED, RunResult, StageResult, Status
 from bench_core.results.summary import RunSummary, StageSummary, summarize
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -98,6 +99,48 @@ CLOCKS_LOCKED = {"", *(value.value for value in ClocksLocked)}
 
 class ImportRejected(ValueError):
     """The file is not a run this tool wrote; the message says what is wrong."""
+
+
+# A stage a file was saved in the middle of (`run --out/--json` rewrites its files after every round): imported
+# as interrupted, with the reason, beside the stages that finished.
+IN_PROGRESS = {Status.QUEUED: "had not started", Status.PENDING: "had not started",
+               Status.RUNNING: "was still running"}
+SWEEP_CSV = ("this is a sweep's CSV export (one row per point, from `python -m bench_core sweep --csv`), not a run. "
+             "A sweep is imported from its JSON (`sweep --json`, or the Sweep page's Download JSON), here or on "
+             "the Sweep page")
+
+
+def _stage_status(value: Any, where: str) -> tuple[Status, str | None]:
+    """A stage's status word: a finished one as it is; one the run had not finished becomes interrupted, with the
+    reason (None: keep the file's). Anything else is refused."""
+    if isinstance(value, str) and value in IN_PROGRESS:
+        return Status.INTERRUPTED, (f"the file was saved while the run was in progress: this stage "
+                                    f"{IN_PROGRESS[Status(value)]}, so it has no result")
+    if not isinstance(value, str) or value not in {s.value for s in STAGE_FINISHED}:
+        raise ImportRejected(f"{where}: unknown status {value!r}")
+    return Status(value), None
+
+
+def _run_status(status: Status, stages: tuple[StageResult, ...]) -> Status:
+    """A run saved while it was going is imported as interrupted: nothing here will finish it."""
+    stopped = any(s.status == Status.INTERRUPTED for s in stages)
+    return Status.INTERRUPTED if stopped or status in RUN_ACTIVE else status
+
+
+def incomplete_note(run: RunResult) -> str | None:
+    """What an import message says of a run some of whose stages did not finish: each one, and why."""
+    stopped = [s for s in run.stages if s.status == Status.INTERRUPTED]
+    if not stopped:
+        return None
+    done = len(run.stages) - len(stopped)
+    return ("; ".join(f"stage {s.index + 1} ({s.key}) is interrupted: {s.reason}" for s in stopped)
+            + f"; {done} finished stage{'' if done == 1 else 's'} imported")
+
+
+def is_sweep_csv(header: list[str]) -> bool:
+    """A sweep's CSV export (sweep.rows): most of its header is the sweep's fields, and no run's stage column."""
+    from bench_core.sweep.rows import CSV_FIELDS  # here only: a run's import needs no sweep module
+    return "stage" not in header and len(set(header) & set(CSV_FIELDS)) >= len(CSV_FIELDS) // 2
 
 
 def neutralise(value: Any) -> Any:
@@ -196,6 +239,8 @@ def _check_config(cfg: BenchConfig, where: str) -> None:
 def parse_csv(data: bytes, max_bytes: int = 5 * 2**20) -> list[RunResult]:
     reader = csv.DictReader(io.StringIO(_text(data, max_bytes)))
     header = reader.fieldnames or []
+    if is_sweep_csv(header):
+        raise ImportRejected(SWEEP_CSV)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise ImportRejected(f"missing columns: {', '.join(missing)}")
@@ -211,8 +256,8 @@ def parse_csv(data: bytes, max_bytes: int = 5 * 2**20) -> list[RunResult]:
         for kind in KINDS:
             if row[kind] not in LEVERS or LEVERS[row[kind]].kind != kind:
                 raise ImportRejected(f"row {n}, column {kind}: unknown lever {row[kind]!r}")
-        if row["status"] not in {s.value for s in STAGE_FINISHED}:
-            raise ImportRejected(f"row {n}, column status: unknown status {row['status']!r}")
+        row["status"], stopped = _stage_status(row["status"], f"row {n}, column status")
+        row["reason"] = stopped or row["reason"]
         if row["device"] not in ("cuda", "cpu"):
             raise ImportRejected(f"row {n}, column device: {row['device']!r} is not cuda or cpu")
         if row.get("interval_scope", "") not in INTERVAL_SCOPES:
@@ -236,12 +281,12 @@ def _run_from_rows(run_id: str, rows: list[dict]) -> RunResult:
                "cuda": {"available": True, "name": first["gpu"]} if first["device"] == "cuda" else {},
                "apex": {"status": first["apex"].split(" ")[0] or "missing"}, "imported": True}
     from bench_core.machine.probe import Probe
-    stages = []
+    stages: list[StageResult] = []
     for i, row in enumerate(rows):
         kernels = {k: [k] for k in filter(None, (row.get("kernels_seen") or "").split(";")) if k in KEY_KERNELS}
         stages.append(StageResult(
             index=i, stage=Stage(**{kind: str(row[kind]) for kind in KINDS}),
-            status=Status(row["status"]), reason=row["reason"], iters_total=cfg.iters, kernels=kernels,
+            status=row["status"], reason=row["reason"], iters_total=cfg.iters, kernels=kernels,
             verdict=row.get("verdict") or None,
             warnings=tuple(w for w in (row.get("warnings") or "").split(" | ") if w),
             peak_allocated_mib=row.get("peak_mem_mib") if first["device"] == "cuda" else None,
@@ -252,7 +297,8 @@ def _run_from_rows(run_id: str, rows: list[dict]) -> RunResult:
             imported_metrics={k: row.get(k) for k in STAGE_METRICS if k in row}))
     return RunResult(config=cfg, machine=Probe.from_dict(machine), device=first["device"],
                      preset=first.get("preset") or "imported", stages=tuple(stages), run_id=run_id,
-                     created_at=first.get("created_at") or "", status=Status.DONE, imported=True)
+                     created_at=first.get("created_at") or "",
+                     status=_run_status(Status.DONE, tuple(stages)), imported=True)
 
 
 class _NonFinite:
@@ -308,8 +354,9 @@ def _check_json_stage(i: int, stage: Any) -> None:
         stage[name] = _unescape(v, f"{where}, field {name}")
     stage["warnings"] = [_unescape(w, f"{where}, field warnings") if isinstance(w, str) else
                          _bad(f"{where}, field warnings", w) for w in stage.get("warnings") or []]
-    if stage.get("status") not in {s.value for s in STAGE_FINISHED}:
-        raise ImportRejected(f"{where}, field status: unknown status {stage.get('status')!r}")
+    status, stopped = _stage_status(stage.get("status"), f"{where}, field status")
+    if stopped:
+        stage.update(status=status.value, reason=stopped)
     for kind in KINDS:
         name = str(stage.get(kind, ""))
         if name not in LEVERS or LEVERS[name].kind != kind:
@@ -349,7 +396,8 @@ def parse_json(data: bytes, max_bytes: int = 5 * 2**20) -> list[RunResult]:
         raise ImportRejected(f"malformed run: {type(exc).__name__}: {exc}") from None
     _check_config(run.config, "config")
     from bench_core.machine.probe import Probe
-    return [replace(run, imported=True, machine=Probe.from_dict({**run.machine.to_dict(), "imported": True}))]
+    return [replace(run, imported=True, status=_run_status(run.status, run.stages),
+                    machine=Probe.from_dict({**run.machine.to_dict(), "imported": True}))]
 
 
 def parse_upload(name: str, data: bytes, max_bytes: int = 5 * 2**20) -> list[RunResult]:

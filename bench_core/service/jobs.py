@@ -27,7 +27,7 @@ from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe, run_probe
 from bench_core.models.families import collect_errors
 from bench_core.results.eta import eta
-from bench_core.results.formats import ImportRejected, parse_upload
+from bench_core.results.formats import ImportRejected, incomplete_note, parse_upload
 from bench_core.results.records import RUN_ACTIVE, RunResult, Status
 from bench_core.results.store import Store
 from bench_core.run.runner import RunHooks, new_run, run_all
@@ -156,8 +156,9 @@ class JobManager:
         notes = []
         for run in runs:
             new_id, renamed = self.store.import_run(run)
-            notes.append(f"a duplicate: run {run.run_id} already exists here, so it was imported again as run {new_id}"
-                         if renamed else f"run {new_id}")
+            incomplete = incomplete_note(run)
+            notes.append((f"a duplicate: run {run.run_id} already exists here, so it was imported again as run {new_id}"
+                          if renamed else f"run {new_id}") + (f" ({incomplete})" if incomplete else ""))
         return f"Imported {len(runs)} run(s) from {name}: " + "; ".join(notes) + "."
 
     def run_components(self, model: str, role: str = "operator", timeout_s: float = 600) -> str:

@@ -42,3 +42,12 @@ def gpu_run() -> RunResult:
                                  "apex_layernorm": ["cuApplyLayerNorm"], "gemm_bf16": ["gemm:bfloat16"]}, **ok)
     return RunResult(config=cfg, machine=H200, device="cuda", preset="seed", stages=tuple(stages),
                      status=Status.DONE, run_id="abc123def456", created_at="2026-12-02T10:00:00+00:00")
+
+
+def in_progress_run() -> RunResult:
+    """`gpu_run()` as `run --json` leaves it mid-run: stage 2 running (two steps in), stage 3 not started."""
+    run = gpu_run()
+    stages = list(run.stages)
+    stages[2] = replace(stages[2], status=Status.RUNNING, reason="", times_ms=(1.0, 1.0))
+    stages[3] = replace(stages[3], status=Status.PENDING, reason="", times_ms=(), losses=(), profile=None)
+    return replace(run, stages=tuple(stages), status=Status.RUNNING)
