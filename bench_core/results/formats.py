@@ -11,7 +11,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -137,7 +137,7 @@ def incomplete_note(run: RunResult) -> str | None:
             + f"; {done} finished stage{'' if done == 1 else 's'} imported")
 
 
-def is_sweep_csv(header: list[str]) -> bool:
+def is_sweep_csv(header: Sequence[str]) -> bool:
     """A sweep's CSV export (sweep.rows): most of its header is the sweep's fields, and no run's stage column."""
     from bench_core.sweep.rows import CSV_FIELDS  # here only: a run's import needs no sweep module
     return "stage" not in header and len(set(header) & set(CSV_FIELDS)) >= len(CSV_FIELDS) // 2
