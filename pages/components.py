@@ -8,7 +8,8 @@ import streamlit as st
 
 from bench_core.components.report import ComponentsReport, write_csv_text
 from bench_core.config.bench_config import WORKLOADS
-from bench_core.measure.breakdown import BUSY_THRESHOLD
+from bench_core.measure.breakdown import BUSY_THRESHOLD, Bound
+from bench_core.results.columns import component_cells, component_columns
 from bench_core.results.figures import components_bars
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from dashboard.session import (
@@ -44,8 +45,9 @@ elif probe is not None and probe.cuda_available:
     st.caption("This GPU's ceilings are not measured yet (a first run measures them after its stages; measuring "
                "the components measures them too): until then no row has a copy fraction.")
 elif probe is not None:
-    st.caption("No GPU here: no ceilings. On CPU the for-loop, foreach and fused Adam rows and torch's own norm "
-               "run; the Apex and Liger rows are unavailable, with the reason.")
+    st.caption("No GPU here: no ceilings. On CPU torch's own Adam rows and norm run (Runs as says how each Adam "
+               "step ran: torch's default Adam is a for-loop on a CPU, foreach on a GPU); the Apex and Liger rows "
+               "are unavailable, each with its reason.")
 
 model = st.selectbox("Model size", list(WORKLOADS), index=list(WORKLOADS).index(
     "gpt2-small" if probe and probe.cuda_available else "tiny"))
@@ -79,18 +81,22 @@ else:
     if data:
         report = ComponentsReport.from_dict(data)
         st.plotly_chart(components_bars(report), width="stretch", key="components_chart")
-        table = pd.DataFrame(report.to_csv_rows())
-        cols = [c for c in ("view", "name", "dtype", "status", "median_ms", "p10_ms", "p90_ms", "gb_per_s",
-                            "copy_fraction", "kernels_per_call", "kernel_ms", "bound", "proof", "reason") if c in table]
-        st.dataframe(table[cols], hide_index=True, width="stretch")
-        host_bound = [f"{r.name} [{r.dtype}]" for r in report.rows if r.bound == "launch-bound"]
+        columns = component_columns(report.device)
+        st.dataframe(pd.DataFrame(component_cells(report)), hide_index=True, width="stretch",
+                     key="components_table",
+                     column_config={c.header: st.column_config.TextColumn(c.header, help=c.help) for c in columns})
+        not_run = report.not_run()
+        if not_run:
+            st.markdown("**Not measured here**\n" + "\n".join(f"- {line}" for line in not_run))
+        host_bound = [r.label for r in report.rows if r.bound == Bound.LAUNCH]
         if host_bound:
+            kernel_time = next(c.header for c in columns if c.key == "kernel_time")
             st.caption(f"launch-bound (kernels busy the GPU less than {BUSY_THRESHOLD:.0%} of the call): "
                        f"{', '.join(host_bound)}. Their wall time follows the host CPU and moves between runs; "
-                       "kernel_ms is the stable figure.")
+                       f"{kernel_time} is the stable figure.")
         for row in report.rows:
             if row.extra_kernels:
-                st.caption(f"{row.name} [{row.dtype}] adds: {'; '.join(row.extra_kernels)}")
+                st.caption(f"{row.label}: its wrapper adds {'; '.join(row.extra_kernels)}")
         a, b, _ = st.columns([1, 1, 4])
         a.download_button("Download CSV", data=write_csv_text(report), file_name=f"components_{chosen}.csv",
                           mime="text/csv")

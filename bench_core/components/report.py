@@ -7,9 +7,11 @@ from __future__ import annotations
 import csv
 import json
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
 from bench_core.config.bench_config import BenchConfig
+from bench_core.levers import kernels as kk
 from bench_core.measure import breakdown
 
 VIEWS = ("optimizer", "norm")
@@ -17,6 +19,14 @@ DTYPES = ("fp32", "bf16-autocast")
 STATUSES = ("ok", "unavailable", "failed")
 DEFAULT_REPEATS = 30
 DEFAULT_WARMUP = 5
+DTYPE_TITLES = {"fp32": "FP32", "bf16-autocast": "BF16 autocast"}
+
+
+class OptimizerPath(StrEnum):
+    """How an optimizer row's step ran, read from the ops and kernels of its profiled call."""
+    FOR_LOOP = "for-loop"     # a few ops per tensor, tensor after tensor
+    FOREACH = "foreach"       # multi-tensor ops, each over every tensor at once
+    FUSED = "fused"           # one fused kernel does the whole update
 
 
 # ---------------------------------------------------------------- counting (torch-free, tested by hand)
@@ -123,6 +133,25 @@ class ComponentRow:
         verdict = self._bottleneck().verdict
         return None if verdict == "unknown" else verdict
 
+    @property
+    def runs_as(self) -> OptimizerPath | None:
+        """An optimizer row's path as its trace shows it (torch's default Adam is foreach on a GPU, a for-loop on a
+        CPU); None for a norm row or one that did not run."""
+        if self.view != "optimizer" or self.status != "ok":
+            return None
+        if any(kk.ATEN_FUSED_ADAM.match(n) or kk.APEX_ADAM.match(n) for n in self.kernel_names):
+            return OptimizerPath.FUSED
+        if any(kk.ATEN_FOREACH.match(n) for n in self.kernel_names):
+            return OptimizerPath.FOREACH
+        return OptimizerPath.FOR_LOOP
+
+    @property
+    def label(self) -> str:
+        """The row in a few words: its title, how it ran where the title does not say, its precision."""
+        path = self.runs_as
+        ran = f" · {path}" if path and path.value not in self.title.lower() else ""
+        return f"{self.title or self.name}{ran} · {DTYPE_TITLES.get(self.dtype, self.dtype)}"
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -163,6 +192,15 @@ class ComponentsReport:
         kw["rows_x_width"] = tuple(data.get("rows_x_width") or (0, 0))
         kw["notes"] = tuple(data.get("notes") or ())
         return cls(**kw)
+
+    def not_run(self) -> list[str]:
+        """Each row that did not run, with why: once a lever where its precisions share the reason."""
+        why: dict[tuple[str, str, str], list[str]] = {}
+        for r in self.rows:
+            if r.status != "ok":
+                why.setdefault((r.title or r.name, r.status, r.reason or "no reason recorded"), []).append(
+                    DTYPE_TITLES.get(r.dtype, r.dtype))
+        return [f"{title} ({', '.join(dtypes)}): {status}, {reason}" for (title, status, reason), dtypes in why.items()]
 
     def row(self, view: str, name: str, dtype: str = "fp32") -> ComponentRow | None:
         return next((r for r in self.rows if (r.view, r.name, r.dtype) == (view, name, dtype)), None)

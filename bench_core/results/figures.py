@@ -337,7 +337,7 @@ class HasComponentRows(Protocol):
 def components_bars(report: HasComponentRows) -> go.Figure:
     """The components view: each row's median ms, coloured by kind, with its share of the copy ceiling."""
     rows = [r for r in report.rows if r.status == "ok" and r.median_ms]
-    labels = [f"{r.view} · {r.name} · {r.dtype}" for r in rows]
+    labels = [r.label for r in rows]   # "Adam · for-loop · FP32", as the page's table names the row
     fig = go.Figure(go.Bar(
         y=labels, x=[r.median_ms for r in rows], orientation="h", cliponaxis=False, textposition="outside",
         marker_color=[SLOWER if "apex" in r.name else NEUTRAL for r in rows], name="call (median)",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from bench_core.components.report import ComponentRow, ComponentsReport
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.presets import PRESETS
 from bench_core.machine.probe import Probe
@@ -51,3 +52,28 @@ def in_progress_run() -> RunResult:
     stages[2] = replace(stages[2], status=Status.RUNNING, reason="", times_ms=(1.0, 1.0))
     stages[3] = replace(stages[3], status=Status.PENDING, reason="", times_ms=(), losses=(), profile=None)
     return replace(run, stages=tuple(stages), status=Status.RUNNING)
+
+
+APEX_ADAM_REASON = "Apex FusedAdam runs CUDA kernels only (amp_C); no CPU path"
+
+
+def cpu_components_report() -> ComponentsReport:
+    """A CPU report's rows as `components --device cpu` measured them (kernel names from the profiled call)."""
+    ok = dict(status="ok", p10_ms=0.9, p90_ms=1.1, bytes_moved=13_174_784, proof="verified")
+    rows = (
+        ComponentRow("optimizer", "adam", "fp32", median_ms=0.959, gb_per_s=13.7, title="Adam",
+                     kernel_names=("Optimizer.step#Adam.step", "aten::sqrt", "aten::div", "aten::lerp_"), **ok),
+        ComponentRow("optimizer", "adam-loop", "fp32", median_ms=0.978, gb_per_s=13.5, title="Adam (for-loop)",
+                     kernel_names=("Optimizer.step#Adam.step", "aten::sqrt", "aten::add_"), **ok),
+        ComponentRow("optimizer", "adam-fused", "fp32", median_ms=0.268, gb_per_s=49.2, title="Adam fused",
+                     kernel_names=("aten::_foreach_add_", "aten::_fused_adam_", "Optimizer.step#Adam.step"), **ok),
+        ComponentRow("optimizer", "apex-fusedadam", "fp32", "unavailable", reason=APEX_ADAM_REASON,
+                     title="Apex FusedAdam"),
+        ComponentRow("norm", "layernorm", "bf16-autocast", median_ms=0.084, gb_per_s=7.9, title="LayerNorm",
+                     kernel_names=("aten::native_layer_norm",), **ok),
+        ComponentRow("norm", "apex-fusedln", "fp32", "unavailable", reason="falls back on CPU",
+                     title="Apex FusedLayerNorm"),
+        ComponentRow("norm", "apex-fusedln", "bf16-autocast", "unavailable", reason="falls back on CPU",
+                     title="Apex FusedLayerNorm"))
+    return ComponentsReport(model="tiny", device="cpu", config={}, rows=rows, ceilings=None, params=470_528,
+                            rows_x_width=(256, 128), env={}, created_at="2026-12-06T00:00:00+00:00")
