@@ -20,6 +20,12 @@ def toolchain() -> HostFacts:
     """nvcc, compiler, ninja and disk: a few `--version` calls, not repeated on every refresh of the board."""
     return host_facts(default_build_dir(os.environ))
 
+
+def _plain(text: str) -> str:
+    """A doctor's text as markdown shows it literally: `$CUDA_HOME` must not open LaTeX."""
+    return text.replace("$", "\\$")
+
+
 manager = get_manager()
 access_panel()
 st.title("Kernels and environment")
@@ -59,8 +65,12 @@ def board() -> None:
                 st.code(commands, language="bash", wrap_lines=True)
     st.subheader("Apex build doctor")
     checks = diagnose(BuildEnvironment.of(probe, toolchain()), after_build=probe.apex.status != "missing")
-    st.table([{"status": VERDICT_ICON[c.verdict], "check": c.name, "finding": c.message,
-               "fix": c.fix if c.verdict is not Verdict.OK else ""} for c in checks])
+    # one block a check, its finding and fix wrapped under its name: as a table, a phone cut the finding and the
+    # fix ran off the screen (a new user's pass at 390 px)
+    with st.container(key="doctor"):
+        for c in checks:
+            fix = f"  \n**Fix:** {_plain(c.fix)}" if c.fix and c.verdict is not Verdict.OK else ""
+            st.markdown(f"{VERDICT_ICON[c.verdict]} **{_plain(c.name)}** — {_plain(c.message)}{fix}")
     st.caption("The same checks in a terminal: `python -m bench_core apex doctor`. Build: `make apex`.")
     if is_operator() and st.button("Probe again", help="re-run the probe, e.g. after installing Apex"):
         manager.reprobe(role=role())
