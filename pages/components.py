@@ -6,10 +6,9 @@ import json
 import pandas as pd
 import streamlit as st
 
-from bench_core.components.report import ComponentsReport, write_csv_text
+from bench_core.components.report import ComponentsReport, component_cells, component_columns, write_csv_text
 from bench_core.config.bench_config import WORKLOADS
 from bench_core.measure.breakdown import BUSY_THRESHOLD, Bound
-from bench_core.results.columns import component_cells, component_columns
 from bench_core.results.figures import components_bars
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from dashboard.session import (

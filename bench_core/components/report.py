@@ -1,4 +1,5 @@
-"""The components report: the counting (parameter shapes, bytes moved), the result types and their table and CSV.
+"""The components report: the counting (parameter shapes, bytes moved), the result types, their shown columns
+(one registry: the page's table), the terminal's table and the CSV.
 
 Imports no torch. The measurement is in ``components.bench``; the command line in ``components.cli``.
 """
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers import kernels as kk
 from bench_core.measure import breakdown
+from bench_core.results.columns import DISPLAY_COLUMNS, NA
 
 VIEWS = ("optimizer", "norm")
 DTYPES = ("fp32", "bf16-autocast")
@@ -218,6 +221,76 @@ class ComponentsReport:
                         "rows": self.rows_x_width[0], "width": self.rows_x_width[1], **d,
                         "copy_ceiling_gbps": ceil.get("copy_gbps"), "created_at": self.created_at})
         return out
+
+
+# ---------------------------------------------------------------- the Components view's table
+@dataclass(frozen=True)
+class ComponentColumn:
+    """One shown column of a components report's table, as results.columns.DisplayColumn is of a run's: header,
+    cell text (None: NA), help; `on_gpu`: only where the report was measured on CUDA (kernel figures, ceilings)."""
+    key: str
+    header: str
+    text: Callable[[ComponentRow], str | None]
+    help: str
+    on_gpu: bool = False
+
+    def cell(self, row: ComponentRow) -> str:
+        return self.text(row) or NA
+
+
+_RUN = {c.key: c for c in DISPLAY_COLUMNS}   # a figure both tables show is headed as the run's table heads it
+
+
+def _unit(value: float | None, spec: str, unit: str = "") -> str | None:
+    return None if value is None else format(value, spec) + unit
+
+
+COMPONENT_COLUMNS: tuple[ComponentColumn, ...] = (
+    ComponentColumn("component", "Component", lambda r: r.title or r.name,
+                    "the registry lever measured alone (its key in the Lever column), or the native norm compiled"),
+    ComponentColumn("precision", "Precision", lambda r: DTYPE_TITLES.get(r.dtype, r.dtype),
+                    "FP32, or the same call under BF16 autocast"),
+    ComponentColumn("status", _RUN["status"].header, lambda r: r.status,
+                    "ok, or unavailable / failed (why: in Notes, and listed under the table)"),
+    ComponentColumn("runs_as", "Runs as", lambda r: r.runs_as,
+                    "how an optimizer row's step ran, read from the ops of its profiled call: for-loop (ops per "
+                    "tensor), foreach (multi-tensor ops over every tensor at once), fused (one fused kernel)"),
+    ComponentColumn("median", _RUN["median_ms"].header, lambda r: _unit(r.median_ms, ",.3f", " ms"),
+                    "median time of one call over the timed calls"),
+    ComponentColumn("spread", _RUN["spread"].header,
+                    lambda r: None if r.p10_ms is None or r.p90_ms is None else f"{r.p10_ms:,.3f}–{r.p90_ms:,.3f} ms",
+                    _RUN["spread"].help.replace("step time", "call's time")),
+    ComponentColumn("bandwidth", "Bandwidth", lambda r: _unit(r.gb_per_s, ",.1f", " GB/s"),
+                    "the bytes the call must move (each tensor once, counted in the notes below) ÷ its median time"),
+    ComponentColumn("copy_fraction", "Of copy ceiling", lambda r: _unit(r.copy_fraction, ".0%"),
+                    "bandwidth ÷ this GPU's measured device-to-device copy bandwidth (none until it is measured)",
+                    on_gpu=True),
+    ComponentColumn("kernels", "Kernels per call", lambda r: _unit(r.kernels_per_call, ","),
+                    "GPU kernels, copies and memsets in one profiled call", on_gpu=True),
+    ComponentColumn("kernel_time", "Kernel time", lambda r: _unit(r.kernel_ms, ",.3f", " ms"),
+                    "the kernels' summed GPU time in that call: the stable figure of a launch-bound row", on_gpu=True),
+    ComponentColumn("bottleneck", _RUN["bottleneck"].header,
+                    lambda r: None if r.bound is None else r.bound + (
+                        f" ({r.gpu_busy:.0%} busy)" if r.gpu_busy is not None else ""),
+                    "by the stages' rule: launch-bound when the kernels keep the GPU busy for less of the call than "
+                    "the threshold; its wall time then follows the host CPU", on_gpu=True),
+    ComponentColumn("proof", _RUN["verdict"].header, lambda r: r.proof,
+                    "verified: the profiler saw the lever's own kernels; fallback: a library's lever ran PyTorch's"),
+    ComponentColumn("notes", _RUN["reason"].header, lambda r: r.reason,
+                    "why a row did not run; a fallback or compile note of one that did"),
+    ComponentColumn("lever", "Lever", lambda r: r.name, "the row's key, as the CLI, the CSV and the JSON name it"),
+)
+
+
+def component_columns(device: str) -> tuple[ComponentColumn, ...]:
+    """The columns that apply to a report measured on `device`: the GPU's figures only on CUDA."""
+    return tuple(c for c in COMPONENT_COLUMNS if device == "cuda" or not c.on_gpu)
+
+
+def component_cells(report: ComponentsReport) -> list[dict[str, str]]:
+    """Each row's cells under their headers, as text: the Components page's table."""
+    columns = component_columns(report.device)
+    return [{c.header: c.cell(r) for c in columns} for r in report.rows]
 
 
 def _fmt(value, spec: str, none: str = "-") -> str:

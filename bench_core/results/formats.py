@@ -105,6 +105,7 @@ class ImportRejected(ValueError):
 # as interrupted, with the reason, beside the stages that finished.
 IN_PROGRESS = {Status.QUEUED: "had not started", Status.PENDING: "had not started",
                Status.RUNNING: "was still running"}
+SWEEP_ID = "sweep_id"
 SWEEP_CSV = ("this is a sweep's CSV export (one row per point, from `python -m bench_core sweep --csv`), not a run. "
              "A sweep is imported from its JSON (`sweep --json`, or the Sweep page's Download JSON), here or on "
              "the Sweep page")
@@ -138,9 +139,9 @@ def incomplete_note(run: RunResult) -> str | None:
 
 
 def is_sweep_csv(header: Sequence[str]) -> bool:
-    """A sweep's CSV export (sweep.rows): most of its header is the sweep's fields, and no run's stage column."""
-    from bench_core.sweep.rows import CSV_FIELDS  # here only: a run's import needs no sweep module
-    return "stage" not in header and len(set(header) & set(CSV_FIELDS)) >= len(CSV_FIELDS) // 2
+    """A sweep's CSV export: its points' id column, no run's stage column. (sweep.rows.CSV_FIELDS opens with
+    SWEEP_ID; results stands below sweep, so the name is written here, and a test holds the two together.)"""
+    return SWEEP_ID in header and "stage" not in header
 
 
 def neutralise(value: Any) -> Any:

@@ -3,8 +3,8 @@ each row that did not run with why, and each Adam row with how its step ran (its
 said "for-loop, foreach and fused")."""
 from sample_runs import APEX_ADAM_REASON, cpu_components_report
 
-from bench_core.components.report import ComponentRow, OptimizerPath
-from bench_core.results.columns import DISPLAY_COLUMNS, NA, component_cells, component_columns
+from bench_core.components.report import ComponentRow, OptimizerPath, component_cells, component_columns
+from bench_core.results.columns import DISPLAY_COLUMNS, NA
 
 
 def test_headers_are_words_with_units_and_shared_with_the_run_table():

@@ -24,6 +24,12 @@ def test_a_sweep_csv_is_named_as_a_sweep_export():
     assert "missing columns" not in text
 
 
+def test_the_sweep_csv_mark_is_the_sweeps_own_field():
+    """formats cannot import the sweep package (it stands above results): the field it looks for is the sweep's."""
+    from bench_core.sweep.rows import CSV_FIELDS
+    assert formats.SWEEP_ID in CSV_FIELDS and formats.is_sweep_csv(CSV_FIELDS)
+
+
 def test_a_run_csv_missing_columns_still_says_which():
     with pytest.raises(ImportRejected, match="missing columns: stage"):
         parse_csv(b"name,value\nx,1\n")
