@@ -225,6 +225,45 @@ def vendor_effects(summary: RunSummary) -> tuple[VendorEffect, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class CombinedEffect:
+    """The fastest stage against the baseline where it is measurably faster but no lever on the way is: each
+    pair's interval is the quotient of two stages' intervals, wider than either, so effects too small for one
+    pair can add up to one the stage's own interval shows."""
+    stage_key: str
+    baseline_key: str
+    levers: tuple[str, ...]                  # the titles of the levers the two stages differ by
+    ratio: float                             # the stage's speedup against the baseline
+    interval: tuple[float, float]
+    words: str
+
+
+def combined_effect(summary: RunSummary, found: tuple[Contribution, ...]) -> CombinedEffect | None:
+    """Said where the contributions read 'no measurable effect' for every lever of the fastest stage while the
+    verdict gives that stage a measured speedup; None elsewhere."""
+    fastest, base = summary.fastest, summary.stages[0] if summary.stages else None
+    if fastest is None or base is None or fastest.key == base.key or fastest.speedup is None:
+        return None
+    interval = fastest.speedup_ci
+    kinds = _differing(fastest, base)
+    if interval is None or interval[0] <= 1.0 <= interval[1] or any(k in SKIPPED_KINDS for k in kinds):
+        return None
+    stage = fastest.result.stage
+    levers = tuple(stage.lever(k).title for k in kinds)
+    own = [c for c in found if c.kind in kinds and c.lever == stage.lever(c.kind).title]
+    if not own or any(c.measurable for c in own):
+        return None
+    together = levers[0] if len(levers) == 1 else ", ".join(levers[:-1]) + " and " + levers[-1]
+    words = (f"No single lever's effect is measurable here, but together {together} measure ×{fastest.speedup:.2f} "
+             f"(95% CI ×{interval[0]:.2f}–{interval[1]:.2f}, {fastest.interval_text}; {fastest.key} vs {base.key}): "
+             "a pair's interval holds the noise of both its stages, so effects too small for one pair add up.")
+    return CombinedEffect(fastest.key, base.key, levers, fastest.speedup, interval, words)
+
+
 def contribution_lines(summary: RunSummary) -> tuple[str, ...]:
-    """Each contribution's words, then each vendor's levers together: the first block of every view."""
-    return tuple(c.words for c in contributions(summary)) + tuple(v.words for v in vendor_effects(summary))
+    """Each contribution's words, what they measure together where none alone is measurable, then each vendor's
+    levers together: the first block of every view."""
+    found = contributions(summary)
+    combined = combined_effect(summary, found)
+    return (tuple(c.words for c in found) + ((combined.words,) if combined else ())
+            + tuple(v.words for v in vendor_effects(summary)))

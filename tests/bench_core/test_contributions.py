@@ -10,6 +10,7 @@ from sample_runs import gpu_run
 
 from bench_core.levers.presets import TWINS, is_twin, preset
 from bench_core.levers.stage import Stage
+from bench_core.results import contributions as contributions_module
 from bench_core.results import formats
 from bench_core.results.contributions import contributions, vendor_effects
 from bench_core.results.headline import headline
@@ -177,3 +178,51 @@ def test_a_cpu_seed_run_has_no_apex_sentence():
     assert not any(line.startswith("Apex ") for line in headline(summary).contributions)
     # with the Apex stages run, the same ladder gains the sentence: the test is not empty by construction
     assert [v.vendor for v in vendor_effects(summarize(run))] == ["Apex"]
+
+
+def _rounds(*medians):
+    """One stage's times: four equal steps a process, one process a median."""
+    return tuple(m for m in medians for _ in range(4))
+
+
+def _run_in_rounds(cases):
+    run = gpu_run()
+    stages = tuple(replace(initial_stage(i, stage, 4), status=Status.OK, verdict="verified",
+                           rounds=(4,) * (len(times) // 4), times_ms=times) for i, (stage, times) in enumerate(cases))
+    return replace(run, stages=stages)
+
+
+def test_levers_that_each_measure_nothing_but_together_do_say_so():
+    """A CPU run's verdict: each lever 'no measurable effect', the fastest stage ×1.10 with an interval clear of
+    ×1.00. The gap is said where it happens, with the stage's own figure (a new user read it as a contradiction)."""
+    run = _run_in_rounds(((Stage("adam", "layernorm", "fp32"), _rounds(100.0, 100.0, 100.0)),
+                          (Stage("adam-fused", "layernorm", "fp32"), _rounds(95.0, 100.0, 92.0)),
+                          (Stage("adam-fused", "layernorm", "bf16"), _rounds(90.0, 91.0, 92.0))))
+    summary = summarize(run)
+    found = contributions(summary)
+    assert [c.lever for c in found] == ["Adam fused", "BF16"] and not any(c.measurable for c in found)
+    fastest = summary.fastest
+    low, high = fastest.speedup_ci
+    assert fastest.key == "adam-fused+layernorm+bf16" and low > 1.0
+    lines = headline(summary).lines
+    assert lines[2].startswith(
+        f"No single lever's effect is measurable here, but together Adam fused and BF16 measure ×{fastest.speedup:.2f} "
+        f"(95% CI ×{low:.2f}–{high:.2f}, across 3 processes; adam-fused+layernorm+bf16 vs adam+layernorm+fp32)")
+    combined = contributions_module.combined_effect(summary, found)   # computed once, in the engine
+    assert combined.levers == ("Adam fused", "BF16") and lines[:3] == (*(c.words for c in found), combined.words)
+    assert (combined.ratio, combined.interval) == (fastest.speedup, fastest.speedup_ci)
+    assert any(line.startswith("Fastest: **adam-fused+layernorm+bf16**") for line in lines)
+
+
+def test_no_combined_line_where_a_lever_is_measurable_or_the_stage_is_not():
+    measurable = _run_in_rounds(((Stage("adam", "layernorm", "fp32"), _rounds(100.0, 100.0, 100.0)),
+                                 (Stage("adam-fused", "layernorm", "fp32"), _rounds(80.0, 81.0, 80.0))))
+    summary = summarize(measurable)
+    found = contributions(summary)
+    assert found[0].measurable and contributions_module.combined_effect(summary, found) is None
+    neither = _run_in_rounds(((Stage("adam", "layernorm", "fp32"), _rounds(100.0, 100.0, 100.0)),
+                              (Stage("adam-fused", "layernorm", "fp32"), _rounds(95.0, 100.0, 105.0)),
+                              (Stage("adam-fused", "layernorm", "bf16"), _rounds(90.0, 100.0, 104.0))))
+    summary = summarize(neither)
+    assert contributions_module.combined_effect(summary, contributions(summary)) is None
+    assert not any("No single lever" in line for line in headline(summary).lines)
