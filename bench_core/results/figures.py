@@ -218,17 +218,31 @@ def time_breakdown(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                                  marker_color=CATEGORY_COLORS[category],
                                  hovertemplate="%{y}<br>" + category + ": %{x:.2f} ms per step<extra></extra>"))
     for label, (_, s) in zip(labels, rows, strict=False):
-        if s.timing.median_ms and s.profile and s.profile.source == "cuda":
+        if s.timing.median_ms and s.profile:
             fig.add_trace(go.Scatter(y=[label], x=[s.timing.median_ms], mode="markers", showlegend=False,
                                      marker=dict(symbol="line-ns-open", size=18, color="#212121", line_width=2),
                                      hovertext=f"step median {s.timing.median_ms:.2f} ms"))
     # before any profile is back (a live run), the run's device says which time it will be
     cpu = (rows[0][1].profile.source == "cpu" if rows and rows[0][1].profile else
            all(summary.run.device == "cpu" for summary in summaries))
-    title = ("Where the time goes<br><sup>CPU op self time per step, by category</sup>" if cpu else
+    title = ("Where the time goes<br><sup>CPU op self time per step, by category; | = measured step time</sup>"
+             + _cpu_ops_note([s for _, s in rows]) if cpu else
              "Where the time goes<br><sup>GPU kernel time per step by category; | = measured step time</sup>")
     _finish(fig, title, _height(len(rows)) + 40, xaxis_title="ms per step", barmode="stack")
     return fig if rows else _empty(fig, "the breakdown comes from the profiled steps, after the timed ones")
+
+
+def _cpu_ops_note(stages: list[StageSummary]) -> str:
+    """Where a CPU bar runs past its step (StageSummary.cpu_ops_over_step), why, with the longest one's figures."""
+    over = [s for s in stages if (s.cpu_ops_over_step or 0.0) > 1.0]
+    if not over:
+        return ""
+    worst = max(over, key=lambda s: s.cpu_ops_over_step or 0.0)
+    figures = f"{worst.key}: {worst.cpu_ops_ms:.1f} ms of ops in a {worst.timing.median_ms:.2f} ms step"
+    which = figures if len(over) == 1 else \
+        f"{len(over)} of {len(stages)} stages, up to ×{worst.cpu_ops_over_step:.1f}; {figures}"
+    return ("<br><sup>a bar past its | is no contradiction: op time is summed over every thread that ran ops, on "
+            f"the profiled steps, which the profiler slows ({which})</sup>")
 
 
 def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:

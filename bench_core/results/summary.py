@@ -103,6 +103,19 @@ class StageSummary:
         return f"{self.rates.mfu:.1%}" + (f" of {self.mfu_peak}" if self.mfu_peak != self.precision else "")
 
     @property
+    def cpu_ops_ms(self) -> float | None:
+        """A CPU profile's op self time per profiled step, every category together (the breakdown bar's length)."""
+        p = self.profile
+        return sum(p.breakdown_ms.values()) if p is not None and p.source == "cpu" and p.breakdown_ms else None
+
+    @property
+    def cpu_ops_over_step(self) -> float | None:
+        """cpu_ops_ms ÷ the median step. Above 1 it is no contradiction: the ops' time is summed over every thread
+        that ran them, on the profiled steps, which the profiler slows."""
+        ops, step = self.cpu_ops_ms, self.timing.median_ms
+        return ops / step if ops is not None and step else None
+
+    @property
     def ranked(self) -> bool:
         """May appear in rankings and headlines: finished ok, measured here, and not a fallback."""
         return self.ok and self.speedup is not None and not (self.verdict or "").split(" on ")[0].endswith("fallback")

@@ -270,3 +270,23 @@ def test_a_stage_label_of_three_lines_gets_the_height_it_needs():
     figures._finish(short, "t", _height(9))
     figures._finish(tall, "t", _height(9))
     assert tall.layout.height - short.layout.height == room
+
+
+def test_a_cpu_bar_longer_than_its_step_says_why():
+    """On a CPU the op time summed over threads, on profiled steps, outran the 12.37 ms step (35.1 ms) with no word
+    (a new user's pass): the chart marks each step and says why, from the summary's own figures."""
+    from sample_runs import cpu_run
+    summary = summarize(cpu_run())
+    fig = figures.time_breakdown(summary)
+    title = plain_title(fig)
+    assert "| = measured step time" in title
+    assert ("a bar past its | is no contradiction: op time is summed over every thread that ran ops, on the profiled "
+            "steps, which the profiler slows (adam-fused+layernorm+bf16: 35.1 ms of ops in a 12.37 ms step)") in title
+    bf16 = summary.stages[2]   # the figures are the summary's, computed there once
+    assert bf16.cpu_ops_ms == pytest.approx(35.1) and bf16.cpu_ops_over_step == pytest.approx(35.1 / 12.37)
+    steps = [t for t in fig.data if t.type == "scatter"]
+    assert [t.x[0] for t in steps] == [s.timing.median_ms for s in summary.stages]
+    under = dataclasses.replace(cpu_run(), stages=cpu_run().stages[:2])   # every bar inside its step: no note
+    assert "no contradiction" not in plain_title(figures.time_breakdown(summarize(under)))
+    gpu = plain_title(figures.time_breakdown(summarize(gpu_run())))
+    assert "no contradiction" not in gpu and summarize(gpu_run()).stages[0].cpu_ops_over_step is None
