@@ -29,6 +29,7 @@ from bench_core.config.bench_config import (
 )
 from bench_core.config.settings import load_limits
 from bench_core.models.families import FAMILIES
+from bench_core.results.near_one import times
 from bench_core.results.records import Status
 from bench_core.sweep.crossover import speedup_text
 from bench_core.sweep.errors import error_figures
@@ -126,13 +127,17 @@ def summary_lines(result: SweepResult) -> list[str]:
     for p in result.points:
         est = result.best_estimate(p)
         pred = p.prediction
-        shown = speedup_text(*est) if est else "no figure"
+        d = result.decimals(p)
+        shown = speedup_text(*est, d) if est else "no figure"
+        said = times(pred.speedup, d) if pred else "-"
+        why = result.not_run(p)
         lines.append(f"  {p.label:<32} {shown:<22} {p.source.value if p.source else '-':<9} "
-                     f"{p.bound or '-':<12} predicted {f'×{pred.speedup:.2f}' if pred else '-'}"
+                     f"{p.bound or '-':<12} predicted {said}"
                      + (f", error {p.prediction_error:+.1%}" if p.prediction_error is not None else "")
                      + (f", peak memory {p.measurement.peak_change:+.1%}" if p.measurement and
                         p.measurement.peak_change is not None else "")
                      + (f"; {p.measurement.reason}" if p.measurement and p.measurement.reason else "")
+                     + (f"; {why.text}" if why else "")
                      + (f"; not predicted: {p.prediction_note}" if p.prediction_note else ""))
     for c in crossovers(result):
         lines.append(f"  crossover: {c.text}")

@@ -82,12 +82,13 @@ def _estimate(result: SweepResult, values: tuple) -> tuple[PointResult | None, t
     return point, result.best_estimate(point) if point else None
 
 
-def _point_text(point: PointResult | None, est: tuple[float, float, float] | None) -> str:
+def _point_text(result: SweepResult, point: PointResult | None, est: tuple[float, float, float] | None) -> str:
     if point is None:
         return NOT_SWEPT
     if est is None:
         return "no figure" + (f" ({point.prediction_note})" if point.prediction_note else "")
-    return speedup_text(*est) if point.measured else f"{PREDICTED_MARK}{speedup_text(*est)} predicted"
+    said = speedup_text(*est, result.decimals(point))
+    return said if point.measured else f"{PREDICTED_MARK}{said} predicted"
 
 
 def _apart(estimates: list[tuple[float, float, float]]) -> bool:
@@ -115,8 +116,8 @@ def speedups_side_by_side(results: Sequence[SweepResult]) -> SideBySide:
     for values in keys:
         found = [_estimate(r, values) for r in results]
         estimates = [e for _, e in found if e]
-        rows.append((", ".join(str(v) for _, v in values), (_agreement(estimates),
-                                                             *(_point_text(p, e) for p, e in found))))
+        texts = (_point_text(r, p, e) for r, (p, e) in zip(results, found, strict=True))
+        rows.append((", ".join(str(v) for _, v in values), (_agreement(estimates), *texts)))
     rows.sort(key=lambda row: row[1][0] != APART)   # stable: the axes' order kept within each group
     names = ", ".join(a.name for a in results[0].spec.axes)
     return SideBySide(names, (OVERLAP, *(sweep_name(r) for r in results)), tuple(rows))

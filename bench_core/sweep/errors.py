@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from bench_core.results.near_one import speedup_decimals, times
 from bench_core.sweep import plan
 from bench_core.sweep.crossover import speedup_text
 from bench_core.sweep.predict import depth_check
@@ -90,6 +91,13 @@ def own_interval_count(pairs: list[Paired]) -> tuple[int, int, int]:
     return sum(p.inside for p in judged), len(judged), len(pairs) - len(judged)
 
 
+def _missed(m: Paired) -> str:
+    """A miss with one count of decimals for the measurement and the prediction: call 33's "measured ×1.01,
+    predicted ×1.01 (1.01–1.02)" read as a hit."""
+    d = speedup_decimals(m.low, m.high, m.measured)
+    return f"measured {times(m.measured, d)}, predicted {speedup_text(m.predicted, m.low, m.high, d)}"
+
+
 def coverage(result: SweepResult) -> ErrorFigure:
     """How often the prediction's own interval held the measured speedup, and where it did not."""
     held = [(p.label, pair) for p in result.points if (pair := p.paired) is not None]
@@ -97,8 +105,7 @@ def coverage(result: SweepResult) -> ErrorFigure:
     missed = [(label, pair) for label, pair in held if pair.has_interval and not pair.inside]
     text = f"{inside} of {judged} measured points" + (
         f" ({without} more predicted without an interval, not counted)" if without else "") + "".join(
-        f"; missed at {label}: measured ×{m.measured:.2f}, predicted {speedup_text(m.predicted, m.low, m.high)}"
-        for label, m in missed)
+        f"; missed at {label}: {_missed(m)}" for label, m in missed)
     return ErrorFigure("measured speedup inside the prediction's own interval",
                        text if judged else f"no point {NOT_PAIRED}" if not held else "no prediction had an interval",
                        bool(judged))

@@ -45,9 +45,10 @@ def _text(result: SweepResult, p: PointResult, memory_first: bool = False) -> st
     est, memory = result.best_estimate(p), p.memory
     mem = f"peak memory {memory[0]:+.1%} ({memory[1]})" if memory else ""
     if est is None:
-        speed = f"no speedup ({p.prediction_note or 'not measured'})"
+        why = result.not_run(p)
+        speed = f"no speedup ({p.prediction_note or (why.text if why else 'not measured')})"
     else:
-        speed = f"{speedup_text(*est)}, {p.source}, {p.bound or 'bound unknown'}"
+        speed = f"{speedup_text(*est, result.decimals(p))}, {p.source}, {p.bound or 'bound unknown'}"
     lines = [p.label, mem, speed] if memory_first else [p.label, speed, mem]
     return "<br>".join(line for line in lines if line)
 
@@ -100,12 +101,13 @@ def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
                                      mode="lines", name=f"{label} best figure at each point".strip(),
                                      line=dict(color=color or "#9e9e9e")))
         for c in crossovers(res):
-            xs = [p.value(axis) for p in res.points]
-            lo, hi = c.low if c.low is not None else min(xs), c.high if c.high is not None else max(xs)
-            fig.add_vrect(x0=lo, x1=hi, fillcolor=color or CROSS_COLOR, opacity=0.12, line_width=0)
+            # each crossing's interval, an open side ending at the last point with a figure (Crossover.shaded)
+            for lo, hi in c.shaded:
+                fig.add_vrect(x0=lo, x1=hi, fillcolor=color or CROSS_COLOR, opacity=0.12, line_width=0)
             # the sentence in the hover and beside the chart: as a legend entry it ran off a phone's screen
-            fig.add_trace(go.Scatter(x=[c.value], y=[1.0], mode="markers", hovertext=[f"crossover: {c.text}"],
-                                     hoverinfo="text", name=f"{label} crossover, its interval shaded".strip(),
+            fig.add_trace(go.Scatter(x=[x.value for x in c.crossings], y=[1.0] * len(c.crossings), mode="markers",
+                                     hovertext=[f"crossover: {c.text}"] * len(c.crossings), hoverinfo="text",
+                                     name=f"{label} crossover, its interval shaded".strip(),
                                      marker=dict(symbol="x", size=13, color=color or CROSS_COLOR)))
     fig.add_hline(y=1.0, line=dict(color="#757575", dash="dot"))
     where = " and ".join(dict.fromkeys(r.gpu or r.device for r in results))

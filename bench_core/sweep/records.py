@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from functools import cached_property
 
+from bench_core.results.near_one import speedup_decimals
 from bench_core.results.records import Status
 from bench_core.sweep import plan
 from bench_core.sweep.crossover import Crossover, Estimate, crossover
@@ -230,6 +231,19 @@ class PointResult:
                    PointMeasurement.from_dict(data["measurement"]) if data.get("measurement") else None)
 
 
+class NotRun(StrEnum):
+    """Why a point has no end-to-end measurement, read from the sweep's own status: it ended before the point's
+    turn."""
+    CANCELLED = "cancelled"
+    INTERRUPTED = "the server stopped"
+    BUDGET = "the budget ran out"
+
+    @property
+    def text(self) -> str:
+        """As a row says it: a cancelled sweep's unrun rows read "–" with no reason (a new user's pass)."""
+        return f"not run: {self.value}"
+
+
 class Phase(StrEnum):
     PREDICTING = "predicting"       # every point's kernels timed, in one process
     MEASURING = "measuring"         # points run end to end, most in doubt first
@@ -278,6 +292,38 @@ class SweepResult:
             return est
         wider = plan.widened(plan.Candidate(point.index, *est), self.calibration)
         return (est[0], *wider) if wider else est
+
+    def not_run(self, point: PointResult) -> NotRun | None:
+        """Why the point did not run end to end (None: it ran, or the sweep has not ended). The point measuring when
+        the sweep was cancelled keeps no measurement: it did not run either."""
+        if point.measurement is not None:
+            return None
+        if self.status == Status.CANCELLED:
+            return NotRun.CANCELLED
+        if self.status == Status.INTERRUPTED:
+            return NotRun.INTERRUPTED
+        return NotRun.BUDGET if self.status == Status.DONE and self.spec.budget_s else None
+
+    @property
+    def tally(self) -> str:
+        """How many points ran end to end, kept their prediction alone, or have no figure and why: "0 of 5 points
+        measured end to end, 3 predicted only, 2 not run (cancelled)"."""
+        counts: dict[str, int] = {}
+        for p in self.points:
+            if p.source is None:
+                why = self.not_run(p)
+                said = f"not run ({why.value})" if why else "without a figure"
+                counts[said] = counts.get(said, 0) + 1
+        return ", ".join([f"{sum(p.measured for p in self.points)} of {len(self.points)} points measured end to end",
+                          f"{sum(p.source == Source.PREDICTED for p in self.points)} predicted only",
+                          *(f"{k} {said}" for said, k in counts.items())])
+
+    def decimals(self, point: PointResult) -> int:
+        """One count of decimals for every speedup a view says of the point (results.near_one): its shown
+        interval's, a third where its predicted or measured speedup, outside it, would print inside it."""
+        est = self.best_estimate(point)
+        beside = (point.prediction.speedup if point.prediction else None, point.measured_speedup)
+        return 2 if est is None else speedup_decimals(est[1], est[2], *(v for v in beside if v is not None))
 
     @property
     def estimated(self) -> int:
@@ -332,8 +378,10 @@ def crossovers(result: SweepResult) -> list[Crossover]:
         line = [Estimate(p.value(axes[0].name), *est, p.measured) for p in pts if (est := result.best_estimate(p))]
         found = crossover(axes[0].name, line) if len(line) >= 2 else None
         if found:
+            # the swept values with no figure: an interval open towards them does not claim them
+            unrun = tuple(p.value(axes[0].name) for p in pts if result.best_estimate(p) is None)
             out.append(replace(found, fixed=" ".join(f"{k}={v}" for k, v in fixed),
-                               predicted_only=not any(p.measured for p in pts)))
+                               predicted_only=not any(p.measured for p in pts), unrun=unrun))
     return out
 
 

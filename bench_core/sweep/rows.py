@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from bench_core.results.near_one import times
 from bench_core.sweep.records import SweepResult
 
 CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_1", "value_1", "axis_2", "value_2",
@@ -59,8 +60,9 @@ SHOWN_FORMATS: dict[str, Shown] = {c.label: c.shown for c in SHOWN_COLUMNS if c.
 MISSING = "–"   # a cell with no figure: "None" on the page read as a value
 
 
-def shown_text(value: object, shown: Shown | None) -> str:
-    """One shown cell as text, as the page and the HTML report both write it."""
+def shown_text(value: object, shown: Shown | None, decimals: int = 2) -> str:
+    """One shown cell as text, as the page and the HTML report both write it; a speedup with the `decimals` its
+    row's interval takes (results.near_one)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return MISSING
     if not isinstance(value, float):
@@ -68,14 +70,16 @@ def shown_text(value: object, shown: Shown | None) -> str:
     if shown == Shown.PERCENT:
         return f"{value:+.1%}"
     if shown == Shown.SPEEDUP:
-        return f"×{value:.2f}"
+        return times(value, decimals)
     return f"{value:.2f}" if shown == Shown.MS else f"{value:.3f}"
 
 
 def shown_text_rows(result: SweepResult) -> list[dict[str, str]]:
     """`shown_rows` with every cell as text (`shown_text`): the page's table and the report's read alike (the page's
-    own number formats wrote 21.04% where the report wrote +21.0%, and "None" where it had no figure)."""
-    return [{k: shown_text(v, SHOWN_FORMATS.get(k)) for k, v in row.items()} for row in shown_rows(result)]
+    own number formats wrote 21.04% where the report wrote +21.0%, and "None" where it had no figure). A row's
+    speedups share one count of decimals (SweepResult.decimals): ×1.005 (1.005–1.006) read ×1.00, ×1.00, ×1.01."""
+    return [{k: shown_text(v, SHOWN_FORMATS.get(k), result.decimals(p)) for k, v in row.items()}
+            for p, row in zip(result.points, shown_rows(result), strict=True)]
 
 
 def shown_rows(result: SweepResult) -> list[dict]:
@@ -94,6 +98,8 @@ def csv_rows(result: SweepResult) -> list[dict]:
         names = [k for k, _ in p.values] + [None]
         vals = [v for _, v in p.values] + [None]
         pred, meas, est = p.prediction, p.measurement, result.best_estimate(p)
+        # a point the sweep ended before says why, in each column it has no figure for
+        why = None if (unrun := result.not_run(p)) is None else unrun.text
         steps, kernels, hosts, memory, peaks = p.step_errors, p.kernel_errors, p.host_errors, p.memory, p.peak_errors
         out.append({"sweep_id": result.sweep_id, "compare": spec.comparison.text, "a": spec.comparison.a.key,
                     "b": spec.comparison.b.key, "family": spec.base.family, "device": result.device,
@@ -108,7 +114,8 @@ def csv_rows(result: SweepResult) -> list[dict]:
                     "measured_low": meas.low if meas else None, "measured_high": meas.high if meas else None,
                     "interval_scope": meas.interval_text if meas else None,
                     "measured_status": meas.status.value if meas else None,
-                    "measured_reason": meas.reason if meas else None, "prediction_note": p.prediction_note,
+                    "measured_reason": meas.reason if meas else why,
+                    "prediction_note": p.prediction_note or (why if pred is None else None),
                     "predicted_a_ms": pred.a_ms if pred else None, "predicted_b_ms": pred.b_ms if pred else None,
                     "measured_a_ms": meas.a_ms if meas else None, "measured_b_ms": meas.b_ms if meas else None,
                     "a_step_error": steps[0] if steps else None, "b_step_error": steps[1] if steps else None,

@@ -235,28 +235,21 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
         if measurement.status == Status.CANCELLED:
             break
         publish(state["result"].with_point(replace(state["result"].points[index], measurement=measurement)))
-    final = state["result"]
     cancelled = hooks.cancel.is_set()
-    measured = sum(p.measured for p in final.points)
-    predicted_only = sum(p.source is not None and not p.measured for p in final.points)
+    final = replace(state["result"], status=Status.CANCELLED if cancelled else Status.DONE)
     breakdown_s = sum(p.prediction.timings.breakdown_s for p in final.points if p.prediction)
     full_s = sum(p.prediction.timings.full_step_s for p in final.points if p.prediction)
     spent = ([f"{full_s:.0f} s of it timing the full-depth steps (once a sweep)"] if full_s else []) + (
         [f"{breakdown_s:.0f} s of it timing the breakdown's parts"] if spec.breakdown else [])
-    notes = [f"{measured} of {n} points measured end to end, {predicted_only} predicted only",
-             ", ".join([f"predicting took {predict_s:.0f} s", *spent])]
+    notes = [final.tally, ", ".join([f"predicting took {predict_s:.0f} s", *spent])]
     untried = [p for p in final.points if p.index not in tried]
     kept = sum(p.prediction is not None for p in untried)
     if untried and not cancelled and not spec.budget_s:
         notes.append(f"{_points(len(untried))} not run")
     elif untried and not cancelled:
         on = "on the points nearest ×1.00" if tried else "predicting, before any point could run"
-        if kept:
+        if kept:   # those with no figure are counted in the tally
             notes.append(f"{_points(kept)} kept their prediction: the {spec.budget_s:.0f} s budget was spent {on}")
-        if len(untried) > kept:
-            notes.append(f"{_points(len(untried) - kept)} neither predicted nor measured: the "
-                         f"{spec.budget_s:.0f} s budget ran out first")
-    final = replace(final, status=Status.CANCELLED if cancelled else Status.DONE, notes=tuple(notes),
-                    progress=Progress(Phase.DONE, len(tried), n, 0.0), predict_s=predict_s)
+    final = replace(final, notes=tuple(notes), progress=Progress(Phase.DONE, len(tried), n, 0.0), predict_s=predict_s)
     publish(final)
     return final

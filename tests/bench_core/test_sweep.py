@@ -754,7 +754,7 @@ def test_the_budget_holds_while_predicting_between_points_and_inside_one():
         clock=clock, predict_points=predict_points, measure_point=lambda *a: pytest.fail("the budget is spent")))
     assert [p.prediction is not None for p in result.points] == [True, True, False, False] and closed
     assert {p.prediction_note for p in result.points[2:]} == {"not predicted: the 2 s budget ran out while predicting"}
-    assert "2 points neither predicted nor measured: the 2 s budget ran out first" in result.notes
+    assert "0 of 4 points measured end to end, 2 predicted only, 2 not run (the budget ran out)" in result.notes
     assert "2 points kept their prediction: the 2 s budget was spent predicting, before any point could run" in \
         result.notes
 
