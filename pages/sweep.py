@@ -9,7 +9,13 @@ from bench_core.config.bench_config import WORKLOADS, BenchConfig, ConfigError, 
 from bench_core.models.families import FAMILIES
 from bench_core.results.formats import ImportRejected
 from bench_core.service.jobs import LimitExceeded, NotAllowed
-from bench_core.sweep.compare import apart_count, crossovers_side_by_side, same_map, speedups_side_by_side
+from bench_core.sweep.compare import (
+    APART,
+    apart_count,
+    crossovers_side_by_side,
+    same_map,
+    speedups_side_by_side,
+)
 from bench_core.sweep.errors import error_figures
 from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure, sweep_line
 from bench_core.sweep.memory import memory_gaps
@@ -26,6 +32,7 @@ from bench_core.sweep.spec import (
     parse_comparison,
     sweepable_levers,
 )
+from dashboard.same_here import same_code_warning
 from dashboard.session import access_panel, get_manager, get_sweeps, is_operator, listed, persistence_banner, role
 
 manager = get_manager()
@@ -52,6 +59,19 @@ def cannot_run(comparison: Comparison) -> str | None:
                 None)
 
 
+def offered_first(levers: list[str], family: str) -> int:
+    """The lever the list opens on: the first that this machine runs and whose two stages differ here (on a CPU
+    the list's first, adam-loop, runs adam's very for-loop, and was offered first without a word)."""
+    for n, name in enumerate(levers):
+        try:
+            comparison = parse_comparison(name, family)
+        except ConfigError:
+            continue
+        if cannot_run(comparison) is None and same_code_warning(comparison, device) is None:
+            return n
+    return 0
+
+
 def lever_label(name: str, family: str) -> str:
     """A lever as the list offers it: marked where this family has no use for it, or this machine cannot run it."""
     try:
@@ -76,7 +96,8 @@ with st.expander("Start a new sweep", expanded=False) if linked else st.containe
         compare_text = st.text_input("Stage keys A,B (B's speedup over A)", key="sweep_keys",
                                      value="adam+layernorm+fp32,adam-fused+layernorm+fp32")
     else:
-        compare_text = st.selectbox("Lever", sweepable_levers(), key="sweep_lever",
+        levers = sweepable_levers()
+        compare_text = st.selectbox("Lever", levers, key="sweep_lever", index=offered_first(levers, family),
                                     format_func=lambda name: lever_label(name, family))
     comparison: Comparison | None = None
     try:
@@ -84,11 +105,16 @@ with st.expander("Start a new sweep", expanded=False) if linked else st.containe
         reason = cannot_run(comparison)
         st.caption(f"B `{comparison.b.key}` against A `{comparison.a.key}`"
                    + (f". It cannot run here: {reason}." if reason else "."))
+        same = same_code_warning(comparison, device)
+        if same:   # said before the start, which stays on: a noise floor may be what is wanted
+            st.warning(same)
     except ConfigError as exc:
         reason = exc.limit
         st.caption(f"{exc.field}: {exc.limit}.")
 
-    with st.form("sweep_form"):
+    # Enter in a field started the sweep (an empty budget measures every point end to end: many minutes); only
+    # the button starts one
+    with st.form("sweep_form", enter_to_submit=False):
         a1, v1 = st.columns([1, 3])
         axis1 = a1.selectbox("Axis", AXES, key="sweep_axis1")
         values1 = v1.text_input("Values (list, or START:STOP:xFACTOR)", key="sweep_values1", value="64,128")
@@ -168,9 +194,15 @@ def show(result: SweepResult, key: str, live: bool = False) -> None:
                        "text/html", key=f"sweep_html_{key}")
 
 
+APART_NAMED = 6   # apart points named in the sentence over the tables; beyond, "and N more"
+TABLES_A_ROW = 2  # the sweeps' tables side by side on a desktop (a phone stacks them)
+
+
 def show_side_by_side(together: list[SweepResult]) -> None:
     """The chosen sweep beside the picked ones: each line's crossing as a list (long sentences wrap on a phone,
-    a table's cells were cut), then each point's speedup in a table whose first columns say whether they agree."""
+    a table's cells were cut), then each sweep's speedup at each point in a table of its own, in columns that a
+    phone stacks: one table of every sweep's column showed a 390 px phone only the first sweep's. The points
+    whose intervals lie apart are named above the tables and lead each of them."""
     crossings = crossovers_side_by_side(together)
     st.markdown("**Where each sweep crosses ×1.00** (times in UTC; the first is the one shown above)")
     st.markdown("\n".join(f"- *{line}*\n" + "\n".join(f"    - {name}: {text}" for name, text in
@@ -178,13 +210,23 @@ def show_side_by_side(together: list[SweepResult]) -> None:
                           for line, texts in crossings.rows))
     points = speedups_side_by_side(together)
     apart, shared = apart_count(points)
+    apart_at = [label for label, texts in points.rows if texts[0] == APART]
+    named = "; ".join(apart_at[:APART_NAMED]) + (f" and {len(apart_at) - APART_NAMED} more"
+                                                  if len(apart_at) > APART_NAMED else "")
     st.markdown(f"**Each point's speedup of B over A** (≈: predicted, its interval widened by that sweep's "
                 f"measured errors). Their intervals lie apart at **{apart} of {shared}** points with a figure in "
                 "more than one sweep"
-                + (", listed first: there the sweeps disagree beyond their own intervals." if apart else "."))
-    records = points.records()
-    st.dataframe(pd.DataFrame(records), hide_index=True, width="stretch", height=rows_height(len(records)),
-                 key="sweep_compare_points")
+                + (f" ({points.first}: {named}), listed first in each table: there the sweeps disagree beyond "
+                   "their own intervals." if apart else "."))
+    # the columns after the overlap column, one a sweep in the order of `together`; two to a row, as a table of
+    # two columns needs about 330 px
+    names = points.columns[1:]
+    columns = [c for row in range(0, len(names), TABLES_A_ROW) for c in st.columns(TABLES_A_ROW)]
+    for n, (column, name) in enumerate(zip(columns, names, strict=False)):
+        column.markdown(f"**{name}**" + (" (shown above)" if n == 0 else ""))
+        records = [{points.first: label, "speedup (B over A)": texts[n + 1]} for label, texts in points.rows]
+        column.dataframe(pd.DataFrame(records), hide_index=True, width="stretch", height=rows_height(len(records)),
+                         key=f"sweep_compare_points_{n}")
 
 
 # Polled only while a sweep runs: an idle page sent a request a second for as long as it stayed open.

@@ -193,16 +193,20 @@ def _cells(fig: go.Figure, cells: dict[tuple[int, int], tuple[float, str, str, S
 
 
 COLORBAR_PX = 56   # the colour bar above the plot: its title, bar and tick labels
+X_TITLE_GAP_PX = 30   # from the plot's foot to the x title's top: the tick labels (8 px down, 16 px tall) and air
+X_TITLE_ROOM_PX = 24  # the foot's margin grown by as much as the title was moved down, so the legend clears it
 
 
 def _room_for_colorbar(fig: go.Figure) -> go.Figure:
     """The height grown by the colour bar above the plot (plotly widens the top margin for it). The x axis's title
-    is written under its tick labels as a note: with the bar on top, plotly drew the title over the labels."""
+    is written under its tick labels as a note: with the bar on top, plotly drew the title over the labels. Its top
+    is pinned below them: anchored by its foot (plotly's default here), a 390 px phone drew it over the labels."""
     title = fig.layout.xaxis.title.text
     fig.update_xaxes(title_text=None)
-    fig.add_annotation(text=title, xref="paper", x=0.5, yref="paper", y=0, yshift=-36, showarrow=False,
-                       font=dict(size=14), name="x title")
-    return fig.update_layout(height=fig.layout.height + COLORBAR_PX)
+    fig.add_annotation(text=title, xref="paper", x=0.5, yref="paper", y=0, yanchor="top", yshift=-X_TITLE_GAP_PX,
+                       showarrow=False, font=dict(size=14), name="x title")
+    return fig.update_layout(height=fig.layout.height + COLORBAR_PX + X_TITLE_ROOM_PX,
+                             margin_b=fig.layout.margin.b + X_TITLE_ROOM_PX)
 
 
 def sweep_heatmap(result: SweepResult) -> go.Figure:

@@ -1002,21 +1002,21 @@ def test_a_point_without_a_peak_memory_figure_says_why():
     from bench_core.sweep.memory import memory_gaps, why_no_memory
     result = _result()   # a CPU sweep: none of its points has a peak figure from a prediction
     first, second, third, fourth = result.points
-    assert why_no_memory(result, third).startswith("on a CPU only a run end to end measures a peak")
+    assert why_no_memory(result, third).one.startswith("it was predicted only, and on a CPU a prediction holds no")
     gpu = replace(result, device="cuda")
-    assert why_no_memory(gpu, replace(second, measurement=replace(second.measurement, status=Status.OOM))) == \
-        "its run ended without a figure (oom)"
-    assert why_no_memory(gpu, replace(first, prediction=None)) == "it was not predicted"
-    assert why_no_memory(gpu, first).startswith("its prediction holds no peaks")
+    assert why_no_memory(gpu, replace(second, measurement=replace(second.measurement, status=Status.OOM))).one == \
+        "its run end to end ended without a figure (oom)"
+    assert why_no_memory(gpu, replace(first, prediction=None)).one == "it was not predicted"
+    assert why_no_memory(gpu, first).one.startswith("its prediction holds no peak memory")
     peaked = replace(first.prediction.timings, times=tuple(
         replace(t, peak_mib=100.0 if t.part == Part.STEP_1 else 90.0) for t in first.prediction.timings.times))
-    assert why_no_memory(gpu, replace(first, prediction=replace(first.prediction, timings=peaked))).startswith(
-        "a stage's two-block step peaked lower")
+    assert why_no_memory(gpu, replace(first, prediction=replace(first.prediction, timings=peaked))).one.startswith(
+        "its predicted peaks are noise: a stage's two-block step peaked lower")
     # the sentence counts them: points 2 and 4 measured a peak, 1 and 3 have none
-    assert memory_gaps(gpu) == "2 of 4 points have no peak-memory figure: its prediction " \
-        "holds no peaks (a file from before peaks were predicted)"
+    assert memory_gaps(gpu) == "2 of 4 points have no peak-memory figure: their predictions hold no peak memory " \
+        "(the sweep's file is from before peaks were predicted)"
     unmeasured = replace(gpu, points=tuple(replace(p, measurement=None) for p in gpu.points))
-    assert memory_gaps(unmeasured).startswith("no point has a peak-memory figure: ")
+    assert memory_gaps(unmeasured).startswith("none of the 4 points has a peak-memory figure: ")
     assert memory_gaps(replace(gpu, points=(second, fourth))) is None
 
 
@@ -1044,6 +1044,6 @@ def test_the_html_report_holds_the_map_and_each_point(tmp_path):
     # a speedup as the map writes it (the table read 0.6828 beside the map's ×0.68), a step time in ms
     assert "<td>×1.00</td>" in text and "<td>20.00</td>" in text
     # a point without a peak figure says why (two of these CPU points only have their prediction)
-    assert "<p>Peak memory: 2 of 4 points have no peak-memory figure: on a CPU only a run end to end" in text
+    assert "<p>Peak memory: 2 of 4 points have no peak-memory figure: they were predicted only, and on a CPU" in text
     # the title may break after each "+" on a phone, not inside a lever's name
     assert "<h1>B adam-fused+<wbr>layernorm+<wbr>fp32 vs A adam+<wbr>layernorm+<wbr>fp32 on CPU</h1>" in text

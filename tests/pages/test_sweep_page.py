@@ -143,7 +143,8 @@ def test_the_breakdown_asked_for_is_kept_with_the_sweep_and_shown_beside_its_map
     [table] = [d.value for d in expander.dataframe]
     row = table.set_index("part").loc["optimizer"]
     # no point ran end to end, and a CPU's prediction has no peak: the page says so under where the map would be
-    assert any(c.value.startswith("Peak memory: no point has a peak-memory figure: on a CPU") for c in at.caption)
+    assert any(c.value.startswith("Peak memory: the one point has no peak-memory figure: it was predicted only, "
+                                  "and on a CPU") for c in at.caption), [c.value for c in at.caption]
     assert (row["A"], row["A ms/step alone"], row["B"], row["B - A ms/step alone"]) == ("adam", 2.0, "adam-fused", -1.5)
 
 
@@ -185,11 +186,19 @@ def test_two_maps_of_one_comparison_are_set_side_by_side_line_by_line_and_point_
     assert not at.exception and not at.error
     said = "\n".join(m.value for m in at.markdown)
     assert "*at width=768*" in said and "*at width=1280*" in said and said.count("NVIDIA H200 12-05") >= 4
-    [points] = [d.value for d in at.dataframe if "intervals overlap" in d.value.columns]
-    assert list(points.columns)[:2] == ["batch_size, width", "intervals overlap"] and len(points) == 12
-    apart = (points["intervals overlap"] == "no: apart").sum()
-    assert apart >= 1 and f"Their intervals lie apart at **{apart} of 12**" in said   # batch 8 x 768 at least
-    assert points.iloc[:, 2:].map(lambda t: t.startswith("×")).all().all()   # all measured
+    # a table a sweep, each sweep's figures in its own (one table of every sweep's column showed a phone only the
+    # first): the same points in the same order, the apart ones first and named above
+    tables = [d.value for d in at.dataframe if list(d.value.columns) == ["batch_size, width", "speedup (B over A)"]]
+    assert len(tables) == 2
+    assert all(len(t) == 12 for t in tables) and tables[0].iloc[:, 0].tolist() == tables[1].iloc[:, 0].tolist()
+    assert all(t.iloc[:, 1].map(lambda text: text.startswith("×")).all() for t in tables)   # all measured
+    # batch 8 x 768 at least: ×1.005 in call 33 against ×0.79 in call 32
+    assert tables[0].iloc[0, 0] == "8, 768" and "(batch_size, width: 8, 768" in said
+    assert "Their intervals lie apart at **1 of 12**" in said, said
+    from bench_core.sweep.compare import sweep_name
+    shown, picked = (sweep_name(sweeps.store.load(i)) for i in (second, first))
+    heads = [m.value for m in at.markdown]
+    assert heads.index(f"**{shown}** (shown above)") < heads.index(f"**{picked}**")
 
 
 def test_opened_from_history_s_link_the_form_folds_away_above_the_linked_sweep(app):
@@ -203,3 +212,37 @@ def test_opened_from_history_s_link_the_form_folds_away_above_the_linked_sweep(a
     [form] = [e for e in at.expander if e.label == "Start a new sweep"]
     assert not form.proto.expanded and at.selectbox(key="sweep_pick").value == sweep_id
     assert any(b.label == "Start the sweep" for b in form.button)
+
+
+def test_on_a_cpu_the_lever_offered_first_differs_here_and_a_same_code_comparison_is_warned_of(app):
+    """A new user's pass: on this CPU the page offered adam-loop against adam first, which run the same for-loop
+    Adam here (torch's foreach kernels are CUDA's), and said nothing; two such sweeps disagreed (noise)."""
+    at = app("pages/sweep.py")
+    lever = at.selectbox(key="sweep_lever")
+    assert lever.value != "adam-loop" and not at.warning, (lever.value, [w.value for w in at.warning])
+    lever.set_value("adam-loop").run()
+    [warning] = [w.value for w in at.warning]
+    assert warning.startswith("On CPU, `adam` and `adam-loop` run the same Adam (for-loop): the kernels that tell "
+                              "them apart (`aten::_foreach_*`) run on CUDA only") and "only noise" in warning
+    # two stage keys that differ only there say so too; ones that differ here do not
+    at.radio(key="sweep_mode").set_value("two stage keys").run()
+    at.text_input(key="sweep_keys").set_value("adam+layernorm+fp32,adam-loop+layernorm+fp32").run()
+    assert [w.value for w in at.warning] == [warning]
+    at.text_input(key="sweep_keys").set_value("adam+layernorm+fp32,adam-loop+layernorm+bf16").run()
+    assert not at.warning
+
+
+def test_which_levers_run_the_same_here_is_read_from_the_registry():
+    """Every pair of registry levers, on each device: only adam and adam-loop on a CPU, where adam's proof (torch's
+    foreach kernels) is CUDA's alone; a lever whose proof holds on both devices stays apart."""
+    from dataclasses import replace
+
+    from bench_core.levers.registry import LEVERS
+    from dashboard.same_here import same_here
+    pairs = {device: [(a, b) for a in LEVERS for b in LEVERS if a < b and same_here(LEVERS[a], LEVERS[b], device)]
+             for device in ("cpu", "cuda")}
+    assert pairs == {"cpu": [("adam", "adam-loop")], "cuda": []}
+    # a lever that adds a proof on CPU too is told apart there: the rule reads the proofs, not the names
+    adam = LEVERS["adam"]
+    both = replace(adam, name="adam-both", expects=(*adam.expects, replace(adam.expects[0], on="cpu")))
+    assert not same_here(both, LEVERS["adam-loop"], "cpu")
