@@ -73,3 +73,18 @@ def test_phase_peaks_survive_a_sweep_file():
     assert KernelTime.from_dict(json.loads(json.dumps(t.to_dict()))) == t
     older = {k: v for k, v in t.to_dict().items() if k != "phase_peaks_mib"}   # a file from before phases
     assert KernelTime.from_dict(older).phase_peaks_mib == ()
+
+
+def test_a_library_buffer_made_by_the_first_step_is_not_extrapolated_by_the_block():
+    """The H100's figures (docs/data/h100_2026-12-06_call36_peak_timeline.json, native BF16 on gpt2-small at batch
+    1): the one-block step, a process's first, read 1,407.2 MiB with 67.5 MiB of cuBLAS workspace that outlived it;
+    the two-block step 1,463.7 with none (by then in its baseline); the twelve-block step 2,703.8. Taken as read,
+    the extrapolation says 2,028.7 (25% low, as the sweep's depth check found); net of what was kept, 2,703.7."""
+    from bench_core.sweep.kernels import net_of_kept
+    peak, phases = net_of_kept(1407.2, (1000.0, 1407.2, 900.0), 67.5)
+    assert peak == pytest.approx(1339.7) and phases == pytest.approx((932.5, 1339.7, 832.5))
+    one = _step(Part.STEP_1, peak)
+    two = _step(Part.STEP_2, net_of_kept(1463.7, (), 0.0)[0])
+    assert peak_in_depth(one, two, 11) == pytest.approx(2703.7)
+    assert peak_in_depth(_step(Part.STEP_1, 1407.2), two, 11) == pytest.approx(2028.7)   # the figure as read
+    assert net_of_kept(500.0, (), -3.0) == (500.0, ())   # freed below the baseline: nothing kept, nothing added
