@@ -29,6 +29,7 @@ from bench_core.run.processes import (
 )
 
 WORKERS_AHEAD_CUDA = 8   # processes started (and models built) before the first stage's measured work
+PREVIOUS_EXIT_S = 60.0    # the longest a warm-up waits for the last stage's process to exit (_reap's grace)
 BUILD_AHEAD_SHARE = 0.25  # of free GPU memory that idle, pre-built workers' weights may hold
 
 
@@ -149,6 +150,15 @@ def plan_jobs(run: RunResult, probe: Probe, threads: int | None = None) -> list[
     return jobs
 
 
+def steps_fit_twice(run: RunResult, probe: Probe) -> bool:
+    """Whether two of the run's steps fit the device's free memory at once. Where they do not, a stage's worker
+    starts its warm-up only once the last stage's has exited: on an H100 a finished worker's teardown, still holding
+    its 47 GiB, overlapped the next one's warm-up at gpt2-small's blocks, batch 32 x 1,024 tokens, and the next
+    one ran out of memory (docs/data/h100_2026-12-06_call36_sweep_apex_1.log)."""
+    free = probe.free_bytes.get(run.device)
+    return run.device != "cuda" or free is None or 2 * estimate_memory(run.config)["total_bytes"] <= free
+
+
 def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunResult:
     """Every stage of a run, round after round; one stage's failure never stops the next."""
     hooks = hooks or RunHooks()
@@ -175,6 +185,7 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
                                   if run.device == "cuda" and probe.ceilings is None else None)
     taken = ran = 0
     previous: WorkerHandle | None = None
+    after_exit = not steps_fit_twice(run, probe)
     try:
         for index, job in jobs:
             stage = holder["run"].stages[index]
@@ -191,7 +202,8 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
                 handle = WorkerHandle(job, hooks.worker_env, world=job.stage.world_size)
                 following = None
             result = run_worker(handle, stage, hooks, publish, pool.top_up, last_round=job.round ==
-                                run.config.repeats - 1, following=following, previous=previous)
+                                run.config.repeats - 1, following=following, previous=previous,
+                                after_exit=after_exit)
             previous = handle
             publish(result)
             if hooks.on_stage_done:
@@ -230,13 +242,15 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
 
 def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publish: Callable[[StageResult], None],
                top_up: Callable[[], None], last_round: bool = True,
-               following: WorkerHandle | None = None, previous: WorkerHandle | None = None) -> StageResult:
+               following: WorkerHandle | None = None, previous: WorkerHandle | None = None,
+               after_exit: bool = False) -> StageResult:
     """One round of one stage in `handle`'s process. The stage is `running` until its last round ends.
 
     `following`, the next stage's worker, is let build once this one has started its warm-up; this one's warm-up
     is released (its timed steps may begin) once `following` has built and `previous`, the last stage's worker,
     has exited (its CUDA teardown, about a second, runs after its result is in): so no other process of the run
-    does device work while this one is timed or profiled."""
+    does device work while this one is timed or profiled. With `after_exit` (two steps do not fit the device at
+    once: steps_fit_twice) this one's warm-up too waits for `previous` to exit."""
     fold = StageFold(replace(stage, status=Status.RUNNING if stage.status == Status.PENDING else stage.status),
                      publish)
     lines = handle.lines
@@ -245,6 +259,9 @@ def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publis
     started = time.monotonic()
     if stage.started_at is None:
         fold.update(replace(fold.result, started_at=time.time()))
+    deadline = time.monotonic() + PREVIOUS_EXIT_S
+    while after_exit and previous is not None and previous.alive and time.monotonic() < deadline:
+        time.sleep(0.02)
     handle.go()
     stopped: tuple[Status, str] | None = None
     finished = False

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 from bench_core.config.bench_config import BenchConfig
@@ -93,6 +95,38 @@ def test_the_timed_steps_wait_for_the_last_stages_worker_to_exit():
     run_worker(this, initial_stage(0, Stage(), 10), RunHooks(timeout_s=10), lambda r: None, lambda: None,
                previous=before)
     assert log == [("this", "go"), ("before", "exited"), ("this", "release")]
+
+
+def test_where_two_steps_do_not_fit_the_warm_up_waits_for_the_last_worker_to_exit():
+    """On an H100 a finished worker still holding its 47 GiB overlapped the next one's warm-up, which ran out of
+    memory: with `after_exit` the next worker is not told to go until the last has exited."""
+    log: list = []
+    before, this = FakeHandle("before", log, _job()), FakeHandle("this", log, _job())
+    before.alive = True
+
+    def script():
+        time.sleep(0.2)
+        assert ("this", "go") not in log   # still waiting: the last worker holds the device's memory
+        log.append(("before", "exited"))
+        before.alive = False
+        this.emit(ev.Started())
+        this.emit(ev.Finished(wall_s=0.2))
+    threading.Thread(target=script, daemon=True).start()
+    run_worker(this, initial_stage(0, Stage(), 10), RunHooks(timeout_s=10), lambda r: None, lambda: None,
+               previous=before, after_exit=True)
+    assert log[:2] == [("before", "exited"), ("this", "go")]
+
+
+def test_two_steps_fit_twice_is_read_from_the_free_memory_and_the_steps_estimate():
+    from bench_core.models.families import estimate_memory
+    from bench_core.run.runner import new_run, steps_fit_twice
+    cfg = BenchConfig(device="cuda", batch_size=32)
+    need = estimate_memory(cfg)["total_bytes"]
+    run = replace(new_run(cfg, [Stage()], SimpleNamespace(cuda_available=True), "custom"), device="cuda")
+    assert steps_fit_twice(run, SimpleNamespace(free_bytes={"cuda": 2 * need}))
+    assert not steps_fit_twice(run, SimpleNamespace(free_bytes={"cuda": 2 * need - 1}))
+    assert steps_fit_twice(run, SimpleNamespace(free_bytes={}))   # unknown: as before
+    assert steps_fit_twice(replace(run, device="cpu"), SimpleNamespace(free_bytes={"cpu": 1}))
 
 
 def test_the_last_worker_or_an_ungated_one_is_never_held():
