@@ -32,7 +32,7 @@ from bench_core.sweep.spec import (
     parse_comparison,
     sweepable_levers,
 )
-from dashboard.same_here import same_code_warning
+from bench_core.sweep.same_here import same_code_warning
 from dashboard.session import access_panel, get_manager, get_sweeps, is_operator, listed, persistence_banner, role
 
 manager = get_manager()

@@ -179,6 +179,7 @@ def command(args: argparse.Namespace) -> int:
 
     from bench_core.machine.probe import cached_probe
     from bench_core.sweep.runner import SweepHooks, new_sweep, run_sweep
+    from bench_core.sweep.same_here import same_code_warning
     spec = resolve(args)
     packages = tuple(dict.fromkeys(spec.comparison.a.packages + spec.comparison.b.packages))
     probe, _ = cached_probe(packages=packages)
@@ -192,6 +193,9 @@ def command(args: argparse.Namespace) -> int:
     result = new_sweep(spec, points, probe)
     console.print(f"[bold]sweep[/] {result.title} · {len(points)} points · {result.device} {result.gpu or ''}"
                   f" · budget {'none' if spec.budget_s is None else f'{spec.budget_s:.0f} s'}", highlight=False)
+    same = same_code_warning(spec.comparison, result.device)
+    if same:   # said, not refused: a map of the noise floor is a fair thing to ask for
+        console.print(f"warning: {same.replace('`', '')}", highlight=False, markup=False)
     cancel = threading.Event()
     with Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console, disable=args.quiet) as bar:

@@ -70,6 +70,25 @@ def test_a_stage_that_cannot_run_here_exits_2_before_any_point(capsys, monkeypat
     assert "adam-fused+layernorm+fp8-torchao cannot run here" in err and "compute capability" in err, err
 
 
+def test_a_comparison_that_runs_the_same_code_here_is_warned_of_before_the_sweep_starts(capsys, monkeypatch,
+                                                                                           cpu_probe):
+    """adam against adam-loop on a CPU: both run torch's for-loop Adam, so the map would hold only noise; the
+    command line says so (from the registry, as the page does) before any point runs."""
+    monkeypatch.setattr("bench_core.machine.probe.cached_probe", lambda **kw: (cpu_probe, True))
+
+    class Started(Exception):
+        pass
+
+    def started(*args, **kwargs):
+        raise Started
+    monkeypatch.setattr("bench_core.sweep.runner.run_sweep", started)
+    with pytest.raises(Started):
+        main(["sweep", "--device", "cpu", "--compare", "adam-loop", "--axis", "width=64", "--model", "tiny",
+              "--no-db"])
+    err = capsys.readouterr().err
+    assert "warning: On CPU, adam and adam-loop run the same" in err and "aten::_foreach_" in err, err
+
+
 def test_a_missing_compare_exits_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["sweep", "--axis", "width=64"])

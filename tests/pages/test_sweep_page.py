@@ -238,7 +238,7 @@ def test_which_levers_run_the_same_here_is_read_from_the_registry():
     from dataclasses import replace
 
     from bench_core.levers.registry import LEVERS
-    from dashboard.same_here import same_here
+    from bench_core.sweep.same_here import same_here
     pairs = {device: [(a, b) for a in LEVERS for b in LEVERS if a < b and same_here(LEVERS[a], LEVERS[b], device)]
              for device in ("cpu", "cuda")}
     assert pairs == {"cpu": [("adam", "adam-loop")], "cuda": []}

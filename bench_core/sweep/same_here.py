@@ -2,7 +2,8 @@
 a sweep between them maps only noise. On a CPU adam and adam-loop both ran torch's for-loop Adam (foreach kernels
 are CUDA's), the page offered that comparison first and said nothing, and two such sweeps disagreed.
 
-Torch-free, no streamlit: the Sweep page asks before a sweep starts, and offers first a lever that differs here.
+Torch-free: the Sweep page asks before a sweep starts (and offers first a lever that differs here); the command
+line says it before it starts.
 """
 from __future__ import annotations
 
