@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench_core.results.contributions import contributions
+from bench_core.results.near_one import times
 from bench_core.results.records import RunResult
 from bench_core.results.summary import summarize
 
@@ -27,7 +28,8 @@ def across_gpus(runs: Sequence[RunResult]) -> list[LeverAcross]:
     rows: dict[tuple[str, str, str], dict[str, str]] = {}
     for name, run in zip(columns, runs, strict=True):
         for c in contributions(summarize(run)):
-            ratio = f"×{c.ratio:.2f}" + (f" [{c.interval[0]:.2f}, {c.interval[1]:.2f}]" if c.interval else "")
+            d = c.decimals   # a third decimal near ×1.00, as the contribution's words (results.near_one)
+            ratio = times(c.ratio, d) + (f" [{c.interval[0]:.{d}f}, {c.interval[1]:.{d}f}]" if c.interval else "")
             rows.setdefault((c.lever, c.against, c.context), {})[name] = ratio
     return [LeverAcross(lever, against, context, {name: cells.get(name, "—") for name in columns})
             for (lever, against, context), cells in rows.items()]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from bench_core.levers.registry import BASELINE_LEVERS, KINDS, LEVERS, Lever
 from bench_core.measure.breakdown import Bound
+from bench_core.results.near_one import decimals_of, percent, span, times
 from bench_core.results.summary import RunSummary, StageSummary
 
 SKIPPED_KINDS = ("gpus",)   # a GPU count is scaling efficiency, not a lever's contribution
@@ -43,6 +44,11 @@ class Contribution:
     @property
     def launch_bound(self) -> bool:
         return Bound.LAUNCH in (self.bottleneck, self.against_bottleneck)
+
+    @property
+    def decimals(self) -> int:
+        """For the ratio and its interval, in every view (results.near_one)."""
+        return decimals_of(self.ratio, self.interval)
 
 
 def _differing(a: StageSummary, b: StageSummary) -> list[str]:
@@ -90,23 +96,23 @@ def _others_native(s: StageSummary, kind: str) -> int:
 
 
 def _percent(interval: tuple[float, float], ratio: float) -> str:
+    """How far from ×1.00 an interval that holds it reaches, as fine as the ratio beside it."""
     half = max(interval[1] - ratio, ratio - interval[0], abs(interval[1] - 1.0), abs(1.0 - interval[0]))
-    return f"±{half:.0%}" if half >= 0.01 else "±<1%"
+    return "±" + percent(half, decimals_of(ratio, interval))
 
 
 def _words(c: Contribution) -> str:
     against = f"its native twin {c.against}" if c.native_twin else c.against + (
         f" (this run has no {c.twin_title} twin)" if c.twin_title else "")
     head = f"{c.lever} {c.context} against {against}"
-    pair = f"{c.stage_key} vs {c.against_key}"
+    pair, d = f"{c.stage_key} vs {c.against_key}", c.decimals
     if c.interval is None:
-        text = f"{head}: ×{c.ratio:.2f}, no interval (one round): not a measured effect ({pair})"
+        text = f"{head}: {times(c.ratio, d)}, no interval (one round): not a measured effect ({pair})"
     elif not c.measurable:
-        text = f"{head}: no measurable effect ({_percent(c.interval, c.ratio)}; ×{c.ratio:.2f}, {pair})"
+        text = f"{head}: no measurable effect ({_percent(c.interval, c.ratio)}; {times(c.ratio, d)}, {pair})"
     else:
         way = "faster" if c.ratio > 1 else "slower"
-        text = (f"{head}: ×{c.ratio:.2f} ({way}; 95% CI ×{c.interval[0]:.2f}–{c.interval[1]:.2f}; "
-                f"{pair})")
+        text = f"{head}: {times(c.ratio, d)} ({way}; 95% CI ×{span(*c.interval, d)}; {pair})"
     if c.launch_bound:
         bound = c.stage_key if c.bottleneck == Bound.LAUNCH else c.against_key
         extra = (f", {c.kernels_delta:+.0f} kernels a step" if c.kernels_delta is not None
@@ -181,15 +187,21 @@ class VendorEffect:
     def measurable(self) -> bool:
         return self.interval is not None and not self.interval[0] <= 1.0 <= self.interval[1]
 
+    @property
+    def decimals(self) -> int:
+        """For the ratio and its interval, in every view (results.near_one)."""
+        return decimals_of(self.ratio, self.interval)
+
 
 def _vendor_words(vendor: str, ratio: float, interval: tuple[float, float] | None, pair: str) -> str:
+    d = decimals_of(ratio, interval)
     if interval is None:
-        return f"{vendor} against its native twin: ×{ratio:.2f}, no interval (one round): not a measured effect " \
-               f"({pair})."
+        return f"{vendor} against its native twin: {times(ratio, d)}, no interval (one round): not a measured " \
+               f"effect ({pair})."
     if interval[0] <= 1.0 <= interval[1]:
-        return f"{vendor} adds no measurable effect here ({_percent(interval, ratio)}; ×{ratio:.2f}, {pair})."
+        return f"{vendor} adds no measurable effect here ({_percent(interval, ratio)}; {times(ratio, d)}, {pair})."
     way = "adds about" if ratio > 1 else "costs about"
-    return (f"{vendor} {way} {abs(ratio - 1):.0%} here (×{ratio:.2f}; 95% CI ×{interval[0]:.2f}–{interval[1]:.2f}; "
+    return (f"{vendor} {way} {percent(ratio - 1, d)} here ({times(ratio, d)}; 95% CI ×{span(*interval, d)}; "
             f"{pair}).")
 
 
@@ -254,9 +266,11 @@ def combined_effect(summary: RunSummary, found: tuple[Contribution, ...]) -> Com
     if not own or any(c.measurable for c in own):
         return None
     together = levers[0] if len(levers) == 1 else ", ".join(levers[:-1]) + " and " + levers[-1]
-    words = (f"No single lever's effect is measurable here, but together {together} measure ×{fastest.speedup:.2f} "
-             f"(95% CI ×{interval[0]:.2f}–{interval[1]:.2f}, {fastest.interval_text}; {fastest.key} vs {base.key}): "
-             "a pair's interval holds the noise of both its stages, so effects too small for one pair add up.")
+    d = fastest.decimals
+    words = (f"No single lever's effect is measurable here, but together {together} measure "
+             f"{times(fastest.speedup, d)} (95% CI ×{span(*interval, d)}, {fastest.interval_text}; {fastest.key} vs "
+             f"{base.key}): a pair's interval holds the noise of both its stages, so effects too small for one pair "
+             "add up.")
     return CombinedEffect(fastest.key, base.key, levers, fastest.speedup, interval, words)
 
 

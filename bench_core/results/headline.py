@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench_core.results.contributions import VendorEffect, contribution_lines, vendor_effects
+from bench_core.results.near_one import percent, span, times
 from bench_core.results.records import Status
 from bench_core.results.summary import RunSummary, StageSummary
 
@@ -23,8 +24,8 @@ def _includes_one(s: StageSummary) -> bool:
 
 def _x(s: StageSummary) -> str:
     i = s.interval
-    ci = f" (95% CI ×{i.low:.2f}–{i.high:.2f}, {i.text})" if i else ""
-    return f"×{s.speedup:.2f}{ci}"
+    ci = f" (95% CI ×{span(i.low, i.high, s.decimals)}, {i.text})" if i else ""
+    return f"{s.speedup_point_text}{ci}"
 
 
 def headline(summary: RunSummary) -> Headline:
@@ -41,7 +42,7 @@ def headline(summary: RunSummary) -> Headline:
     elif fastest is not None and summary.baseline_key and _includes_one(fastest) and fastest.speedup_ci:
         half = max(fastest.speedup_ci[1] - 1.0, 1.0 - fastest.speedup_ci[0])
         lines.append(f"No stage is measurably faster than {summary.baseline_key}: the best, **{fastest.key}**, "
-                     f"has no measurable effect (±{half:.0%}; ×{fastest.speedup:.2f}).")
+                     f"has no measurable effect (±{percent(half, fastest.decimals)}; {fastest.speedup_point_text}).")
     elif fastest is not None and summary.baseline_key:
         lines.append(f"Fastest: **{fastest.key}** at {fastest.timing.median_ms:.2f} ms a step, "
                      f"{_x(fastest)} against {summary.baseline_key}.")
@@ -82,5 +83,5 @@ def headline(summary: RunSummary) -> Headline:
 
 def _vendor_short(v: VendorEffect) -> str:
     """A vendor's levers together against their native twin, in a few words: the one-liner's first figure."""
-    spread = f" (95% CI ×{v.interval[0]:.2f}–{v.interval[1]:.2f})" if v.interval else " (one round)"
-    return f"{v.vendor} vs its native twin ×{v.ratio:.2f}{spread}"
+    spread = f" (95% CI ×{span(*v.interval, v.decimals)})" if v.interval else " (one round)"
+    return f"{v.vendor} vs its native twin {times(v.ratio, v.decimals)}{spread}"

@@ -20,6 +20,29 @@ def speedup_decimals(low: float, high: float, *outside: float) -> int:
     return 3 if any(not low <= v <= high and printed[0] <= float(f"{v:.2f}") <= printed[1] for v in outside) else 2
 
 
+def decimals_of(value: float | None, interval: tuple[float, float] | None) -> int:
+    """`speedup_decimals` for a figure whose interval may be missing: two without one (one round, the baseline)."""
+    if value is None or interval is None:
+        return 2
+    return speedup_decimals(interval[0], interval[1], value)
+
+
 def times(value: float, decimals: int) -> str:
     """×1.005: a speedup as every view writes it, with the decimals `speedup_decimals` chose for its sentence."""
     return f"×{value:.{decimals}f}"
+
+
+def span(low: float, high: float, decimals: int) -> str:
+    """1.003–1.008: an interval's bounds, with its sentence's decimals."""
+    return f"{low:.{decimals}f}–{high:.{decimals}f}"
+
+
+def percent(fraction: float, decimals: int) -> str:
+    """A speedup's distance from ×1.00 as a percentage, as fine as the speedup beside it: ×0.997 "0.3%", ×0.97
+    "3%" (whole percents at two decimals read "costs about 0%" beside a measurable ×0.997). One that rounds to
+    nothing says it is under the last digit."""
+    places = max(decimals - 2, 0)
+    text = f"{abs(fraction):.{places}%}"
+    if fraction and float(text[:-1]) == 0:
+        return f"<{10.0 ** -places:.{places}f}%"
+    return text

@@ -15,6 +15,7 @@ from bench_core.measure.breakdown import StageProfile
 from bench_core.measure.metrics import Rates, rates
 from bench_core.measure.noise import StageConditions, Warming, warming
 from bench_core.measure.proof import KernelCell, kernel_cells
+from bench_core.results.near_one import decimals_of, span, times
 from bench_core.results.records import RunResult, StageResult, Status
 
 
@@ -80,20 +81,26 @@ class StageSummary:
         return self.interval.text if self.interval else None
 
     @property
+    def decimals(self) -> int:
+        """How many decimals the speedup and its interval are written with, in every view (results.near_one)."""
+        return decimals_of(self.speedup, self.speedup_ci)
+
+    @property
     def speedup_point_text(self) -> str | None:
         """×2.00: the point alone, where the interval is drawn beside it (the speedup chart's error bar)."""
-        return None if self.speedup is None else f"×{self.speedup:.2f}"
+        return None if self.speedup is None else times(self.speedup, self.decimals)
 
     @property
     def speedup_text(self) -> str | None:
-        """×2.00 (1.95–2.05); an interval over fewer than CUDA_PROCESSES processes says what it covers here too."""
+        """×2.00 (1.95–2.05), ×0.997 (0.996–0.998); an interval over fewer than CUDA_PROCESSES processes says what it
+        covers here too."""
         if self.speedup is None:
             return None
         i = self.interval
         if i is None:
             return self.speedup_point_text
         full = i.scope == stats.IntervalScope.ACROSS_PROCESSES and i.processes >= CUDA_PROCESSES
-        return f"{self.speedup_point_text} ({i.low:.2f}–{i.high:.2f}{'' if full else ', ' + i.text})"
+        return f"{self.speedup_point_text} ({span(i.low, i.high, self.decimals)}{'' if full else ', ' + i.text})"
 
     @property
     def mfu_text(self) -> str | None:

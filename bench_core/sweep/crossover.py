@@ -10,7 +10,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 
-from bench_core.results.near_one import speedup_decimals, times
+from bench_core.results.near_one import span, speedup_decimals, times
 
 
 class Direction(StrEnum):
@@ -180,7 +180,7 @@ def speedup_text(speedup: float, low: float, high: float, decimals: int | None =
     (results.near_one; `decimals` where the sentence chose them for a figure beside it too). A prediction from
     older files kept no host rounds, so a launch-bound one has no spread: "(0.75–0.75)" would read as certainty."""
     d = speedup_decimals(low, high) if decimals is None else decimals
-    spread = "no spread measured" if low == high else f"{low:.{d}f}–{high:.{d}f}"
+    spread = "no spread measured" if low == high else span(low, high, d)
     return f"{times(speedup, d)} ({spread})"
 
 

@@ -226,3 +226,49 @@ def test_no_combined_line_where_a_lever_is_measurable_or_the_stage_is_not():
     summary = summarize(neither)
     assert contributions_module.combined_effect(summary, contributions(summary)) is None
     assert not any("No single lever" in line for line in headline(summary).lines)
+
+
+def test_a_ladder_speedup_near_one_takes_the_third_decimal_the_sweep_gives_it():
+    """Two decimals read a lever measurably 0.3% slower as "×1.00 (slower; 95% CI ×1.00–1.00)" and Apex as "costs
+    about 0%": every ladder sentence takes its decimals from results.near_one, as the sweep's do, and a percentage
+    as many as the speedup beside it."""
+    slower = summarize(_run_in_rounds(((Stage("adam", "layernorm", "fp32"), _rounds(100.0, 100.0, 100.0)),
+                                       (Stage("adam-fused", "layernorm", "fp32"), _rounds(100.3, 100.25, 100.35)))))
+    (c,) = contributions(slower)
+    low, high = c.interval
+    assert c.measurable and 0.99 < low < high < 1.0
+    assert f": ×{c.ratio:.3f} (slower; 95% CI ×{low:.3f}–{high:.3f}; " in c.words and "×1.00 " not in c.words
+    stage = slower.stages[1]
+    assert stage.speedup_text == f"×{stage.speedup:.3f} ({low:.3f}–{high:.3f})" and stage.speedup_text != \
+        f"×{stage.speedup:.2f} ({low:.2f}–{high:.2f})"
+
+    # Apex against its native twin, 0.3% slower: its percentage as precise as its speedup
+    apex = summarize(_run_in_rounds(((Stage("adam", "layernorm", "fp32"), _rounds(100.0, 100.0, 100.0)),
+                                     (Stage("adam-fused", "layernorm", "bf16"), _rounds(50.0, 50.0, 50.0)),
+                                     (Stage("apex-fusedadam", "apex-fusedln", "bf16"),
+                                      _rounds(50.15, 50.125, 50.175)))))
+    [v] = vendor_effects(apex)
+    assert v.measurable and v.ratio < 1
+    assert v.words.startswith(f"Apex costs about 0.3% here (×{v.ratio:.3f}; 95% CI ×{v.interval[0]:.3f}–"
+                              f"{v.interval[1]:.3f}; "), v.words
+    assert headline(apex).one_liner.startswith(f"Apex vs its native twin ×{v.ratio:.3f} (95% CI "
+                                               f"×{v.interval[0]:.3f}–{v.interval[1]:.3f})")
+
+    # a lever with no measurable effect near ×1.00: its ± as precise as the figure beside it
+    flat = summarize(_run_in_rounds(((Stage("adam", "layernorm", "fp32"), _rounds(100.0, 100.0, 100.0)),
+                                     (Stage("adam-fused", "layernorm", "fp32"), _rounds(99.9, 100.3, 100.1)))))
+    (n,) = contributions(flat)
+    assert not n.measurable and re.search(r"no measurable effect \(±0\.\d%; ×\d\.\d{3}, ", n.words), n.words
+
+    # together measurable, each alone not, the stage 0.3% faster: the combined line and the verdict's "Fastest"
+    together = summarize(_run_in_rounds(((Stage("adam", "layernorm", "fp32"), _rounds(100.0, 100.0, 100.0)),
+                                         (Stage("adam-fused", "layernorm", "fp32"), _rounds(99.2, 100.6, 99.9)),
+                                         (Stage("adam-fused", "layernorm", "bf16"), _rounds(99.7, 99.72, 99.68)))))
+    fastest = together.fastest
+    lo, hi = fastest.speedup_ci
+    assert fastest.key == "adam-fused+layernorm+bf16" and 1.0 < lo < hi < 1.01
+    lines = headline(together).lines
+    said = f"×{fastest.speedup:.3f} (95% CI ×{lo:.3f}–{hi:.3f}, across 3 processes"
+    assert any(line.startswith("No single lever's effect is measurable") and f"measure {said}" in line
+               for line in lines), lines
+    assert any(line.startswith("Fastest: ") and said in line for line in lines), lines
