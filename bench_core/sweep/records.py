@@ -227,7 +227,8 @@ class PointResult:
     def from_dict(cls, data: dict) -> PointResult:
         return cls(int(data["index"]), tuple((str(k), int(v)) for k, v in data["values"]),
                    PointPrediction.from_dict(data["prediction"]) if data.get("prediction") else None,
-                   data.get("prediction_note"),
+                   # files saved before the note was the reason alone read "not predicted: not predicted: ..."
+                   (data.get("prediction_note") or "").removeprefix("not predicted: ") or None,
                    PointMeasurement.from_dict(data["measurement"]) if data.get("measurement") else None)
 
 

@@ -213,7 +213,7 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
     # only the budget leaves points untimed and unsaid (a process that ends early names them; a cancel keeps them)
     unpredicted = [p for p in state["result"].points if p.prediction is None and p.prediction_note is None]
     if unpredicted and spec.budget_s and not hooks.cancel.is_set():
-        said = f"not predicted: the {spec.budget_s:.0f} s budget ran out while predicting"
+        said = f"the {spec.budget_s:.0f} s budget ran out while predicting"   # the reason: views say "not predicted"
         for p in unpredicted:
             state["result"] = state["result"].with_point(replace(p, prediction_note=said))
         publish(state["result"])

@@ -1,6 +1,7 @@
 """The sweep's engine on CPU: the grid and its family rules, the crossover on synthetic data with a known answer,
 the predictor's arithmetic against hand-computed cases, the budget planner, storage and import, the map's traces
 and the command line's refusals. The real end-to-end sweep is in test_sweep_cli.py."""
+import json
 import math
 import os
 import shutil
@@ -19,6 +20,7 @@ from bench_core.models.families import mlp_hidden
 from bench_core.results.chart_layout import LAYOUT, LEGEND_ROW_PX
 from bench_core.results.records import Status
 from bench_core.sweep import plan
+from bench_core.sweep.cli import summary_lines
 from bench_core.sweep.crossover import Crossover, Direction, Estimate, crossover, speedup_text
 from bench_core.sweep.errors import error_figures, step_time_error
 from bench_core.sweep.figures import sweep_figure
@@ -753,7 +755,7 @@ def test_the_budget_holds_while_predicting_between_points_and_inside_one():
     result = run_sweep(_spec(budget=2.0), _points(_spec()), NO_GPU, SweepHooks(
         clock=clock, predict_points=predict_points, measure_point=lambda *a: pytest.fail("the budget is spent")))
     assert [p.prediction is not None for p in result.points] == [True, True, False, False] and closed
-    assert {p.prediction_note for p in result.points[2:]} == {"not predicted: the 2 s budget ran out while predicting"}
+    assert {p.prediction_note for p in result.points[2:]} == {"the 2 s budget ran out while predicting"}
     assert "0 of 4 points measured end to end, 2 predicted only, 2 not run (the budget ran out)" in result.notes
     assert "2 points kept their prediction: the 2 s budget was spent predicting, before any point could run" in \
         result.notes
@@ -768,6 +770,29 @@ def test_the_budget_holds_while_predicting_between_points_and_inside_one():
         clock=clock, predict_points=stuck, measure_point=lambda *a: pytest.fail("the budget is spent")))
     assert all(p.prediction is None and "budget ran out while predicting" in p.prediction_note
                for p in stopped.points) and stopped.status == Status.DONE
+
+
+def test_a_point_the_budget_left_unpredicted_says_so_once():
+    """The terminal read "not predicted: not predicted: the 2 s budget ran out while predicting": the note is the
+    reason alone, under "why not predicted" on the page and after "not predicted:" in the terminal; a file saved
+    with the old note reads the same."""
+    clock = _Clock()
+
+    def predict_points(points, comparison, device, cancel):
+        for p in points:
+            clock.t += 1.0
+            yield p.index, _optimizer_timings(2.0, 1.0), ()
+    result = run_sweep(_spec(budget=2.0), _points(_spec()), NO_GPU, SweepHooks(
+        clock=clock, predict_points=predict_points, measure_point=lambda *a: pytest.fail("the budget is spent")))
+    lines = [line for line in summary_lines(result) if "budget ran out while predicting" in line]
+    assert len(lines) == 2 and all(line.count("not predicted") == 1 for line in lines), lines
+    assert all(line.endswith("; not predicted: the 2 s budget ran out while predicting") for line in lines)
+    assert {r["why not predicted"] for r in shown_text_rows(result)[2:]} == {
+        "the 2 s budget ran out while predicting"}
+    old = json.loads(to_json(result))
+    for point in old["points"][2:]:
+        point["prediction_note"] = "not predicted: the 2 s budget ran out while predicting"
+    assert summary_lines(from_json(json.dumps(old).encode())) == summary_lines(result)
 
 
 def test_without_a_budget_every_point_runs_and_a_cancel_keeps_what_finished():
