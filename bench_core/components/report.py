@@ -227,12 +227,14 @@ class ComponentsReport:
 @dataclass(frozen=True)
 class ComponentColumn:
     """One shown column of a components report's table, as results.columns.DisplayColumn is of a run's: header,
-    cell text (None: NA), help; `on_gpu`: only where the report was measured on CUDA (kernel figures, ceilings)."""
+    cell text (None: NA), help; `on_gpu`: only where the report was measured on CUDA (kernel figures, ceilings);
+    `in_terminal`: a column of the terminal's table (long notes are listed under it instead)."""
     key: str
     header: str
     text: Callable[[ComponentRow], str | None]
     help: str
     on_gpu: bool = False
+    in_terminal: bool = True
 
     def cell(self, row: ComponentRow) -> str:
         return self.text(row) or NA
@@ -277,7 +279,7 @@ COMPONENT_COLUMNS: tuple[ComponentColumn, ...] = (
     ComponentColumn("proof", _RUN["verdict"].header, lambda r: r.proof,
                     "verified: the profiler saw the lever's own kernels; fallback: a library's lever ran PyTorch's"),
     ComponentColumn("notes", _RUN["reason"].header, lambda r: r.reason,
-                    "why a row did not run; a fallback or compile note of one that did"),
+                    "why a row did not run; a fallback or compile note of one that did", in_terminal=False),
     ComponentColumn("lever", "Lever", lambda r: r.name, "the row's key, as the CLI, the CSV and the JSON name it"),
 )
 
@@ -293,10 +295,6 @@ def component_cells(report: ComponentsReport) -> list[dict[str, str]]:
     return [{c.header: c.cell(r) for c in columns} for r in report.rows]
 
 
-def _fmt(value, spec: str, none: str = "-") -> str:
-    return none if value is None else format(value, spec)
-
-
 def format_table(report: ComponentsReport) -> str:
     ceil = report.ceilings
     rows, width = report.rows_x_width
@@ -309,15 +307,12 @@ def format_table(report: ComponentsReport) -> str:
         lines.append(f"ceilings ({'cached' if ceil.get('from_cache') else 'measured'} {ceil.get('measured_at')}): "
                      f"bf16 GEMM {ceil['bf16_tflops']:.0f} TFLOP/s, fp32 GEMM (TF32 off) {ceil['fp32_tflops']:.1f} "
                      f"TFLOP/s, copy {ceil['copy_gbps']:,.0f} GB/s")
-    head = f"{'view':<10} {'row':<28} {'dtype':<13} {'status':<11} {'median ms':>10} {'p10-p90 ms':>17} " \
-           f"{'GB/s':>9} {'of copy':>8} {'kernels':>8} {'kernel ms':>10} {'bound':>10}  proof"
-    lines += ["", head, "-" * len(head)]
-    for r in report.rows:
-        spread = "-" if r.p10_ms is None else f"{r.p10_ms:.3f}-{r.p90_ms:.3f}"
-        lines.append(f"{r.view:<10} {r.name:<28} {r.dtype:<13} {r.status:<11} {_fmt(r.median_ms, '.3f'):>10} "
-                     f"{spread:>17} {_fmt(r.gb_per_s, ',.1f'):>9} {_fmt(r.copy_fraction, '.0%'):>8} "
-                     f"{_fmt(r.kernels_per_call, 'd'):>8} {_fmt(r.kernel_ms, '.3f'):>10} {r.bound or '-':>10}  "
-                     f"{r.proof or '-'}")
+    # the page's columns, headers and cells (it printed its own: "median ms", "of copy"), each as wide as its text
+    columns = [c for c in component_columns(report.device) if c.in_terminal]
+    table = [[c.header for c in columns], *([c.cell(r) for c in columns] for r in report.rows)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
+    head, *body = ["  ".join(text.ljust(w) for text, w in zip(row, widths, strict=True)).rstrip() for row in table]
+    lines += ["", head, "-" * len(head), *body]
     lines.append("")
     for r in report.rows:
         if r.reason:

@@ -1,9 +1,17 @@
 """The Components table: human headers with units (the run table's where the figure is the same), no "None" cell,
 each row that did not run with why, and each Adam row with how its step ran (its name said "adam" where the page
 said "for-loop, foreach and fused")."""
+import re
+
 from sample_runs import APEX_ADAM_REASON, cpu_components_report
 
-from bench_core.components.report import ComponentRow, OptimizerPath, component_cells, component_columns
+from bench_core.components.report import (
+    ComponentRow,
+    OptimizerPath,
+    component_cells,
+    component_columns,
+    format_table,
+)
 from bench_core.results.columns import DISPLAY_COLUMNS, NA
 
 
@@ -42,3 +50,21 @@ def test_each_adam_row_says_how_its_step_ran():
                         kernel_names=("void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>>",))
     assert (on_gpu.runs_as, apex.runs_as) == (OptimizerPath.FOREACH, OptimizerPath.FUSED)
     assert on_gpu.label == "Adam · foreach · FP32"
+
+
+def test_the_terminal_table_is_headed_and_filled_from_the_same_registry():
+    """`python -m bench_core components` printed its own headers ("median ms", "of copy") beside the page's
+    ("Median", "Of copy ceiling"): its columns are the registry's, less the notes it lists under the table."""
+    from dataclasses import replace
+    report = cpu_components_report()
+    lines = format_table(report).splitlines()
+    columns = [c for c in component_columns("cpu") if c.key != "notes"]
+    header = next(line for line in lines if line.startswith(columns[0].header))
+    assert re.split(r" {2,}", header.strip()) == [c.header for c in columns], header
+    assert "median ms" not in format_table(report) and "of copy" not in format_table(report)
+    cells = component_cells(report)
+    first = lines[lines.index(header) + 2]   # under the rule
+    assert [cells[0][c.header] in first for c in columns] == [True] * len(columns), first
+    on_gpu = format_table(replace(report, device="cuda"))
+    assert all(c.header in on_gpu for c in component_columns("cuda") if c.key != "notes")
+    assert f"  {report.rows[3].name} [fp32]: {APEX_ADAM_REASON}" in lines   # the notes, listed under the table
