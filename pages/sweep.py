@@ -22,7 +22,8 @@ from bench_core.sweep.memory import memory_gaps
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
 from bench_core.sweep.records import SweepResult, crossovers, to_json
 from bench_core.sweep.report import render_html
-from bench_core.sweep.rows import shown_text_rows, to_csv
+from bench_core.sweep.rows import PREDICTED_MARK, phone_rows, shown_text_rows, to_csv
+from bench_core.sweep.same_here import same_code_warning
 from bench_core.sweep.spec import (
     AXES,
     Comparison,
@@ -32,7 +33,6 @@ from bench_core.sweep.spec import (
     parse_comparison,
     sweepable_levers,
 )
-from bench_core.sweep.same_here import same_code_warning
 from dashboard.session import access_panel, get_manager, get_sweeps, is_operator, listed, persistence_banner, role
 
 manager = get_manager()
@@ -148,6 +148,12 @@ if not is_operator():
 
 
 ROW_PX, MAX_ROWS = 35, 24   # Streamlit's table row; beyond MAX_ROWS a table scrolls inside itself
+PHONE_PX = 640              # Streamlit stacks columns at this width and below: a phone
+# One sweep's points in two tables, the browser showing one: every column on a wide screen, a phone's few (at 390 px
+# the wide one scrolled sideways, its source and bound off the screen)
+st.html(f"<style>@media (max-width: {PHONE_PX}px) {{ [class*='st-key-sweep_points_wide_'] {{ display: none; }} }}"
+        f"@media (min-width: {PHONE_PX + 1}px) {{ [class*='st-key-sweep_points_phone_'] {{ display: none; }} }}"
+        "</style>")
 
 
 def rows_height(rows: int) -> int:
@@ -175,7 +181,12 @@ def show(result: SweepResult, key: str, live: bool = False) -> None:
     # every cell as the HTML report writes it: Streamlit's own formats wrote 21.04% beside the map's -17.4%, and a
     # missing number "None" (a new user's pass)
     rows = shown_text_rows(result)
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=rows_height(len(rows)))
+    with st.container(key=f"sweep_points_wide_{key}"):
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=rows_height(len(rows)))
+    with st.container(key=f"sweep_points_phone_{key}"):
+        st.dataframe(pd.DataFrame(phone_rows(result)), hide_index=True, width="stretch", height=rows_height(len(rows)))
+        st.caption(f"{PREDICTED_MARK}: predicted, not run end to end. Every figure of each point: on a wider screen, "
+                   "or in the CSV below.")
     parts = breakdown_rows(result)
     if parts:
         with st.expander(BREAKDOWN_TITLE):

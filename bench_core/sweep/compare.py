@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from bench_core.sweep.crossover import Crossover, speedup_text
 from bench_core.sweep.records import PointResult, SweepResult, crossovers
+from bench_core.sweep.rows import PREDICTED_MARK
 
 NOT_SWEPT = "not swept"
-PREDICTED_MARK = "≈"   # as the heatmap marks a predicted cell
 
 
 def same_map(a: SweepResult, b: SweepResult) -> bool:

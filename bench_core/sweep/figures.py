@@ -13,6 +13,7 @@ from bench_core.results.figures import RUN_COLORS, _finish
 from bench_core.sweep.compare import sweep_name
 from bench_core.sweep.crossover import speedup_text
 from bench_core.sweep.records import PointResult, Source, SweepResult, crossovers
+from bench_core.sweep.rows import PREDICTED_MARK
 
 MEASURED_COLOR, PREDICTED_COLOR, CROSS_COLOR = "#1565c0", "#ef6c00", "#6a1b9a"
 MARKERS = {Source.MEASURED: "circle", Source.PREDICTED: "circle-open"}
@@ -175,7 +176,7 @@ def _cells(fig: go.Figure, cells: dict[tuple[int, int], tuple[float, str, str, S
     hover = [[""] * cols for _ in range(rows)]
     for (i, j), (value, label, tip, source) in cells.items():
         z[i][j], hover[i][j] = value, tip
-        text[i][j] = ("≈" if source == Source.PREDICTED else "") + label
+        text[i][j] = (PREDICTED_MARK if source == Source.PREDICTED else "") + label
         if source == Source.PREDICTED:   # dark dots on a light line: the edge shows on the deepest cell and the palest
             for line in (dict(color="white", width=3), dict(color="#212121", width=1.5, dash="dot")):
                 fig.add_shape(type="rect", x0=j - EDGE, x1=j + EDGE, y0=i - EDGE, y1=i + EDGE, layer="above",

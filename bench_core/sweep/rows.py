@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from bench_core.results.near_one import times
-from bench_core.sweep.records import SweepResult
+from bench_core.sweep.records import Source, SweepResult
 
 CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_1", "value_1", "axis_2", "value_2",
               "source", "speedup", "speedup_low", "speedup_high", "bound", "peak_mem_change", "predicted_speedup",
@@ -55,6 +55,8 @@ SHOWN_COLUMNS = (
     ShownColumn("measured_status", "run status"), ShownColumn("measured_reason", "why not measured"),
     ShownColumn("prediction_note", "why not predicted"))
 SHOWN_FORMATS: dict[str, Shown] = {c.label: c.shown for c in SHOWN_COLUMNS if c.shown}   # by header
+PREDICTED_MARK = "≈"   # a predicted figure, as the heatmap, the side-by-side tables and a phone's table mark it
+PHONE_SPEEDUP = "B over A"
 
 
 MISSING = "–"   # a cell with no figure: "None" on the page read as a value
@@ -80,6 +82,17 @@ def shown_text_rows(result: SweepResult) -> list[dict[str, str]]:
     speedups share one count of decimals (SweepResult.decimals): ×1.005 (1.005–1.006) read ×1.00, ×1.00, ×1.01."""
     return [{k: shown_text(v, SHOWN_FORMATS.get(k), result.decimals(p)) for k, v in row.items()}
             for p, row in zip(result.points, shown_rows(result), strict=True)]
+
+
+def phone_rows(result: SweepResult) -> list[dict[str, str]]:
+    """A 390 px phone's table: each point's axis values, its speedup (≈ where predicted) and its bound, as
+    `shown_text_rows` writes them. The full table scrolled sideways there, its source and bound off the screen; with
+    two axes as long as vocab_size and batch_size a source column of its own does not fit either."""
+    names, label = [a.name for a in result.spec.axes], {c.field: c.label for c in SHOWN_COLUMNS}
+    return [{**{name: row[name] for name in names},
+             PHONE_SPEEDUP: (PREDICTED_MARK if p.source == Source.PREDICTED else "") + row[label["speedup"]],
+             label["bound"]: row[label["bound"]]}
+            for p, row in zip(result.points, shown_text_rows(result), strict=True)]
 
 
 def shown_rows(result: SweepResult) -> list[dict]:

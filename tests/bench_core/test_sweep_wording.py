@@ -16,7 +16,7 @@ from bench_core.sweep.errors import coverage
 from bench_core.sweep.figures import sweep_figure
 from bench_core.sweep.predict import KernelTime, Part, PointTimings
 from bench_core.sweep.records import NotRun, PointMeasurement, PointResult, SweepResult, crossovers, from_json
-from bench_core.sweep.rows import shown_text_rows
+from bench_core.sweep.rows import PREDICTED_MARK, phone_rows, shown_text_rows
 from bench_core.sweep.runner import SweepHooks, run_sweep
 from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
 
@@ -177,3 +177,16 @@ def test_a_crossing_interval_is_not_drawn_across_points_that_never_ran():
     (c,) = crossovers(result)
     assert c.high is None and "(at least 94, its other end beyond the last point with a figure)" in c.text
     assert c.unrun == (512, 1024)
+
+
+# ---------------------------------------------------------------- a phone's points table
+def test_a_phone_s_points_table_holds_the_axes_the_speedup_marked_where_predicted_and_the_bound():
+    """At 390 px the full table scrolled sideways, its source and bound off the screen: a phone's holds four columns
+    for call 26's two axes, each speedup as the full table writes it, "≈" before a predicted one (as the heatmap)."""
+    result = from_json(FLCE_26.read_text())
+    phone, full = phone_rows(result), shown_text_rows(result)
+    assert list(phone[0]) == ["vocab_size", "batch_size", "B over A", "bound"]
+    for point, short, row in zip(result.points, phone, full, strict=True):
+        mark = PREDICTED_MARK if row["source"] == "predicted" else ""
+        assert short["B over A"] == mark + row["speedup (B over A)"] and short["bound"] == row["bound"], point.label
+    assert {r["source"] for r in full} == {"measured", "predicted"}   # both kinds, so both are read

@@ -55,7 +55,8 @@ def test_two_sweeps_side_by_side_both_read_on_a_phone(page, server):
     heading = page.get_by_text("Each point's speedup of B over A")
     heading.wait_for(timeout=30_000)
     top = heading.bounding_box()["y"]
-    tables = [t for t in page.get_by_test_id("stDataFrame").all() if t.bounding_box()["y"] > top]
+    # (the wide points table is hidden on a phone: no box)
+    tables = [t for t in page.get_by_test_id("stDataFrame").all() if (b := t.bounding_box()) and b["y"] > top]
     assert tables
     # no table below hides a column sideways: the second sweep's column ran off a 390 px screen
     for table in tables:
@@ -89,3 +90,41 @@ def test_a_heatmap_s_axis_titles_clear_their_tick_labels(page, server, width):
         assert not _overlap(title, legend), (title, legend)
         y_title = plot.locator(".ytitle").bounding_box()
         assert not any(_overlap(y_title, t.bounding_box()) for t in plot.locator(".ytick text").all())
+
+
+PHONE_WIDE = """e => {
+    const grid = e.querySelector('canvas table[role=grid]');
+    const s = e.querySelector('.dvn-scroller');
+    return {headers: Array.from(grid.querySelectorAll('th'), th => th.textContent),
+            columns: Number(grid.getAttribute('aria-colcount')), wide: s.scrollWidth, shown: s.clientWidth};
+}"""
+
+
+def _shown_table(page):
+    """The one points table the page shows at this width, once its grid is drawn."""
+    page.locator("[data-testid=stDataFrame]:visible").first.wait_for(timeout=30_000)
+    [table] = [t for t in page.get_by_test_id("stDataFrame").all() if t.is_visible()]
+    table.locator("canvas table[role=grid] th").first.wait_for(state="attached", timeout=30_000)
+    return table
+
+
+def test_one_sweep_s_points_table_shows_its_answer_whole_on_a_phone(page, server):
+    """A two-axis map's points table scrolled sideways at 390 px, its source and bound columns off the screen: on a
+    phone the table holds the axes, the speedup ("≈" before a predicted one) and its bound, and nothing scrolls
+    sideways (the wide table, every column, stays on a wider screen)."""
+    [sweep] = _import(server["db"], APEX_MAPS[0])
+    page.set_viewport_size({"width": 390, "height": 4000})
+    page.goto(f"{server['url']}/sweep?sweep={sweep}")
+    wait_idle(page)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+    table = _shown_table(page)
+    box = table.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+    grid = table.evaluate(PHONE_WIDE)
+    assert grid["wide"] <= grid["shown"] + 1, grid
+    assert grid["headers"] == ["batch_size", "width", "B over A", "bound"], grid
+    assert grid["columns"] == len(grid["headers"]), grid   # every column drawn: none waits off the screen
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    page.set_viewport_size({"width": 1440, "height": 4000})   # a desktop: the table with every figure
+    table = _shown_table(page)
+    assert table.evaluate(PHONE_WIDE)["columns"] > 10
