@@ -119,10 +119,11 @@ def time_part(torch, cfg: BenchConfig, device: str, part: Part, name: str, stage
 
 def net_of_kept(peak_mib: float, phases: tuple[float, ...], kept_mib: float) -> tuple[float, tuple[float, ...]]:
     """A step's peaks less what the process still held once the step's model was freed: a library's buffers made
-    on first use and kept (as cuBLAS's workspaces are), counted only by the first step a process runs. On an H100 the native BF16
-    stage's one-block step, the predictor's first, read 67.5 MiB above the line its two- and twelve-block steps
-    draw while its Apex twin's, run later, read 1.8 (docs/data/h100_2026-12-06_call36_peak_timeline.json): the
-    depth extrapolation then put its full-depth peak 25% low (eleven times that 67.5 MiB taken off each block)."""
+    on first use and kept (as cuBLAS's workspaces are), counted only by the first step a process runs. On an H100
+    the native BF16 stage's one-block step, the predictor's first, read 67.5 MiB above the line its two- and
+    twelve-block steps draw while its Apex twin's, run later, read 1.8
+    (docs/data/h100_2026-12-06_call36_peak_timeline.json): the depth extrapolation then put its full-depth peak
+    25% low (eleven times that 67.5 MiB taken off each block)."""
     kept = max(kept_mib, 0.0)
     return peak_mib - kept, tuple(p - kept for p in phases)
 
