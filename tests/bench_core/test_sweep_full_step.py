@@ -126,17 +126,45 @@ def test_where_the_full_step_was_timed_it_checks_the_depth_extrapolation():
                                                            replace(pred, timings=replace(here, full_here=False)))),
                          Status.DONE)
     figures = error_figures(result)
-    assert len(figures) == 5
+    assert len(figures) == 6
     assert figures[4].label == "depth extrapolation against the full step timed at batch_size=1"
     assert figures[4].text == "B: GPU time +4.2%, kernels -1.3%, peak memory -1.9%"
+    # the host's enqueue cost as each point was predicted, which every launch-bound prediction moves with
+    assert figures[5].text == "10.0 µs over 2 points"
+    slower = replace(result, points=(result.points[0], replace(result.points[1], prediction=replace(
+        pred, timings=replace(here, full_here=False, launch_us=14.5)))))
+    assert error_figures(slower)[5].text == "10.0–14.5 µs over 2 points"
+    on_cpu = replace(result, points=tuple(replace(p, prediction=replace(pred, timings=replace(here, launch_us=0.0)))
+                                          for p in result.points))
+    assert not any("enqueue" in e.label for e in error_figures(on_cpu))
 
 
 def test_a_block_is_read_in_one_measure_where_one_shallow_step_is_gpu_bound_and_the_other_not():
     """One block: 10 ms of kernels issued in 11 ms (host-bound, wall 11); two: 13 ms of kernels issued in 12 ms
-    (GPU-bound, wall 14). A block adds 13 - 10 = 3 ms of kernels: 12 blocks take 10 + 11 x 3 = 43 ms. Read in each
-    step's own measure it added 14 - 10 = 4 ms, and 11 blocks of the wall's gaps: 54 ms. Both GPU-bound, the wall."""
+    (GPU-bound, wall 14). A block adds 13 - 10 = 3 ms of kernels: 12 blocks take 10 + 11 x 3 = 43 ms of kernels,
+    and their 760 kernels the gaps the GPU-bound step showed, 1 ms over 160 kernels. Read in each step's own
+    measure it added 14 - 10 = 4 ms, and 11 blocks of the wall's gaps: 54 ms. Both GPU-bound, the wall."""
     one = KernelTime(Part.STEP_1, BF16.key, 11.0, 11.0, 11.0, 100, 1, kernel_ms=10.0, host_ms=11.0)
     two = KernelTime(Part.STEP_2, BF16.key, 14.0, 14.0, 14.0, 160, 1, kernel_ms=13.0, host_ms=12.0)
-    assert predict_stage(PointTimings((one, two), 10.0, 12), BF16).gpu_ms == pytest.approx(43.0)
+    assert predict_stage(PointTimings((one, two), 10.0, 12), BF16).gpu_ms == pytest.approx(43.0 + 760 / 160)
     both = (replace(one, host_ms=9.0), two)   # now both GPU-bound: the walls, 11 + 11 x 3
     assert predict_stage(PointTimings(both, 10.0, 12), BF16).gpu_ms == pytest.approx(44.0)
+
+
+def test_a_host_bound_stage_read_from_its_kernels_gets_the_gpus_gaps_between_them():
+    """The GPU's gap between kernels, read where a step is GPU-bound: A's shallow steps take 3 and 5 ms of wall over
+    2.9 and 4.84 ms of kernels, 100 and 160 kernels (1.0 us a kernel each). B's are host-bound (4 ms to issue 1.5
+    and 2.5 ms of kernels), so B's GPU time is read from its kernels: 12.5 ms at 12 blocks, plus its 760 kernels'
+    gaps, 0.76 ms. Without them a kernel sum stood for a wall: Liger FLCE's stage ran 3.7-6.9% short (call 38)."""
+    fp32 = tuple(replace(t, ms=ms, p10_ms=ms, p90_ms=ms, kernel_ms=k, host_ms=1.0)
+                 for t, ms, k in zip(_steps(FP32, 1.0), (3.0, 5.0), (2.9, 4.84), strict=True))
+    timings = PointTimings(fp32 + _steps(BF16, 4.0), 10.0, 12)
+    assert timings.dispatch_gap_us == pytest.approx(1.0)
+    b = predict_stage(timings, BF16)
+    assert b.gpu_ms == pytest.approx(12.5 + 0.76)
+    assert (b.gpu_low_ms, b.gpu_high_ms) == pytest.approx((13.26, 13.26))
+    # A's walls hold their gaps already: nothing added
+    assert predict_stage(timings, FP32).gpu_ms == pytest.approx(3.0 + 11 * 2.0)
+    # no GPU-bound step at the point: no gap to read, the kernels alone
+    assert PointTimings(_steps(BF16, 4.0), 10.0, 12).dispatch_gap_us == 0.0
+    assert predict_stage(PointTimings(_steps(BF16, 4.0), 10.0, 12), BF16).gpu_ms == pytest.approx(12.5)
