@@ -81,7 +81,21 @@ def error_figures(result: SweepResult) -> tuple[ErrorFigure, ...]:
                         f"no point {NOT_PAIRED}" if err is None else f"{err:.1%}", err is not None),
             ErrorFigure("step-time prediction error at GPU-bound points",
                         f"no GPU-bound point {NOT_PAIRED}" if steps is None else steps.text, steps is not None),
-            *hosts, coverage(result), held_out(result), *depth_checks(result))
+            *hosts, coverage(result), held_out(result), *depth_checks(result), *host_while_predicting(result))
+
+
+def host_while_predicting(result: SweepResult) -> tuple[ErrorFigure, ...]:
+    """The host's cost to enqueue one kernel, probed at each point as it was predicted (a GPU sweep's): the
+    predicted host time, and so each launch-bound prediction, moves with it. On an H100 it read 5.9-6.5 us over one
+    FLCE sweep and 6.7-10.7 us over the next, whose predictor then put two points' host 29-37% long (calls 38-39)."""
+    probed = [p.prediction.timings.launch_us for p in result.points
+              if p.prediction is not None and p.prediction.timings.launch_us > 0]
+    if not probed:
+        return ()
+    low, high = f"{min(probed):.1f}", f"{max(probed):.1f}"
+    return (ErrorFigure("the host while predicting, its cost to enqueue one kernel",
+                        (low if low == high else f"{low}–{high}") + f" µs over {len(probed)} point"
+                        + ("s" if len(probed) != 1 else ""), True),)
 
 
 def own_interval_count(pairs: list[Paired]) -> tuple[int, int, int]:
