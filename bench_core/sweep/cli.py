@@ -136,7 +136,7 @@ def summary_lines(result: SweepResult) -> list[str]:
                      + (f", error {p.prediction_error:+.1%}" if p.prediction_error is not None else "")
                      + (f", peak memory {p.measurement.peak_change:+.1%}" if p.measurement and
                         p.measurement.peak_change is not None else "")
-                     + (f"; {p.measurement.reason}" if p.measurement and p.measurement.reason else "")
+                     + (f"; {p.measurement.brief_reason}" if p.measurement and p.measurement.reason else "")
                      + (f"; {why.text}" if why else "")
                      + (f"; not predicted: {p.prediction_note}" if p.prediction_note else ""))
     for c in crossovers(result):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import uuid
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from bench_core.sweep.crossover import Crossover, Estimate, crossover
 from bench_core.sweep.predict import PointTimings
 from bench_core.sweep.spec import SweepSpec
 
+BRIEF_REASON = 240   # characters of a point's reason on its one line (PointMeasurement.brief_reason)
 FORMAT = "bench_core.sweep/1"   # a sweep JSON's first key says what it is (import tells it from a run's file)
 
 
@@ -105,6 +107,20 @@ class PointMeasurement:
     def peak_change(self) -> float | None:
         """B's peak memory against A's, -0.297 for 29.7% less."""
         return peak_change(self.a_peak_mib, self.b_peak_mib)
+
+    @property
+    def brief_reason(self) -> str | None:
+        """The reason in whole sentences up to BRIEF_REASON characters, for a line per point: a CUDA out-of-memory
+        message runs to about 800 with the allocator's advice (call 36's batch 32); its first sentences say what
+        was asked and what was free. The files keep the whole reason."""
+        if not self.reason or len(self.reason) <= BRIEF_REASON:
+            return self.reason
+        kept = ""
+        for sentence in re.split(r"(?<=\.) ", self.reason):
+            if len(kept) + len(sentence) + 1 > BRIEF_REASON:
+                break
+            kept = f"{kept} {sentence}" if kept else sentence
+        return (kept or self.reason[:BRIEF_REASON]) + " …"
 
     def to_dict(self) -> dict:
         return {**asdict(self), "status": self.status.value}

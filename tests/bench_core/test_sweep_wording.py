@@ -190,3 +190,19 @@ def test_a_phone_s_points_table_holds_the_axes_the_speedup_marked_where_predicte
         mark = PREDICTED_MARK if row["source"] == "predicted" else ""
         assert short["B over A"] == mark + row["speedup (B over A)"] and short["bound"] == row["bound"], point.label
     assert {r["source"] for r in full} == {"measured", "predicted"}   # both kinds, so both are read
+
+
+# ---------------------------------------------------------------- a long reason on one line
+def test_an_out_of_memory_point_says_its_first_sentences_on_its_line_and_keeps_the_whole_reason_in_its_file():
+    """Call 36's batch 32 × 1280 ran out of memory: its terminal line carried the whole ~800-character CUDA message
+    with the allocator's advice. The line keeps what was asked and what was free; the JSON and CSV keep all."""
+    result = from_json((DATA / "h100_2026-12-06_call36_sweep_apex_1.json").read_text())
+    oom = next(p for p in result.points if p.measurement and p.measurement.status == Status.OOM)
+    assert oom.measurement is not None and len(oom.measurement.reason or "") > 600
+    brief = oom.measurement.brief_reason or ""
+    assert brief.endswith(" …") and len(brief) <= 242
+    assert "Tried to allocate 6.14 GiB. GPU 0 has a total capacity of 79.18 GiB of which" in brief
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in brief
+    line = next(t for t in summary_lines(result) if t.strip().startswith(oom.label))
+    assert brief in line and "PYTORCH_CUDA_ALLOC_CONF" not in line
+    assert PointMeasurement(Status.FAILED, "a: it broke").brief_reason == "a: it broke"   # short: as it was
