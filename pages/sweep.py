@@ -170,7 +170,7 @@ def show(result: SweepResult, key: str, live: bool = False) -> None:
         if live else "no crossover of ×1.00 inside the swept values"
     lines = [f"crossover: **{c.text}**" for c in found] or [none]
     lines += [f"{e.label}: " + (f"**{e.text}**" if e.found else e.text) for e in error_figures(result)]
-    st.markdown("\n".join(f"- {line}" for line in [*lines, *result.notes]))
+    st.markdown("\n".join(f"- {line}" for line in [*lines, *result.shown_notes]))
     if any(p.estimate for p in result.points):
         st.plotly_chart(sweep_figure(result), width="stretch", key=f"sweep_chart_{key}")
     if has_memory(result):

@@ -128,7 +128,7 @@ def summary_lines(result: SweepResult) -> list[str]:
         est = result.best_estimate(p)
         pred = p.prediction
         d = result.decimals(p)
-        shown = speedup_text(*est, d) if est else "no figure"
+        shown = speedup_text(*est, d) if est else p.failure or "no figure"
         said = times(pred.speedup, d) if pred else "-"
         why = result.not_run(p)
         lines.append(f"  {p.label:<32} {shown:<22} {p.source.value if p.source else '-':<9} "
@@ -142,7 +142,7 @@ def summary_lines(result: SweepResult) -> list[str]:
     for c in crossovers(result):
         lines.append(f"  crossover: {c.text}")
     lines += [f"  {e.label}: {e.text}" for e in error_figures(result)]
-    lines += [f"  {n}" for n in result.notes]
+    lines += [f"  {n}" for n in result.shown_notes]
     return lines
 
 

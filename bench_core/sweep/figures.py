@@ -10,6 +10,8 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bench_core.results.figures import RUN_COLORS, _finish
+from bench_core.results.near_one import times
+from bench_core.results.records import Status
 from bench_core.sweep.compare import sweep_name
 from bench_core.sweep.crossover import speedup_text
 from bench_core.sweep.records import PointResult, Source, SweepResult, crossovers
@@ -47,7 +49,7 @@ def _text(result: SweepResult, p: PointResult, memory_first: bool = False) -> st
     mem = f"peak memory {memory[0]:+.1%} ({memory[1]})" if memory else ""
     if est is None:
         why = result.not_run(p)
-        speed = f"no speedup ({p.prediction_note or (why.text if why else 'not measured')})"
+        speed = f"no speedup ({p.failure or p.prediction_note or (why.text if why else 'not measured')})"
     else:
         speed = f"{speedup_text(*est, result.decimals(p))}, {p.source}, {p.bound or 'bound unknown'}"
     lines = [p.label, mem, speed] if memory_first else [p.label, speed, mem]
@@ -163,8 +165,15 @@ def _grid_axes(fig: go.Figure, xs: Sequence[int], ys: Sequence[int]) -> go.Figur
     return fig.update_layout(plot_bgcolor=EMPTY_CELL, margin=dict(pad=0))
 
 
+def _failure_cell(p: PointResult) -> str:
+    """A failed point's cell: what ended its run, in the words a cell has room for."""
+    status = p.measurement.status if p.measurement else None
+    return {Status.OOM: "out of<br>memory", Status.TIMEOUT: "timed out"}.get(status, "failed") if status else ""
+
+
 def _cells(fig: go.Figure, cells: dict[tuple[int, int], tuple[float, str, str, Source]], shape: tuple[int, int],
-           colorbar: dict, empty_text: str, reverse: bool = False) -> go.Figure:
+           colorbar: dict, empty_text: str, failed: dict[tuple[int, int], tuple[str, str]] | None = None,
+           reverse: bool = False) -> go.Figure:
     """A heatmap's cells, (row, column) -> (value, text, hover, source), on a colour range symmetric about 0. A
     predicted cell has the colour of its value, as a measured one does (drawn paler, call 29's predicted ×0.59 read
     milder than its measured ×0.63 neighbour: on a diverging scale pale means near ×1.00); it is told apart by an
@@ -174,6 +183,8 @@ def _cells(fig: go.Figure, cells: dict[tuple[int, int], tuple[float, str, str, S
     z: list[list[float | None]] = [[None] * cols for _ in range(rows)]
     text = [[empty_text] * cols for _ in range(rows)]
     hover = [[""] * cols for _ in range(rows)]
+    for (i, j), (said, tip) in (failed or {}).items():   # grey, saying what ended its run (call 36's read blank)
+        text[i][j], hover[i][j] = said, tip
     for (i, j), (value, label, tip, source) in cells.items():
         z[i][j], hover[i][j] = value, tip
         text[i][j] = (PREDICTED_MARK if source == Source.PREDICTED else "") + label
@@ -215,14 +226,18 @@ def sweep_heatmap(result: SweepResult) -> go.Figure:
     cell paler than a measured one; a marker in the cell's corner says measured or predicted."""
     ax, ay = (a.name for a in result.spec.axes[:2])
     xs, ys = list(result.spec.axes[0].values), list(result.spec.axes[1].values)
-    cells = {(ys.index(p.value(ay)), xs.index(p.value(ax))): (math.log2(p.estimate[0]), f"×{p.estimate[0]:.2f}",
+    # each cell's figure with its row's decimals (results.near_one): a cell read ×1.00 where the table read ×1.003
+    cells = {(ys.index(p.value(ay)), xs.index(p.value(ax))): (math.log2(p.estimate[0]),
+                                                              times(p.estimate[0], result.decimals(p)),
                                                               _text(result, p), p.source)
              for p in result.points if p.estimate and p.source}
     bound = max((abs(v[0]) for v in cells.values()), default=1.0) or 1.0
     ticks = [t for t in SPEEDUP_TICKS if abs(math.log2(t)) <= bound + 1e-9]
     colorbar = dict(title="B over A", thickness=12, tickvals=[math.log2(t) for t in ticks],
                     ticktext=[f"×{t:g}" for t in ticks])
-    fig = _cells(go.Figure(), cells, (len(ys), len(xs)), colorbar, "")
+    fig = _cells(go.Figure(), cells, (len(ys), len(xs)), colorbar, "",
+                 {(ys.index(p.value(ay)), xs.index(p.value(ax))): (_failure_cell(p), _text(result, p))
+                  for p in result.points if p.failure})
     for source in (Source.MEASURED, Source.PREDICTED):
         pts = [p for p in result.points if p.source == source]
         if pts:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import cached_property
@@ -17,10 +16,11 @@ from bench_core.results.near_one import speedup_decimals
 from bench_core.results.records import Status
 from bench_core.sweep import plan
 from bench_core.sweep.crossover import Crossover, Estimate, crossover
+from bench_core.sweep.measured import FAILURE_WORDS, PointMeasurement, peak_change
 from bench_core.sweep.predict import PointTimings
 from bench_core.sweep.spec import SweepSpec
 
-BRIEF_REASON = 240   # characters of a point's reason on its one line (PointMeasurement.brief_reason)
+TALLY_WORDS = "measured end to end"   # how the tally, and so a file's stored tally, reads
 FORMAT = "bench_core.sweep/1"   # a sweep JSON's first key says what it is (import tells it from a run's file)
 
 
@@ -28,11 +28,6 @@ class Source(StrEnum):
     """Where a point's shown speedup comes from."""
     PREDICTED = "predicted"
     MEASURED = "measured"
-
-
-def peak_change(a_mib: float | None, b_mib: float | None) -> float | None:
-    """B's peak memory against A's, -0.297 for 29.7% less; None without both."""
-    return None if not a_mib or b_mib is None else b_mib / a_mib - 1
 
 
 @dataclass(frozen=True)
@@ -84,51 +79,6 @@ class Paired:
         return self.low <= self.measured <= self.high
 
 
-@dataclass(frozen=True)
-class PointMeasurement:
-    status: Status                  # ok, or why there is no figure (failed, unavailable, oom, cancelled...)
-    reason: str | None = None
-    speedup: float | None = None
-    low: float | None = None
-    high: float | None = None
-    interval_text: str | None = None   # what the interval covers ("across 3 processes", "within one process")
-    a_ms: float | None = None
-    b_ms: float | None = None
-    bound: str | None = None        # B's measured bottleneck
-    a_peak_mib: float | None = None
-    b_peak_mib: float | None = None
-    wall_s: float | None = None     # what the point cost end to end (the planner's cost estimate)
-    a_kernel_ms: float | None = None   # each stage's kernel time a step, from its profiled steps (CUDA)
-    b_kernel_ms: float | None = None
-    a_host_ms: float | None = None     # each stage's host time to issue a step, median of its timed steps (CUDA;
-    b_host_ms: float | None = None     # where the GPU sets the pace this includes waiting on a full launch queue)
-
-    @property
-    def peak_change(self) -> float | None:
-        """B's peak memory against A's, -0.297 for 29.7% less."""
-        return peak_change(self.a_peak_mib, self.b_peak_mib)
-
-    @property
-    def brief_reason(self) -> str | None:
-        """The reason in whole sentences up to BRIEF_REASON characters, for a line per point: a CUDA out-of-memory
-        message runs to about 800 with the allocator's advice (call 36's batch 32); its first sentences say what
-        was asked and what was free. The files keep the whole reason."""
-        if not self.reason or len(self.reason) <= BRIEF_REASON:
-            return self.reason
-        kept = ""
-        for sentence in re.split(r"(?<=\.) ", self.reason):
-            if len(kept) + len(sentence) + 1 > BRIEF_REASON:
-                break
-            kept = f"{kept} {sentence}" if kept else sentence
-        return (kept or self.reason[:BRIEF_REASON]) + " …"
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "status": self.status.value}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> PointMeasurement:
-        return cls(**{**data, "status": Status(data["status"])})
-
 
 @dataclass(frozen=True)
 class PointResult:
@@ -156,17 +106,28 @@ class PointResult:
         return self.measured_speedup is not None
 
     @property
+    def failure(self) -> str | None:
+        """Why the point's end-to-end run gave no figure (it ran out of memory, failed...); None where it gave one
+        or did not run."""
+        return self.measurement.failure if self.measurement is not None else None
+
+    @property
     def source(self) -> Source | None:
+        """Where its shown figure comes from; None where it has none. A point whose end-to-end run failed shows
+        none: its prediction is of a step that did not run (call 36's batch 32, out of memory, was shown as a
+        predicted ×1.01 and named the map's best point)."""
+        if self.failure:
+            return None
         return Source.MEASURED if self.measured else Source.PREDICTED if self.prediction else None
 
     @property
     def estimate(self) -> tuple[float, float, float] | None:
-        """(speedup, low, high): measured where measured, else predicted."""
+        """(speedup, low, high): measured where measured, else predicted; None where the run failed."""
         m, speedup = self.measurement, self.measured_speedup
         if m is not None and speedup is not None:
             return speedup, m.low if m.low is not None else speedup, m.high if m.high is not None else speedup
         p = self.prediction
-        return (p.speedup, p.low, p.high) if p else None
+        return (p.speedup, p.low, p.high) if p and not self.failure else None
 
     @property
     def prediction_error(self) -> float | None:
@@ -224,14 +185,14 @@ class PointResult:
         measured = self.measurement.peak_change if self.measured and self.measurement else None
         if measured is not None:
             return measured, Source.MEASURED
-        predicted = self.prediction.peak_change if self.prediction else None
+        predicted = self.prediction.peak_change if self.prediction and not self.failure else None
         return (predicted, Source.PREDICTED) if predicted is not None else None
 
     @property
     def bound(self) -> str | None:
         if self.measured:
             return self.measurement.bound if self.measurement else None
-        return self.prediction.bound if self.prediction else None
+        return self.prediction.bound if self.prediction and not self.failure else None
 
     def to_dict(self) -> dict:
         return {"index": self.index, "values": [list(v) for v in self.values],
@@ -322,6 +283,14 @@ class SweepResult:
         return NotRun.BUDGET if self.status == Status.DONE and self.spec.budget_s else None
 
     @property
+    def shown_notes(self) -> tuple[str, ...]:
+        """The notes as every view lists them: once the sweep has ended, the tally as the points read now, then the
+        rest. A file keeps the tally it was written with as its first note (call 36's counted its out-of-memory
+        points as predicted)."""
+        rest = tuple(n for n in self.notes if TALLY_WORDS not in n)
+        return rest if self.status in (Status.RUNNING, Status.QUEUED) else (self.tally, *rest)
+
+    @property
     def tally(self) -> str:
         """How many points ran end to end, kept their prediction alone, or have no figure and why: "0 of 5 points
         measured end to end, 3 predicted only, 2 not run (cancelled)"."""
@@ -329,9 +298,11 @@ class SweepResult:
         for p in self.points:
             if p.source is None:
                 why = self.not_run(p)
-                said = f"not run ({why.value})" if why else "without a figure"
+                failed = p.measurement.status if p.measurement and p.failure else None
+                said = f"not run ({why.value})" if why else FAILURE_WORDS.get(failed, failed.value) if failed \
+                    else "without a figure"
                 counts[said] = counts.get(said, 0) + 1
-        return ", ".join([f"{sum(p.measured for p in self.points)} of {len(self.points)} points measured end to end",
+        return ", ".join([f"{sum(p.measured for p in self.points)} of {len(self.points)} points {TALLY_WORDS}",
                           f"{sum(p.source == Source.PREDICTED for p in self.points)} predicted only",
                           *(f"{k} {said}" for said, k in counts.items())])
 

@@ -34,7 +34,7 @@ def render_html(result: SweepResult) -> str:
              "<ul>" + "".join(f"<li>crossover: {html.escape(c.text)}</li>" for c in found)
              + ("" if found else "<li>no crossover of ×1.00 inside the swept values</li>")
              + "".join(f"<li>{e.label}: {html.escape(e.text)}</li>" for e in error_figures(result))
-             + "".join(f"<li>{html.escape(n)}</li>" for n in result.notes) + "</ul>",
+             + "".join(f"<li>{html.escape(n)}</li>" for n in result.shown_notes) + "</ul>",
              "<div id='fig-sweep' class='fig'></div>"]
     figures = [f'{{"id": "fig-sweep", "fig": {sweep_figure(result).to_json()}}}']
     if has_memory(result):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from bench_core.results.near_one import times
-from bench_core.sweep.records import Source, SweepResult
+from bench_core.sweep.records import PointResult, Source, SweepResult
 
 CSV_FIELDS = ("sweep_id", "compare", "a", "b", "family", "device", "gpu", "axis_1", "value_1", "axis_2", "value_2",
               "source", "speedup", "speedup_low", "speedup_high", "bound", "peak_mem_change", "predicted_speedup",
@@ -100,8 +100,17 @@ def shown_rows(result: SweepResult) -> list[dict]:
     under their headers."""
     names = [a.name for a in result.spec.axes]
     return [{**{name: row[f"value_{i + 1}"] for i, name in enumerate(names)},
-             **{c.label: row[c.field] for c in SHOWN_COLUMNS}}
-            for row in csv_rows(result)]
+             **{c.label: row[c.field] for c in SHOWN_COLUMNS}, **_failed(p)}
+            for p, row in zip(result.points, csv_rows(result), strict=True)]
+
+
+def _failed(p: PointResult) -> dict[str, str]:
+    """A point whose end-to-end run failed says so where its speedup would be, and its reason in whole sentences
+    (the CSV keeps the whole reason): call 36's out-of-memory points said it only in the table's last columns."""
+    if not p.failure or p.measurement is None:
+        return {}
+    label = {c.field: c.label for c in SHOWN_COLUMNS}
+    return {label["speedup"]: p.failure, label["measured_reason"]: p.measurement.brief_reason or ""}
 
 
 def csv_rows(result: SweepResult) -> list[dict]:

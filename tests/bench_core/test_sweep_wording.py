@@ -206,3 +206,24 @@ def test_an_out_of_memory_point_says_its_first_sentences_on_its_line_and_keeps_t
     line = next(t for t in summary_lines(result) if t.strip().startswith(oom.label))
     assert brief in line and "PYTORCH_CUDA_ALLOC_CONF" not in line
     assert PointMeasurement(Status.FAILED, "a: it broke").brief_reason == "a: it broke"   # short: as it was
+
+
+def test_a_point_that_ran_out_of_memory_shows_no_figure_and_says_so_everywhere():
+    """Call 36's batch 32 ran out of memory at both widths: the heatmap showed them as predicted ×1.01 and ×1.02,
+    the tally counted them as predicted only, and width 768's crossing named batch 32 its best point."""
+    result = from_json((DATA / "h100_2026-12-06_call36_sweep_apex_1.json").read_text())
+    failed = [p for p in result.points if p.failure]
+    assert [p.label for p in failed] == ["batch_size=32, width=768", "batch_size=32, width=1280"]
+    assert all(p.source is None and p.estimate is None and p.memory is None and p.bound is None for p in failed)
+    assert all(p.prediction is not None for p in failed)   # kept, in its own column
+    assert result.shown_notes[0] == "10 of 12 points measured end to end, 0 predicted only, 2 ran out of memory"
+    line = _lines(DATA / "h100_2026-12-06_call36_sweep_apex_1.json")["width=768"]
+    assert "at best, at batch_size=16" in line.text
+    rows = {(r["batch_size"], r["width"]): r for r in shown_text_rows(result)}
+    assert rows[("32", "768")]["speedup (B over A)"] == "ran out of memory"
+    assert rows[("32", "768")]["predicted"] == "×1.01"
+    assert len(rows[("32", "768")]["why not measured"]) <= 242
+    cells = sweep_figure(result).data
+    heat = next(t for t in cells if t.type == "heatmap")
+    assert heat.text[0][5] == heat.text[1][5] == "out of<br>memory"   # batch 32's column, both widths
+    assert heat.z[0][5] is None and "ran out of memory" in heat.hovertext[0][5]
