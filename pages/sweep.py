@@ -20,7 +20,7 @@ from bench_core.sweep.errors import error_figures
 from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure, sweep_line
 from bench_core.sweep.memory import memory_gaps
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
-from bench_core.sweep.records import SweepResult, crossovers, to_json
+from bench_core.sweep.records import SweepResult, crossovers, line_answers, to_json
 from bench_core.sweep.report import render_html
 from bench_core.sweep.rows import PREDICTED_MARK, phone_rows, shown_text_rows, to_csv
 from bench_core.sweep.same_here import same_code_warning
@@ -165,10 +165,12 @@ def rows_height(rows: int) -> int:
 def show(result: SweepResult, key: str, live: bool = False) -> None:
     """A sweep's figures, map, table and downloads; `live`: one still running, whose missing crossover is not yet
     an answer and whose downloads wait for its end."""
-    found = crossovers(result)
-    none = f"no crossover of ×1.00 among the {result.estimated} points done so far" \
-        if live else "no crossover of ×1.00 inside the swept values"
-    lines = [f"crossover: **{c.text}**" for c in found] or [none]
+    if live:   # a missing crossing is not yet an answer
+        found = [c.text for c in crossovers(result)]
+        lines = [f"crossover: **{t}**" for t in found] or \
+            [f"no crossover of ×1.00 among the {result.estimated} points done so far"]
+    else:
+        lines = [f"crossover: **{t}**" for t in line_answers(result)]
     lines += [f"{e.label}: " + (f"**{e.text}**" if e.found else e.text) for e in error_figures(result)]
     st.markdown("\n".join(f"- {line}" for line in [*lines, *result.shown_notes]))
     if any(p.estimate for p in result.points):

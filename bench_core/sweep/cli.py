@@ -36,7 +36,7 @@ from bench_core.sweep.errors import error_figures
 from bench_core.sweep.records import (
     Phase,
     SweepResult,
-    crossovers,
+    line_answers,
     to_json,
 )
 from bench_core.sweep.rows import to_csv
@@ -139,8 +139,8 @@ def summary_lines(result: SweepResult) -> list[str]:
                      + (f"; {p.measurement.brief_reason}" if p.measurement and p.measurement.reason else "")
                      + (f"; {why.text}" if why else "")
                      + (f"; not predicted: {p.prediction_note}" if p.prediction_note else ""))
-    for c in crossovers(result):
-        lines.append(f"  crossover: {c.text}")
+    for text in line_answers(result):
+        lines.append(f"  crossover: {text}")
     lines += [f"  {e.label}: {e.text}" for e in error_figures(result)]
     lines += [f"  {n}" for n in result.shown_notes]
     return lines

@@ -12,11 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench_core.sweep.crossover import Crossover, speedup_text
-from bench_core.sweep.records import PointResult, SweepResult, crossovers
+from bench_core.sweep.crossover import speedup_text
+from bench_core.sweep.records import NOT_SWEPT, PointResult, SweepResult, crossovers, line_answer
 from bench_core.sweep.rows import PREDICTED_MARK
-
-NOT_SWEPT = "not swept"
 
 
 def same_map(a: SweepResult, b: SweepResult) -> bool:
@@ -44,24 +42,6 @@ class SideBySide:
         return [{self.first: label, **dict(zip(self.columns, texts, strict=True))} for label, texts in self.rows]
 
 
-def _on_line(result: SweepResult, fixed: tuple[str, int] | None) -> list[PointResult]:
-    return [p for p in result.points if fixed is None or p.value(fixed[0]) == fixed[1]]
-
-
-def _line_text(result: SweepResult, found: list[Crossover], fixed: tuple[str, int] | None) -> str:
-    said = "" if fixed is None else f"{fixed[0]}={fixed[1]}"
-    on_line = [c for c in found if c.fixed == said]
-    if on_line:
-        return "; ".join(c.text for c in on_line)
-    estimates = [e for p in _on_line(result, fixed) if (e := result.best_estimate(p))]
-    if not estimates:
-        return NOT_SWEPT
-    if len(estimates) < 2:
-        return "one point: no line to cross ×1.00"
-    side = "above" if all(e[0] > 1 for e in estimates) else "below" if all(e[0] < 1 for e in estimates) else "at"
-    return f"no crossing: {side} ×1.00 at every swept {result.spec.axes[0].name}"
-
-
 def crossovers_side_by_side(results: Sequence[SweepResult]) -> SideBySide:
     """Each line's crossover in each sweep, the lines of every sweep in order: "along width" for a one-axis sweep,
     "at batch_size=4" for each line of a map."""
@@ -72,7 +52,7 @@ def crossovers_side_by_side(results: Sequence[SweepResult]) -> SideBySide:
         values = sorted(dict.fromkeys(v for r in results for v in r.spec.axes[1].values))
         lines = [(f"at {axes[1].name}={v}", (axes[1].name, v)) for v in values]
     found = [crossovers(r) for r in results]   # each sweep's, once: a line picks its own
-    rows = tuple((label, tuple(_line_text(r, f, fixed) for r, f in zip(results, found, strict=True)))
+    rows = tuple((label, tuple(line_answer(r, f, fixed) for r, f in zip(results, found, strict=True)))
                  for label, fixed in lines)
     return SideBySide("line", tuple(sweep_name(r) for r in results), rows)
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from bench_core.results.records import Status
 from bench_core.results.store import connect, default_db_path, import_id
-from bench_core.sweep.records import SweepResult, crossovers, prediction_error
+from bench_core.sweep.records import SweepResult, line_answers, prediction_error
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -49,14 +49,13 @@ class SweepStore:
 
     @staticmethod
     def _write(db: sqlite3.Connection, r: SweepResult) -> None:
-        found = crossovers(r)
         db.execute("INSERT OR REPLACE INTO sweeps (sweep_id, created_at, compare, family, axes, device, gpu, status, "
                    "points, measured, crossover, prediction_error, imported, result_json, change) "
                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                    (r.sweep_id, r.created_at, r.title, r.spec.base.family,
                     " × ".join(f"{a.name} {a.values[0]}–{a.values[-1]}" for a in r.spec.axes), r.device, r.gpu,
                     r.status.value, len(r.points), sum(p.measured for p in r.points),
-                    "; ".join(c.text for c in found) or None, prediction_error(r), int(r.imported),
+                    "; ".join(line_answers(r)) or None, prediction_error(r), int(r.imported),
                     json.dumps(r.to_dict()), r.spec.comparison.change))
 
     def mark_interrupted(self) -> list[str]:

@@ -9,7 +9,7 @@ from bench_core.sweep.errors import error_figures
 from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure
 from bench_core.sweep.memory import memory_gaps
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
-from bench_core.sweep.records import SweepResult, crossovers
+from bench_core.sweep.records import SweepResult, line_answers
 from bench_core.sweep.rows import SHOWN_COLUMNS, shown_text, shown_text_rows
 
 
@@ -25,14 +25,12 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 
 def render_html(result: SweepResult) -> str:
     rows = shown_text_rows(result)
-    found = crossovers(result)
     # a line may break after each "+" of the stage keys (overflow-wrap alone broke "fp|8" on a phone)
     title = html.escape(result.title).replace("+", "+<wbr>")
     parts = [f"<h1>{title} on {html.escape(result.gpu or result.device)}</h1>",
              f"<p>sweep {result.sweep_id} · {result.created_at} · base {html.escape(describe_shape(result.spec.base))}"
              "</p>",
-             "<ul>" + "".join(f"<li>crossover: {html.escape(c.text)}</li>" for c in found)
-             + ("" if found else "<li>no crossover of ×1.00 inside the swept values</li>")
+             "<ul>" + "".join(f"<li>crossover: {html.escape(t)}</li>" for t in line_answers(result))
              + "".join(f"<li>{e.label}: {html.escape(e.text)}</li>" for e in error_figures(result))
              + "".join(f"<li>{html.escape(n)}</li>" for n in result.shown_notes) + "</ul>",
              "<div id='fig-sweep' class='fig'></div>"]

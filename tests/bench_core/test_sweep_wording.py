@@ -15,7 +15,15 @@ from bench_core.sweep.crossover import Change, Crossover, Estimate, crossover, s
 from bench_core.sweep.errors import coverage
 from bench_core.sweep.figures import sweep_figure
 from bench_core.sweep.predict import KernelTime, Part, PointTimings
-from bench_core.sweep.records import NotRun, PointMeasurement, PointResult, SweepResult, crossovers, from_json
+from bench_core.sweep.records import (
+    NotRun,
+    PointMeasurement,
+    PointResult,
+    SweepResult,
+    crossovers,
+    from_json,
+    line_answers,
+)
 from bench_core.sweep.rows import PREDICTED_MARK, phone_rows, shown_text_rows
 from bench_core.sweep.runner import SweepHooks, run_sweep
 from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
@@ -227,3 +235,15 @@ def test_a_point_that_ran_out_of_memory_shows_no_figure_and_says_so_everywhere()
     heat = next(t for t in cells if t.type == "heatmap")
     assert heat.text[0][5] == heat.text[1][5] == "out of<br>memory"   # batch 32's column, both widths
     assert heat.z[0][5] is None and "ran out of memory" in heat.hovertext[0][5]
+
+
+def test_every_line_of_a_map_says_its_answer_even_where_it_never_crosses():
+    """Call 39's FLCE map: Liger pays at batch 16 and at no vocabulary at batch 4 or 8. The page and the report said
+    only batch 16's crossing, or "no crossover of ×1.00 inside the swept values" for a lever that paid everywhere
+    and one that never did alike."""
+    result = from_json((DATA / "h100_2026-12-06_call39_sweep_flce_1.json").read_text())
+    answers = line_answers(result)
+    assert answers[:2] == ["no crossing: below ×1.00 at every swept vocab_size, at batch_size=4",
+                           "no crossing: below ×1.00 at every swept vocab_size, at batch_size=8"]
+    assert answers[2].startswith("pays below vocab_size ≈") and answers[2].count("at batch_size=16") == 1
+    assert [f"  crossover: {a}" for a in answers] == [t for t in summary_lines(result) if "crossover:" in t]
