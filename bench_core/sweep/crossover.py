@@ -129,7 +129,7 @@ class Crossover:
             span = f"(at least {_number(c.low, d)}{beyond if self._beyond(True) else ''})"
         else:
             span = f"({_number(c.low, d)}–{_number(c.high, d)})"
-        return f"≈ {c.value:,.{d}f} {span}"
+        return f"≈ {_shown(c.value, c.low, c.high, d)} {span}"
 
     @property
     def text(self) -> str:
@@ -168,6 +168,17 @@ class Crossover:
                    bool(data.get("pays", True)), best, bool(data.get("predicted_only", False)), data.get("fixed", ""),
                    tuple(Crossing.from_dict(c) for c in data.get("later") or ()),
                    None if ran is None else (ran[0], ran[1]), tuple(data.get("unrun") or ()))
+
+
+def _shown(value: float, low: float | None, high: float | None, decimals: int) -> str:
+    """A crossing's value to the step its interval can tell: a tenth of the interval's width, down to a unit.
+    Call 38's FLCE line read "≈ 57,062 (50,304–128,256)", five figures inside an interval 78,000 wide."""
+    width = high - low if low is not None and high is not None else \
+        abs(value - (high if high is not None else low)) if (high, low) != (None, None) else 0.0
+    step = 10.0 ** math.floor(math.log10(width / 10)) if width > 0 else 0.0
+    if step >= 10:
+        return f"{round(value / step) * step:,.0f}"
+    return f"{value:,.{decimals}f}"
 
 
 def _number(x: float, decimals: int) -> str:

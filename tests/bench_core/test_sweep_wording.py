@@ -59,11 +59,11 @@ def test_a_lever_that_pays_then_costs_and_one_that_only_reaches_parity_then_cost
     though 128,256 is predicted ×0.52 (0.44–0.62)."""
     lines = _lines(FLCE_26)
     assert lines["batch_size=16"].text == (
-        "pays above vocab_size ≈ 36,450 (at most 50,304), and is slower above ≈ 63,281 (50,304–128,256) at "
+        "pays above vocab_size ≈ 36,000 (at most 50,304), and is slower above ≈ 63,000 (50,304–128,256) at "
         "batch_size=16: ×1.03 (1.02–1.04) at best, at vocab_size=50,304")
     assert lines["batch_size=4"].text == (
-        "predicted only (no point at batch_size=4 measured): reaches ×1.00 above vocab_size ≈ 47,048 "
-        "(32,000–50,304), and is slower above ≈ 50,948 (50,304–128,256) at batch_size=4; no point measurably faster")
+        "predicted only (no point at batch_size=4 measured): reaches ×1.00 above vocab_size ≈ 47,000 "
+        "(32,000–50,304), and is slower above ≈ 51,000 (50,304–128,256) at batch_size=4; no point measurably faster")
     assert [c.change for c in lines["batch_size=16"].later] == [Change.SLOWER]
 
 
@@ -247,3 +247,15 @@ def test_every_line_of_a_map_says_its_answer_even_where_it_never_crosses():
                            "no crossing: below ×1.00 at every swept vocab_size, at batch_size=8"]
     assert answers[2].startswith("pays below vocab_size ≈") and answers[2].count("at batch_size=16") == 1
     assert [f"  crossover: {a}" for a in answers] == [t for t in summary_lines(result) if "crossover:" in t]
+
+
+def test_a_crossings_value_is_given_to_the_step_its_interval_can_tell():
+    """A tenth of its interval's width, down to a unit: call 38's "≈ 57,062 (50,304–128,256)" gave five figures
+    inside an interval 78,000 wide; a tight one keeps its figures (call 30's FP8 ≈ 1,846 (1,821–1,914))."""
+    from bench_core.sweep.crossover import _shown
+    assert _shown(57_062.4, 50_304, 128_256, 0) == "57,000"
+    assert _shown(1_846.2, 1_821, 1_914, 0) == "1,846"
+    assert _shown(1_546.0, 1_024, 2_048, 0) == "1,500"
+    assert _shown(36_450.0, None, 50_304, 0) == "36,000"   # open on one side: its distance to the other bound
+    assert _shown(7.94, 4, 8, 1) == "7.9" and _shown(15.99, 15.58, 25.49, 1) == "16.0"
+    assert _shown(1_000.0, None, None, 0) == "1,000"
