@@ -31,8 +31,10 @@ class StepTimeError:
         # the rms is of the factor each point is off by (log space), so a low point weighs more than its percentage:
         # call 26's FP8 map read "15.9% rms, worst -15.7%", a mean above its worst; the worst's factor is said beside it
         factor = math.exp(abs(math.log1p(self.worst)))
-        return f"{self.rms:.1%} rms, worst {self.worst:+.1%} (off by ×{factor:.2f}; the rms is of each point's " \
-               f"factor), over {self.points} {BOUND_WORDS[self.bound]} point" + ("s" if self.points != 1 else "")
+        # both stages' steps at each point: "over 1 launch-bound point" with an rms below its worst read as a slip
+        plural = "s" if self.points != 1 else ""
+        return f"{self.rms:.1%} rms, worst {self.worst:+.1%} (off by ×{factor:.2f}; the rms is of each step's " \
+               f"factor), over both stages' steps at {self.points} {BOUND_WORDS[self.bound]} point{plural}"
 
 
 BOUND_WORDS = {"gpu-bound": "GPU-bound", "launch-bound": "launch-bound"}

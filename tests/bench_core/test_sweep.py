@@ -593,7 +593,7 @@ def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
     steps = step_time_error(result)
     assert steps.points == 2 and steps.worst == pytest.approx(0.95 / 9.7 - 1)
     assert steps.rms == pytest.approx(math.expm1(math.sqrt(sum(math.log1p(e) ** 2 for e in errors) / 4)))
-    assert "over 2 GPU-bound points" in steps.text
+    assert "over both stages' steps at 2 GPU-bound points" in steps.text
     # the worst is the largest factor off, as the rms weighs it: never below the rms, and said as that factor
     assert math.exp(abs(math.log1p(steps.worst))) - 1 >= steps.rms
     assert f"worst {steps.worst:+.1%} (off by ×{1 / (1 + steps.worst):.2f}" in steps.text
@@ -603,7 +603,7 @@ def test_the_budget_measures_the_points_in_doubt_and_keeps_the_rest_predicted():
     assert step_time_error(host).points == 1
     # and is stated apart, so the page's "worst" is never beaten by a figure further down its table
     launch = step_time_error(host, "launch-bound")
-    assert launch.points == 1 and "over 1 launch-bound point" in launch.text
+    assert launch.points == 1 and "over both stages' steps at 1 launch-bound point" in launch.text
     assert any(e.label.startswith("step-time prediction error at launch-bound") and e.text == launch.text
                for e in error_figures(host))
     assert not any("launch-bound" in e.label for e in error_figures(result))
