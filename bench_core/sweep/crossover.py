@@ -171,11 +171,15 @@ class Crossover:
 
 
 def _shown(value: float, low: float | None, high: float | None, decimals: int) -> str:
-    """A crossing's value to the step its interval can tell: a tenth of the interval's width, down to a unit.
-    Call 38's FLCE line read "≈ 57,062 (50,304–128,256)", five figures inside an interval 78,000 wide."""
-    width = high - low if low is not None and high is not None else \
-        abs(value - (high if high is not None else low)) if (high, low) != (None, None) else 0.0
-    step = 10.0 ** math.floor(math.log10(width / 10)) if width > 0 else 0.0
+    """A crossing's value to the step its interval can tell: a tenth of the interval's width, down to a unit (two
+    significant figures where it has none). Call 38's FLCE line read "≈ 57,062 (50,304–128,256)", five figures
+    inside an interval 78,000 wide; call 40's "≈ 39,224 (not located: ...)"."""
+    if low is None and high is None:   # not located: two significant figures say as much as it can
+        step = 10.0 ** (math.floor(math.log10(abs(value))) - 1) if value else 0.0
+    else:
+        width = high - low if low is not None and high is not None else abs(value - (high if high is not None
+                                                                                      else low or 0.0))
+        step = 10.0 ** math.floor(math.log10(width / 10)) if width > 0 else 0.0
     if step >= 10:
         return f"{round(value / step) * step:,.0f}"
     return f"{value:,.{decimals}f}"

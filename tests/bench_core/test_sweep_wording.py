@@ -258,4 +258,5 @@ def test_a_crossings_value_is_given_to_the_step_its_interval_can_tell():
     assert _shown(1_546.0, 1_024, 2_048, 0) == "1,500"
     assert _shown(36_450.0, None, 50_304, 0) == "36,000"   # open on one side: its distance to the other bound
     assert _shown(7.94, 4, 8, 1) == "7.9" and _shown(15.99, 15.58, 25.49, 1) == "16.0"
-    assert _shown(1_000.0, None, None, 0) == "1,000"
+    assert _shown(39_224.0, None, None, 0) == "39,000" and _shown(1_000.0, None, None, 0) == "1,000"
+    assert _shown(7.94, None, None, 1) == "7.9"
