@@ -18,9 +18,10 @@ from bench_core.sweep.compare import (
 )
 from bench_core.sweep.errors import error_figures
 from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure, sweep_line
+from bench_core.sweep.lines import line_answers
 from bench_core.sweep.memory import memory_gaps
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
-from bench_core.sweep.records import SweepResult, crossovers, line_answers, to_json
+from bench_core.sweep.records import SweepResult, crossovers, to_json
 from bench_core.sweep.report import render_html
 from bench_core.sweep.rows import PREDICTED_MARK, phone_rows, shown_text_rows, to_csv
 from bench_core.sweep.same_here import same_code_warning

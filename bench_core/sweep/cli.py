@@ -33,10 +33,10 @@ from bench_core.results.near_one import times
 from bench_core.results.records import Status
 from bench_core.sweep.crossover import speedup_text
 from bench_core.sweep.errors import error_figures
+from bench_core.sweep.lines import line_answers
 from bench_core.sweep.records import (
     Phase,
     SweepResult,
-    line_answers,
     to_json,
 )
 from bench_core.sweep.rows import to_csv

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench_core.sweep.crossover import speedup_text
-from bench_core.sweep.records import NOT_SWEPT, PointResult, SweepResult, crossovers, line_answer
+from bench_core.sweep.lines import NOT_SWEPT, line_answer
+from bench_core.sweep.records import PointResult, SweepResult, crossovers
 from bench_core.sweep.rows import PREDICTED_MARK
 
 

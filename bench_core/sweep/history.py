@@ -9,7 +9,8 @@ from dataclasses import replace
 
 from bench_core.results.records import Status
 from bench_core.results.store import connect, default_db_path, import_id
-from bench_core.sweep.records import SweepResult, line_answers, prediction_error
+from bench_core.sweep.lines import line_answers
+from bench_core.sweep.records import SweepResult, prediction_error
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweeps (

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from functools import cached_property
 
+from bench_core.measure.stats import IntervalScope
 from bench_core.results.near_one import speedup_decimals
 from bench_core.results.records import Status
 from bench_core.sweep import plan
@@ -287,8 +288,20 @@ class SweepResult:
         """The notes as every view lists them: once the sweep has ended, the tally as the points read now, then the
         rest. A file keeps the tally it was written with as its first note (call 36's counted its out-of-memory
         points as predicted)."""
-        rest = tuple(n for n in self.notes if TALLY_WORDS not in n)
+        rest = tuple(n for n in self.notes if TALLY_WORDS not in n) + self.interval_scope_note
         return rest if self.status in (Status.RUNNING, Status.QUEUED) else (self.tally, *rest)
+
+    @property
+    def interval_scope_note(self) -> tuple[str, ...]:
+        """Where measured intervals hold only one process's steps, once: "×1.02 (1.02–1.02)" read as a certainty
+        it is not (a new user's pass over the FLCE maps, one process a stage); processes differ more than steps."""
+        within = [p for p in self.points if p.measured and p.measurement
+                  and p.measurement.interval_text == IntervalScope.WITHIN_ONE_PROCESS.value]
+        if not within:
+            return ()
+        return (f"{len(within)} of {sum(p.measured for p in self.points)} measured intervals are within one process "
+                "(one process a stage): they leave out how much processes differ (the CLI's --repeats 2 or more "
+                "gives intervals across processes)",)
 
     @property
     def tally(self) -> str:
@@ -370,43 +383,6 @@ def crossovers(result: SweepResult) -> list[Crossover]:
             unrun = tuple(p.value(axes[0].name) for p in pts if result.best_estimate(p) is None)
             out.append(replace(found, fixed=" ".join(f"{k}={v}" for k, v in fixed),
                                predicted_only=not any(p.measured for p in pts), unrun=unrun))
-    return out
-
-
-NOT_SWEPT = "not swept"
-
-
-def line_answer(result: SweepResult, found: list[Crossover], fixed: tuple[str, int] | None) -> str:
-    """One line's answer (the whole sweep's line where `fixed` is None, else the one at that value of the second
-    axis): its crossings, or the side of ×1.00 it keeps at every swept value, from `found` (`crossovers`)."""
-    said = "" if fixed is None else f"{fixed[0]}={fixed[1]}"
-    on_line = [c for c in found if c.fixed == said]
-    if on_line:
-        return "; ".join(c.text for c in on_line)
-    estimates = [e for p in result.points if fixed is None or p.value(fixed[0]) == fixed[1]
-                 if (e := result.best_estimate(p))]
-    if not estimates:
-        return NOT_SWEPT
-    if len(estimates) < 2:
-        return "one point: no line to cross ×1.00"
-    side = "above" if all(e[0] > 1 for e in estimates) else "below" if all(e[0] < 1 for e in estimates) else "at"
-    return f"no crossing: {side} ×1.00 at every swept {result.spec.axes[0].name}"
-
-
-def line_answers(result: SweepResult) -> list[str]:
-    """Every line's answer, each naming its line: a map's lines that never cross ×1.00 say on which side they stay
-    (the page said "no crossover of ×1.00 inside the swept values", for a lever that always paid and for FLCE's,
-    which paid at batch 16 and never at batch 4 or 8, alike: a new user's pass)."""
-    axes, found = result.spec.axes, crossovers(result)
-    if not axes:
-        return []
-    lines: list[tuple[str, int] | None] = [None] if len(axes) == 1 else [(axes[1].name, v) for v in axes[1].values]
-    out = []
-    for fixed in lines:
-        text = line_answer(result, found, fixed)
-        if fixed is not None and not any(c.fixed == f"{fixed[0]}={fixed[1]}" for c in found):
-            text = f"{text}, at {fixed[0]}={fixed[1]}"
-        out.append(text)
     return out
 
 

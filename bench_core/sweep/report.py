@@ -7,9 +7,10 @@ from bench_core.config.bench_config import describe_shape
 from bench_core.results.report import _plotly_loader
 from bench_core.sweep.errors import error_figures
 from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure
+from bench_core.sweep.lines import line_answers
 from bench_core.sweep.memory import memory_gaps
 from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
-from bench_core.sweep.records import SweepResult, line_answers
+from bench_core.sweep.records import SweepResult
 from bench_core.sweep.rows import SHOWN_COLUMNS, shown_text, shown_text_rows
 
 

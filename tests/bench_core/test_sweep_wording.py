@@ -14,6 +14,7 @@ from bench_core.sweep.cli import summary_lines
 from bench_core.sweep.crossover import Change, Crossover, Estimate, crossover, speedup_text
 from bench_core.sweep.errors import coverage
 from bench_core.sweep.figures import sweep_figure
+from bench_core.sweep.lines import line_answers
 from bench_core.sweep.predict import KernelTime, Part, PointTimings
 from bench_core.sweep.records import (
     NotRun,
@@ -22,7 +23,6 @@ from bench_core.sweep.records import (
     SweepResult,
     crossovers,
     from_json,
-    line_answers,
 )
 from bench_core.sweep.rows import PREDICTED_MARK, phone_rows, shown_text_rows
 from bench_core.sweep.runner import SweepHooks, run_sweep
@@ -260,3 +260,12 @@ def test_a_crossings_value_is_given_to_the_step_its_interval_can_tell():
     assert _shown(7.94, 4, 8, 1) == "7.9" and _shown(15.99, 15.58, 25.49, 1) == "16.0"
     assert _shown(39_224.0, None, None, 0) == "39,000" and _shown(1_000.0, None, None, 0) == "1,000"
     assert _shown(7.94, None, None, 1) == "7.9"
+
+
+def test_a_sweep_says_when_its_measured_intervals_hold_one_process_only():
+    """The FLCE maps run one process a stage: "×1.02 (1.02–1.02)" read as certain (a new user's pass); the Apex
+    maps run three, and say nothing more."""
+    flce = from_json((DATA / "h100_2026-12-06_call41_sweep_flce_1.json").read_text())
+    assert flce.shown_notes[-1].startswith("9 of 9 measured intervals are within one process")
+    apex = from_json(APEX_33.read_text())
+    assert not any("within one process" in n for n in apex.shown_notes)

@@ -1,0 +1,42 @@
+"""Each line of a sweep's map, answered in words: its crossings of ×1.00 (`records.crossovers`), or the side of ×1.00
+it keeps at every swept value; the CLI, the page, the report, the history and the side-by-side compare read these."""
+from __future__ import annotations
+
+from bench_core.sweep.crossover import Crossover
+from bench_core.sweep.records import SweepResult, crossovers
+
+NOT_SWEPT = "not swept"
+
+
+def line_answer(result: SweepResult, found: list[Crossover], fixed: tuple[str, int] | None) -> str:
+    """One line's answer (the whole sweep's line where `fixed` is None, else the one at that value of the second
+    axis): its crossings, or the side of ×1.00 it keeps at every swept value, from `found` (`crossovers`)."""
+    said = "" if fixed is None else f"{fixed[0]}={fixed[1]}"
+    on_line = [c for c in found if c.fixed == said]
+    if on_line:
+        return "; ".join(c.text for c in on_line)
+    estimates = [e for p in result.points if fixed is None or p.value(fixed[0]) == fixed[1]
+                 if (e := result.best_estimate(p))]
+    if not estimates:
+        return NOT_SWEPT
+    if len(estimates) < 2:
+        return "one point: no line to cross ×1.00"
+    side = "above" if all(e[0] > 1 for e in estimates) else "below" if all(e[0] < 1 for e in estimates) else "at"
+    return f"no crossing: {side} ×1.00 at every swept {result.spec.axes[0].name}"
+
+
+def line_answers(result: SweepResult) -> list[str]:
+    """Every line's answer, each naming its line: a map's lines that never cross ×1.00 say on which side they stay
+    (the page said "no crossover of ×1.00 inside the swept values", for a lever that always paid and for FLCE's,
+    which paid at batch 16 and never at batch 4 or 8, alike: a new user's pass)."""
+    axes, found = result.spec.axes, crossovers(result)
+    if not axes:
+        return []
+    lines: list[tuple[str, int] | None] = [None] if len(axes) == 1 else [(axes[1].name, v) for v in axes[1].values]
+    out = []
+    for fixed in lines:
+        text = line_answer(result, found, fixed)
+        if fixed is not None and not any(c.fixed == f"{fixed[0]}={fixed[1]}" for c in found):
+            text = f"{text}, at {fixed[0]}={fixed[1]}"
+        out.append(text)
+    return out
