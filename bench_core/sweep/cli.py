@@ -56,8 +56,9 @@ def parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m bench_core sweep",
                 description="Where does a lever start to pay? Its speedup across model shapes on this machine: "
                             "each point predicted from its stages' own steps on the model cut to one and two "
-                            "blocks, the points in doubt measured end to end. Sweeps already taken, side by "
-                            "side: python -m bench_core sweep side-by-side A.json B.json")
+                            "blocks, the points in doubt measured end to end. A sweep already taken: python -m "
+                            "bench_core sweep show A.json; several side by side: python -m bench_core sweep "
+                            "side-by-side A.json B.json")
     p.add_argument("--compare", required=True, help="a lever (against the lever it replaces, in native BF16 "
                    "eager; e.g. fp8-torchao, liger-flce) or two stage keys KEY_A,KEY_B (B's speedup over A)")
     p.add_argument("--axis", action="append", default=[], help=f"NAME=VALUES, once or twice; NAME one of "
@@ -230,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["side-by-side"]:   # sweeps already taken, set side by side: its own parser
         from bench_core.sweep.side_cli import main as side_main
         return side_main(argv[1:])
+    if argv[:1] == ["show"]:   # a sweep already taken, as its run printed it (with today's wording)
+        from bench_core.sweep.side_cli import show_main
+        return show_main(argv[1:])
     return exit_code_of(lambda: command(parser().parse_args(argv)))
 
 

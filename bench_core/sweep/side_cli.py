@@ -1,6 +1,7 @@
 """``python -m bench_core sweep side-by-side A.json B.json [...]``: sweeps of one comparison and axes, from other
 GPUs or other days, side by side in a terminal, as the Sweep page sets them (sweep.compare): each line's crossing
-in each, then each point's speedup in each, the points whose intervals lie apart first."""
+in each, then each point's speedup in each, the points whose intervals lie apart first. ``... sweep show A.json``:
+one sweep (or each of several) as its run printed it, in today's words."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 from bench_core.config.bench_config import ConfigError, OneLineParser, exit_code_of
+from bench_core.sweep.cli import summary_lines
 from bench_core.sweep.compare import apart_count, crossovers_side_by_side, same_map, speedups_side_by_side
 from bench_core.sweep.records import SweepResult, from_json, is_sweep_json
 
@@ -59,7 +61,8 @@ def lines(results: list[SweepResult], paths: list[str]) -> list[str]:
 
 def command(args: argparse.Namespace) -> int:
     if len(args.files) < 2:
-        raise ConfigError("files", args.files, "give two or more sweep JSON files to set side by side")
+        raise ConfigError("files", args.files, "give two or more sweep JSON files to set side by side (one: "
+                          "python -m bench_core sweep show FILE.json)")
     results = [load(path) for path in args.files]
     for path, result in zip(args.files[1:], results[1:], strict=True):
         if not same_map(results[0], result):
@@ -73,6 +76,26 @@ def command(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     return exit_code_of(lambda: command(parser().parse_args(argv)))
+
+
+def show_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m bench_core sweep show",
+                      description="a sweep already taken, as its run printed it: each point, each line's answer, "
+                                  "the prediction's errors and the notes")
+    p.add_argument("files", nargs="+", metavar="SWEEP.json", help="sweep JSON files (python -m bench_core sweep "
+                   "--json, or the Sweep page's download)")
+    return p
+
+
+def show(args: argparse.Namespace) -> int:
+    results = [load(path) for path in args.files]   # every file read before any is printed
+    print("\n\n".join("\n".join(summary_lines(r)) for r in results))
+    return 0
+
+
+def show_main(argv: list[str] | None = None) -> int:
+    """A side-by-side of one file was refused ("give two or more"), and nothing printed one saved sweep."""
+    return exit_code_of(lambda: show(show_parser().parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from bench_core.results.records import Status
 from bench_core.sweep.cli import main as cli_main
 from bench_core.sweep.compare import apart_count, crossovers_side_by_side, same_map, speedups_side_by_side
 from bench_core.sweep.predict import PointTimings
-from bench_core.sweep.records import PointMeasurement, PointPrediction, PointResult, SweepResult
+from bench_core.sweep.records import PointMeasurement, PointPrediction, PointResult, SweepResult, from_json
 from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
 
 COMPARISON = parse_comparison("adam+layernorm+fp32,adam-fused+layernorm+fp32", "gpt")
@@ -107,3 +107,14 @@ def test_the_cli_names_what_cannot_be_set_side_by_side(tmp_path, capsys):
     assert cli_main(["side-by-side", APEX_RUNS[0], run]) == 2 and "not a sweep's JSON" in capsys.readouterr().err
     assert cli_main(["side-by-side", APEX_RUNS[0], str(tmp_path / "missing.json")]) == 2
     assert "cannot be read" in capsys.readouterr().err
+
+
+def test_the_cli_shows_one_saved_sweep_as_its_run_printed_it(capsys):
+    """A new user found no way to print one saved sweep: side-by-side refused one file. `sweep show` prints it, as
+    the run's own summary (today's words), and names what it cannot read."""
+    from bench_core.sweep.cli import summary_lines
+    assert cli_main(["show", APEX_RUNS[0]]) == 0
+    assert capsys.readouterr().out.splitlines() == summary_lines(from_json(Path(APEX_RUNS[0]).read_text()))
+    assert cli_main(["side-by-side", APEX_RUNS[0]]) == 2 and "sweep show FILE.json" in capsys.readouterr().err
+    run = str(DATA / "h200_2026-12-03_call2_seed_gpt2-small_run1.json")
+    assert cli_main(["show", run]) == 2 and "not a sweep's JSON" in capsys.readouterr().err
