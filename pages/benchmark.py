@@ -13,6 +13,7 @@ from bench_core.results.summary import summarize
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from dashboard import form, job_view, ladder
 from dashboard.live import live, verdict_card
+from dashboard.routing import through_app
 from dashboard.session import (
     access_panel,
     cluster_nodes,
@@ -22,6 +23,8 @@ from dashboard.session import (
     role,
     session_id,
 )
+
+through_app()   # a deep link opened before app.py ran once: through app.py's menu
 
 manager = get_manager()
 sid = session_id()

@@ -11,6 +11,7 @@ from bench_core.config.bench_config import WORKLOADS
 from bench_core.measure.breakdown import BUSY_THRESHOLD, Bound
 from bench_core.results.figures import components_bars
 from bench_core.service.jobs import LimitExceeded, NotAllowed
+from dashboard.routing import through_app
 from dashboard.session import (
     access_panel,
     get_manager,
@@ -20,6 +21,8 @@ from dashboard.session import (
     persistence_banner,
     role,
 )
+
+through_app()   # a deep link opened before app.py ran once: through app.py's menu
 
 manager = get_manager()
 access_panel()

@@ -17,6 +17,7 @@ from bench_core.service.jobs import NotAllowed
 from bench_core.sweep.records import is_sweep_json
 from dashboard import job_view
 from dashboard.live import verdict_card
+from dashboard.routing import through_app
 from dashboard.session import (
     access_panel,
     get_manager,
@@ -27,6 +28,8 @@ from dashboard.session import (
     persistence_banner,
     role,
 )
+
+through_app()   # a deep link opened before app.py ran once: through app.py's menu
 
 manager = get_manager()
 access_panel()

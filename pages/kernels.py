@@ -9,7 +9,10 @@ from bench_core.apex_build.build import default_build_dir
 from bench_core.apex_build.doctor import BuildEnvironment, HostFacts, Verdict, diagnose, host_facts
 from bench_core.machine.status_board import AMBER, GREEN, install_commands, probe_board
 from bench_core.machine.telemetry import gpu_telemetry
+from dashboard.routing import through_app
 from dashboard.session import access_panel, get_manager, is_operator, operator_token, role
+
+through_app()   # a deep link opened before app.py ran once: through app.py's menu
 
 DOT = {GREEN: ":green[●]", AMBER: ":orange[●]", "red": ":red[●]"}
 VERDICT_ICON = {Verdict.OK: "✅", Verdict.WARN: "⚠️", Verdict.FAIL: "❌"}

@@ -1,6 +1,10 @@
 """Method: how the numbers are measured, and the caveats that matter when reading them."""
 import streamlit as st
 
+from dashboard.routing import through_app
+
+through_app()   # a deep link opened before app.py ran once: through app.py's menu
+
 st.title("How this measures")
 st.markdown(r"""
 ### Isolation

@@ -34,7 +34,10 @@ from bench_core.sweep.spec import (
     parse_comparison,
     sweepable_levers,
 )
+from dashboard.routing import through_app
 from dashboard.session import access_panel, get_manager, get_sweeps, is_operator, listed, persistence_banner, role
+
+through_app()   # a deep link opened before app.py ran once: through app.py's menu
 
 manager = get_manager()
 sweeps = get_sweeps()

@@ -2,7 +2,15 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+import dashboard.routing
 import dashboard.session
+
+
+@pytest.fixture(autouse=True)
+def routed(monkeypatch):
+    """AppTest sets Streamlit's pages-folder flag again before every run: the deep-link rerun (dashboard.routing) is
+    a server's first run only, tested in a real server (tests/e2e/test_deep_link.py)."""
+    monkeypatch.setitem(dashboard.routing.ROUTED, "done", True)
 
 
 @pytest.fixture
