@@ -28,6 +28,7 @@ class Shown(StrEnum):
     PERCENT = "percent"   # a fraction: -0.297 is -29.7%
     SPEEDUP = "speedup"   # ×0.68, as the map writes it (the table read 0.6828)
     MS = "ms"
+    MIB = "mib"           # MiB, whole: what a card's memory is read in
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ SHOWN_COLUMNS = (
     ShownColumn("bound", "bound"), ShownColumn("speedup_low", "95% low", Shown.SPEEDUP),
     ShownColumn("speedup_high", "95% high", Shown.SPEEDUP),
     ShownColumn("peak_mem_change", "peak memory B vs A", Shown.PERCENT),
+    # the peaks themselves, where measured: "will it fit on my card" (a new user's pass found percentages only)
+    ShownColumn("measured_a_peak_mib", "A peak MiB", Shown.MIB),
+    ShownColumn("measured_b_peak_mib", "B peak MiB", Shown.MIB),
     ShownColumn("predicted_speedup", "predicted", Shown.SPEEDUP),
     ShownColumn("measured_speedup", "measured", Shown.SPEEDUP),
     ShownColumn("prediction_error", "prediction error", Shown.PERCENT),
@@ -73,6 +77,8 @@ def shown_text(value: object, shown: Shown | None, decimals: int = 2) -> str:
         return f"{value:+.1%}"
     if shown == Shown.SPEEDUP:
         return times(value, decimals)
+    if shown == Shown.MIB:
+        return f"{value:,.0f}"
     return f"{value:.2f}" if shown == Shown.MS else f"{value:.3f}"
 
 

@@ -269,3 +269,10 @@ def test_a_sweep_says_when_its_measured_intervals_hold_one_process_only():
     assert flce.shown_notes[-1].startswith("9 of 9 measured intervals are within one process")
     apex = from_json(APEX_33.read_text())
     assert not any("within one process" in n for n in apex.shown_notes)
+
+
+def test_the_points_table_gives_each_stages_measured_peak_in_mib():
+    """Only percentages were shown ("−56.7%"): whether a shape fits a card needs the peaks themselves."""
+    result = from_json((DATA / "h100_2026-12-06_call41_sweep_flce_1.json").read_text())
+    row = next(r for r in shown_text_rows(result) if (r["vocab_size"], r["batch_size"]) == ("128256", "16"))
+    assert (row["peak memory B vs A"], row["A peak MiB"], row["B peak MiB"]) == ("-56.7%", "47,874", "20,732")
