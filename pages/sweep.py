@@ -48,8 +48,9 @@ st.caption("One comparison across model shapes on this machine. Each point is fi
            "and extrapolated to the full depth (its GPU time, kernels and peak memory; on a GPU the host's time "
            "to issue a step is taken from the stage's full-depth step at the sweep's smallest point); then the "
            "points nearest ×1.00 run end to end, two stages each in fresh processes, while the budget lasts. "
-           "Measured points are filled, predicted ones hollow; on a heatmap a predicted cell's figure reads ≈×… "
-           "inside a dotted edge.")
+           "On a line, measured points are filled circles, predicted ones hollow; on a heatmap a measured cell "
+           "has a dark dot in its corner, a predicted one a light diamond, its figure reading ≈×… inside a dotted "
+           "edge.")
 persistence_banner(manager)
 probe = manager.probe(timeout=0)
 device = "cuda" if probe is not None and probe.cuda_available else "cpu"

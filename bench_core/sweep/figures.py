@@ -1,6 +1,7 @@
 """A sweep's map: one axis, a line of speedups with their intervals, the crossover and its interval as a band;
-two axes, a heatmap of the speedup with each point's source marked. Measured points are filled, predicted ones
-hollow (on a heatmap, a light diamond ringed dark). No streamlit: the page, the HTML report and the tests draw these."""
+two axes, a heatmap of the speedup with each point's source marked. On a line measured points are filled, predicted
+ones hollow; on a heatmap a measured cell has a dark dot, a predicted one a light diamond ringed dark (the page's
+caption says so). No streamlit: the page, the HTML report and the tests draw these."""
 from __future__ import annotations
 
 import math
