@@ -155,14 +155,15 @@ sweep_rows = listed(sweep_store.list_sweeps, "the sweeps") if sweep_store is not
 if not sweep_rows:
     st.caption("No sweep yet: the Sweep page runs one, `python -m bench_core sweep` too.")
 else:
-    # the link, when, the lever and its answer first: a phone shows three columns, and even 1440 px cut the
-    # crossover when it came after the counts (a new user's pass); the id tells two runs of one map apart
+    # the link, the lever and its answer first: a phone shows three columns (with "when" third, 390 px hid the
+    # answer), and even 1440 px cut the crossover when it came after the counts (new users' passes); the id tells
+    # two runs of one map apart
     st.dataframe(pd.DataFrame([{**r, "change": r["change"] or r["compare"], "open": f"/sweep?sweep={r['sweep_id']}",
                                 "imported": bool(r["imported"]), "created_at": r["created_at"][:16].replace("T", " "),
                                 "crossover": r["crossover"] or "none inside the swept values",
                                 "id": r["sweep_id"][:6]}
                                for r in sweep_rows])[
-        ["open", "created_at", "change", "crossover", "gpu", "id", "status", "axes", "points", "measured",
+        ["open", "change", "crossover", "created_at", "gpu", "id", "status", "axes", "points", "measured",
          "prediction_error", "imported", "compare", "family"]], hide_index=True, width="stretch", key="sweeps",
         column_config={"open": st.column_config.LinkColumn("Open", display_text="map"),
                        "created_at": st.column_config.TextColumn("When (UTC)"),

@@ -55,8 +55,8 @@ def test_the_form_starts_a_sweep_and_the_page_draws_its_map(app, fake_sweeps):
     history = at.switch_page("pages/history.py").run()
     table = [d.value for d in history.dataframe if "compare" in d.value.columns]
     assert len(table) == 1 and table[0]["measured"].tolist() == [2]
-    # the link and the lever first; the long crossover text after them
-    assert list(table[0].columns)[:3] == ["open", "created_at", "change"] and table[0]["change"][0] == "adam-fused"
+    # the link, the lever and its answer first: what a phone's three columns show
+    assert list(table[0].columns)[:3] == ["open", "change", "crossover"] and table[0]["change"][0] == "adam-fused"
 
 
 def test_a_bad_axis_is_named_and_nothing_starts(app, fake_sweeps):
