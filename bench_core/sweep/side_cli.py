@@ -13,14 +13,19 @@ from bench_core.sweep.cli import summary_lines
 from bench_core.sweep.compare import apart_count, crossovers_side_by_side, same_map, speedups_side_by_side
 from bench_core.sweep.records import SweepResult, from_json, is_sweep_json
 
+FILES_FROM = "(python -m bench_core sweep --json, or the Sweep page's download)"
+
+
+def _files_parser(command: str, description: str, files: str) -> argparse.ArgumentParser:
+    p = OneLineParser(prog=f"python -m bench_core sweep {command}", description=description)
+    p.add_argument("files", nargs="+", metavar="SWEEP.json", help=files)
+    return p
+
 
 def parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m bench_core sweep side-by-side",
-                      description="sweeps of one comparison and axes (other GPUs, other days) side by side: where "
-                                  "each crosses ×1.00, and each point's speedup in each")
-    p.add_argument("files", nargs="+", metavar="SWEEP.json", help="two or more sweep JSON files "
-                   "(python -m bench_core sweep --json, or the Sweep page's download); the first is the reference")
-    return p
+    return _files_parser("side-by-side", "sweeps of one comparison and axes (other GPUs, other days) side by side: "
+                         "where each crosses ×1.00, and each point's speedup in each",
+                         f"two or more sweep JSON files {FILES_FROM}; the first is the reference")
 
 
 def load(path: str) -> SweepResult:
@@ -79,12 +84,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def show_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m bench_core sweep show",
-                      description="a sweep already taken, as its run printed it: each point, each line's answer, "
-                                  "the prediction's errors and the notes")
-    p.add_argument("files", nargs="+", metavar="SWEEP.json", help="sweep JSON files (python -m bench_core sweep "
-                   "--json, or the Sweep page's download)")
-    return p
+    return _files_parser("show", "a sweep already taken, as its run printed it: each point, each line's answer, the "
+                         "prediction's errors and the notes", f"sweep JSON files {FILES_FROM}")
 
 
 def show(args: argparse.Namespace) -> int:
