@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,6 +27,7 @@ from bench_core.machine.timer import HOST_CALLS, HOST_ROUNDS, host_rounds_ms
 from bench_core.run.phases import StepPhase
 from bench_core.sweep.builders import StepCall, calls_per_step, part_fn
 from bench_core.sweep.predict import STEP_PARTS, KernelTime, Part, PointTimings, split_compiled, stage_parts
+from bench_core.sweep.timing_lines import part_line, point_line
 
 LAUNCH_PROBE_KERNELS = 2000
 # A whole step's host time is taken over 2 steps back to back, as a run issues them: a shallow step launches up to
@@ -179,9 +181,15 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
                 t0 = time.perf_counter()
                 found = time_part(torch, cfg, device, part, name, stage, gen, warmup, repeats)
                 took = time.perf_counter() - t0
+                said_timed(part, name, took)
                 _keep(_timed(found, took), times, missing)
                 breakdown_s += 0.0 if part in STEP_PARTS else took
     return PointTimings(tuple(times), enqueue_us, cfg.depth, breakdown_s=breakdown_s), tuple(missing)
+
+
+def said_timed(part: Part, name: str, took_s: float) -> None:
+    """On stderr as each part finishes (sweep.timing_lines)."""
+    print(part_line(part.value, name, took_s), file=sys.stderr, flush=True)
 
 
 def time_full_step(cfg: BenchConfig, stage: Stage, device: str) -> KernelTime | str:
@@ -194,7 +202,9 @@ def time_full_step(cfg: BenchConfig, stage: Stage, device: str) -> KernelTime | 
     t0 = time.perf_counter()
     found = time_part(torch, cfg, device, Part.STEP_FULL, stage.key, stage, gen, WARMUP[device], REPEATS[device],
                       FULL_STEP_HOST_ROUNDS)
-    return _timed(found, time.perf_counter() - t0)
+    took = time.perf_counter() - t0
+    said_timed(Part.STEP_FULL, stage.key, took)
+    return _timed(found, took)
 
 
 def with_full_steps(timings: PointTimings, missing: tuple[str, ...], stages: tuple[Stage, ...], point: BenchConfig,
@@ -216,13 +226,13 @@ def main() -> int:
     point, in order. On a GPU each stage's full-depth step is timed once a depth, at the least-work point, and
     kept in every point at that depth (so each point's prediction can be made again from its own timings)."""
     import json
-    import sys
     request = json.loads(sys.stdin.read())
     device = request["device"]
     keyed = (Stage.from_key(request["a"]), Stage.from_key(request["b"]))
     configs = [BenchConfig.from_dict(data) for data in request["configs"]]
     full: dict[tuple[str, BenchConfig], KernelTime | str] = {}
     for i, cfg in enumerate(configs):
+        print(point_line(i), file=sys.stderr, flush=True)
         # A key leaves out the family's own parts (llama's SwiGLU is plain): each stage in the config's family form,
         # as the worker builds it (run.step) and the comparison was parsed (sweep.spec).
         stages = tuple(dict.fromkeys(stage.for_family(cfg.family) or stage for stage in keyed))

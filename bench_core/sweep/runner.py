@@ -28,6 +28,7 @@ from bench_core.sweep import plan
 from bench_core.sweep.predict import MissingTiming, PointTimings, predict
 from bench_core.sweep.records import Phase, PointMeasurement, PointPrediction, PointResult, Progress, SweepResult
 from bench_core.sweep.spec import Comparison, SweepPoint, SweepSpec
+from bench_core.sweep.timing_lines import CUT, PART_TIMED, POINT_BEGINS, cut_point
 
 Timed = tuple[int, PointTimings | None, tuple[str, ...]]   # (point index, its timings, parts not timed)
 PredictPoints = Callable[[list[SweepPoint], Comparison, str, threading.Event], Iterator[Timed]]
@@ -67,7 +68,14 @@ def predict_in_process(points: list[SweepPoint], comparison: Comparison, device:
             if cancel.wait(0.5):
                 proc.kill()
                 return
+    err: list[str] = []
+
+    def drain() -> None:   # read as it is written: a full stderr pipe would block the timing process
+        for line in proc.stderr or ():
+            err.append(line.rstrip("\n"))
     threading.Thread(target=stop_on_cancel, daemon=True).start()
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
     seen: set[int] = set()
     try:
         for line in stdout:
@@ -80,12 +88,17 @@ def predict_in_process(points: list[SweepPoint], comparison: Comparison, device:
     finally:
         if proc.poll() is None:
             proc.kill()
-        err = (proc.stderr.read() if proc.stderr else "").strip().splitlines()
         proc.wait()
-    if not cancel.is_set():
-        for p in points:
-            if p.index not in seen:
-                yield p.index, None, (f"the timing process ended early: {err[-1] if err else 'no message'}",)
+        reader.join(timeout=5)
+    if cancel.is_set():   # stopped mid-point: where that point's time went (its other points say why)
+        cut = cut_point(err, seen)
+        if cut is not None:
+            yield cut[0], None, (cut[1],)
+        return
+    said = [line for line in err if line.strip() and not line.startswith((PART_TIMED, POINT_BEGINS))]
+    for p in points:
+        if p.index not in seen:
+            yield p.index, None, (f"the timing process ended early: {said[-1] if said else 'no message'}",)
 
 
 def measure_end_to_end(cfg: BenchConfig, comparison: Comparison, probe: Probe, hooks: SweepHooks) -> PointMeasurement:
@@ -211,11 +224,13 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
     stop.set()   # ends the watcher (and a timing process left running after a break)
     predict_s = hooks.clock() - predicting
     # only the budget leaves points untimed and unsaid (a process that ends early names them; a cancel keeps them)
-    unpredicted = [p for p in state["result"].points if p.prediction is None and p.prediction_note is None]
+    unpredicted = [p for p in state["result"].points if p.prediction is None and
+                   (p.prediction_note is None or p.prediction_note.startswith(CUT))]
     if unpredicted and spec.budget_s and not hooks.cancel.is_set():
         said = f"the {spec.budget_s:.0f} s budget ran out while predicting"   # the reason: views say "not predicted"
-        for p in unpredicted:
-            state["result"] = state["result"].with_point(replace(p, prediction_note=said))
+        for p in unpredicted:   # the point it cut keeps where its time went
+            note = f"{said}; {p.prediction_note}" if p.prediction_note else said
+            state["result"] = state["result"].with_point(replace(p, prediction_note=note))
         publish(state["result"])
     walls: list[float] = []
     tried: set[int] = set()

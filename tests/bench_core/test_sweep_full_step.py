@@ -12,6 +12,7 @@ from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.stage import Stage
 from bench_core.sweep import kernels
 from bench_core.sweep.predict import KernelTime, Part, PointTimings, predict, predict_stage
+from bench_core.sweep.spec import Axis, SweepSpec, parse_comparison
 
 FP32 = Stage("adam-fused", "layernorm", "fp32")
 BF16 = Stage("adam-fused", "layernorm", "bf16")
@@ -168,3 +169,29 @@ def test_a_host_bound_stage_read_from_its_kernels_gets_the_gpus_gaps_between_the
     # no GPU-bound step at the point: no gap to read, the kernels alone
     assert PointTimings(_steps(BF16, 4.0), 10.0, 12).dispatch_gap_us == 0.0
     assert predict_stage(PointTimings(_steps(BF16, 4.0), 10.0, 12), BF16).gpu_ms == pytest.approx(12.5)
+
+
+def test_a_point_stopped_mid_way_says_which_of_its_parts_were_timed_and_how_long_each_took(tmp_path, monkeypatch):
+    """Call 42's cold FP8 point was cut by its 110 s budget and said only that: which part took the time was lost with
+    the process. The timing process now says each part on stderr as it finishes; stopped mid-point, the sweep keeps
+    those lines in the point's note. Here a stand-in for the timing process that times one part, then hangs."""
+    import threading
+
+    from bench_core.sweep import runner
+    from bench_core.sweep.spec import grid
+    from bench_core.sweep.timing_lines import cut_point, part_line, point_line
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\ncat > /dev/null\n"
+                    f"echo '{point_line(0)}' >&2\necho '{part_line('step@1', FP32.key, 34.0)}' >&2\nexec sleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(runner.sys, "executable", str(fake))
+    spec = SweepSpec(parse_comparison(f"{FP32.key},{BF16.key}", "gpt"), BenchConfig(depth=2, device="cpu"),
+                     (Axis("batch_size", (1, 2)),), None)
+    cancel = threading.Event()
+    threading.Timer(1.5, cancel.set).start()   # the budget's watcher, as the runner sets it
+    got = list(runner.predict_in_process(grid(spec.axes, spec.base), spec.comparison, "cpu", cancel))
+    assert got == [(0, None, (f"stopped while its parts were timed; timed so far: step@1 {FP32.key}: 34.0 s",))]
+    # stopped between points: nothing is said of a point that finished, or of one not begun
+    assert cut_point([point_line(0), part_line("step@1", "a", 1.0)], {0}) is None
+    assert cut_point([point_line(0), point_line(1)], {0}) == (1, "stopped while its parts were timed, before the "
+                                                                 "first of them finished")
