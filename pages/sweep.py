@@ -126,7 +126,13 @@ with st.expander("Start a new sweep", expanded=False) if linked else st.containe
         a2, v2 = st.columns([1, 3])
         axis2 = a2.selectbox("Second axis (optional)", ("none", *AXES), key="sweep_axis2")
         values2 = v2.text_input("Its values", key="sweep_values2", value="")
-        budget = st.text_input("Budget (e.g. 10m; empty: every point measured)", key="sweep_budget", value="")
+        b1, p1 = st.columns([3, 1])
+        budget = b1.text_input("Budget (e.g. 10m; empty: every point measured)", key="sweep_budget", value="")
+        # one process a stage gives an interval of that process's steps only (the sweep says so); a GPU's default 3
+        processes = p1.number_input("Processes a stage", min_value=1, step=1, key="sweep_processes",
+                                    value=defaults_for(device).repeats,
+                                    help="fresh processes each stage runs in at a measured point: with 2 or more "
+                                         "the speedup's interval is across processes, which differ more than steps")
         breakdown = st.checkbox("Also time each part of a block alone (where a step's time goes; not used by the "
                                 "prediction; a compiled stage compiles each part too, so its points take longer to "
                                 "predict)",
@@ -138,7 +144,8 @@ with st.expander("Start a new sweep", expanded=False) if linked else st.containe
 if start:
     try:
         base = workload(model, defaults_for(device))
-        base = BenchConfig.from_dict({**base.to_dict(), "family": family, "device": device})
+        base = BenchConfig.from_dict({**base.to_dict(), "family": family, "device": device,
+                                      "repeats": int(processes)})
         texts = [f"{axis1}={values1}"] + ([f"{axis2}={values2}"] if axis2 != "none" else [])
         comparison = parse_comparison(compare_text, family, pair)   # its error, named, if any
         spec = SweepSpec(comparison, base, parse_axes(texts), parse_budget(budget), breakdown)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from bench_core.config.bench_config import BenchConfig, ConfigError
 from bench_core.config.settings import Limits
@@ -233,6 +233,10 @@ def check_runnable(comparison: Comparison, probe: Probe, device: str) -> None:
             raise ConfigError("compare", comparison.text, f"{stage.key} cannot run here: {reason}")
 
 
+# How a run is run, not its shape (processes a stage, steps, seed): a sweep's points share them
+RUN_FIELDS = frozenset(f.name for f in fields(BenchConfig) if f.metadata.get("group") == "run")
+
+
 def check(spec: SweepSpec, limits: Limits, cuda_available: bool,
           free_bytes: dict[str, int | None]) -> list[SweepPoint]:
     """The grid, or the first ConfigError: too many points, or a point that breaks a family or size rule (named
@@ -251,6 +255,8 @@ def check(spec: SweepSpec, limits: Limits, cuda_available: bool,
         errors = collect_errors(point.config, limits, cuda_available, free_bytes)
         if errors:
             e = errors[0]
+            if e.field in RUN_FIELDS:   # the same at every point, set beside the axes: named as itself
+                raise e
             raise ConfigError(f"axis ({point.label})", e.value, f"{e.field}: {e.limit}")
     return points
 

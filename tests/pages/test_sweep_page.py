@@ -59,6 +59,24 @@ def test_the_form_starts_a_sweep_and_the_page_draws_its_map(app, fake_sweeps):
     assert list(table[0].columns)[:3] == ["open", "change", "crossover"] and table[0]["change"][0] == "adam-fused"
 
 
+def test_the_processes_a_stage_are_set_on_the_page_and_checked_against_the_limit(app, fake_sweeps):
+    """A CPU sweep measured one process a stage and its note pointed at the CLI's --repeats, which the page lacked:
+    the page sets it, and a count over the server's limit is named before anything starts."""
+    at = app("pages/sweep.py")
+    at.radio(key="sweep_mode").set_value("two stage keys")
+    assert at.number_input(key="sweep_processes").value == 1   # this CPU's default; a GPU's is 3
+    at.number_input(key="sweep_processes").set_value(6)
+    next(b for b in at.button if b.label == "Start the sweep").click()
+    at.run()
+    assert [e.value for e in at.error] == ["repeats: exceeds the limit of 5 (got 6)"]
+    assert dashboard.session.get_sweeps().current() is None
+    at.number_input(key="sweep_processes").set_value(2)
+    next(b for b in at.button if b.label == "Start the sweep").click()
+    at.run()
+    result = dashboard.session.get_sweeps().wait(timeout=30)
+    assert result is not None and result.spec.base.repeats == 2
+
+
 def test_a_bad_axis_is_named_and_nothing_starts(app, fake_sweeps):
     at = app("pages/sweep.py")
     at.text_input(key="sweep_values1").set_value("64,sixty")
