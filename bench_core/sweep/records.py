@@ -300,8 +300,8 @@ class SweepResult:
         if not within:
             return ()
         return (f"{len(within)} of {sum(p.measured for p in self.points)} measured intervals are within one process "
-                "(one process a stage): they leave out how much processes differ (the CLI's --repeats 2 or more "
-                "gives intervals across processes)",)
+                "(one process a stage): they leave out how much processes differ (2 or more processes a stage, "
+                "on the page or with --repeats, give intervals across processes)",)
 
     @property
     def tally(self) -> str:
