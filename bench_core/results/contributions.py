@@ -9,7 +9,7 @@ includes ×1.00 reads "no measurable effect", and a launch-bound pair says the h
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bench_core.levers.registry import BASELINE_LEVERS, KINDS, LEVERS, Lever
 from bench_core.measure.breakdown import Bound
@@ -193,8 +193,8 @@ class VendorEffect:
         return decimals_of(self.ratio, self.interval)
 
 
-def _vendor_words(vendor: str, ratio: float, interval: tuple[float, float] | None, pair: str) -> str:
-    d = decimals_of(ratio, interval)
+def _vendor_words(effect: VendorEffect, pair: str) -> str:
+    vendor, ratio, interval, d = effect.vendor, effect.ratio, effect.interval, effect.decimals
     if interval is None:
         return f"{vendor} against its native twin: {times(ratio, d)}, no interval (one round): not a measured " \
                f"effect ({pair})."
@@ -227,13 +227,14 @@ def vendor_effects(summary: RunSummary) -> tuple[VendorEffect, ...]:
         if mine is None or theirs is None or not theirs[0]:
             continue
         ratio, interval = _quotient(mine, theirs)
-        words = _vendor_words(vendor, ratio, interval, f"{s.key} vs {twin_s.key}")
+        effect = VendorEffect(vendor, s.key, twin_s.key, ratio, interval, "")
+        words = _vendor_words(effect, f"{s.key} vs {twin_s.key}")
         bound = next((x.key for x in (s, twin_s) if x.bottleneck.verdict == Bound.LAUNCH), None)
         if bound:
             gpu = _gpu_time_ratio(s, twin_s)
             words = words[:-1] + (f" — launch-bound ({bound}): this figure depends on the host CPU"
                                   + (f"; GPU-time ratio ×{gpu:.2f}" if gpu else "") + ".")
-        out.append(VendorEffect(vendor, s.key, twin_s.key, ratio, interval, words))
+        out.append(replace(effect, words=words))
     return tuple(out)
 
 

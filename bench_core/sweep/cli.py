@@ -29,11 +29,7 @@ from bench_core.config.bench_config import (
 )
 from bench_core.config.settings import load_limits
 from bench_core.models.families import FAMILIES
-from bench_core.results.near_one import times
 from bench_core.results.records import Status
-from bench_core.sweep.crossover import speedup_text
-from bench_core.sweep.errors import error_figures
-from bench_core.sweep.lines import line_answers
 from bench_core.sweep.records import (
     Phase,
     SweepResult,
@@ -50,6 +46,7 @@ from bench_core.sweep.spec import (
     parse_budget,
     parse_comparison,
 )
+from bench_core.sweep.terminal import summary_lines
 
 
 def parser() -> argparse.ArgumentParser:
@@ -121,30 +118,6 @@ def resolve(args: argparse.Namespace) -> SweepSpec:
         raise ConfigError("axis", n, f"{n} points exceed the limit of {limit} points per sweep "
                           "(BENCH_MAX_SWEEP_POINTS)")
     return spec
-
-
-def summary_lines(result: SweepResult) -> list[str]:
-    lines = [f"sweep {result.sweep_id}: {result.title} on {result.gpu or result.device} ({result.status.value})"]
-    for p in result.points:
-        est = result.best_estimate(p)
-        pred = p.prediction
-        d = result.decimals(p)
-        shown = speedup_text(*est, d) if est else p.failure or "no figure"
-        said = times(pred.speedup, d) if pred else "-"
-        why = result.not_run(p)
-        lines.append(f"  {p.label:<32} {shown:<22} {p.source.value if p.source else '-':<9} "
-                     f"{p.bound or '-':<12} predicted {said}"
-                     + (f", error {p.prediction_error:+.1%}" if p.prediction_error is not None else "")
-                     + (f", peak memory {p.measurement.peak_change:+.1%}" if p.measurement and
-                        p.measurement.peak_change is not None else "")
-                     + (f"; {p.measurement.brief_reason}" if p.measurement and p.measurement.reason else "")
-                     + (f"; {why.text}" if why else "")
-                     + (f"; not predicted: {p.prediction_note}" if p.prediction_note else ""))
-    for text in line_answers(result):
-        lines.append(f"  crossover: {text}")
-    lines += [f"  {e.label}: {e.text}" for e in error_figures(result)]
-    lines += [f"  {n}" for n in result.shown_notes]
-    return lines
 
 
 def _until_done(work: Callable[[], SweepResult], cancel: threading.Event, console: Any) -> SweepResult:

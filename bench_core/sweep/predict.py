@@ -126,7 +126,8 @@ class PointTimings:
     def dispatch_gap_us(self) -> float:
         """The GPU's own time between kernels where it sets the pace, per kernel: a GPU-bound whole step's wall less
         its traced kernels, over its kernels (the median over this point's GPU-bound steps, any stage's; 0 where
-        none was). A property of the GPU and its driver, not of the host: 0.8-1.1 us on the H100 (call 38)."""
+        none was). A property of the GPU and its driver, not of the host: 0.93-1.49 us over an H100 sweep's points
+        (docs/data/h100_2026-12-06_call38_sweep_flce_1.json)."""
         gaps = [(t.ms - t.kernel_ms) / t.kernels * 1e3 for t in self.times
                 if t.part in STEP_PARTS and t.gpu_bound and t.kernel_ms is not None and t.kernels > 0]
         return max(statistics.median(gaps), 0.0) if gaps else 0.0

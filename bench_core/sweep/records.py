@@ -17,7 +17,7 @@ from bench_core.results.near_one import speedup_decimals
 from bench_core.results.records import Status
 from bench_core.sweep import plan
 from bench_core.sweep.crossover import Crossover, Estimate, crossover
-from bench_core.sweep.measured import FAILURE_WORDS, PointMeasurement, peak_change
+from bench_core.sweep.measured import PointMeasurement, peak_change
 from bench_core.sweep.predict import PointTimings
 from bench_core.sweep.spec import SweepSpec
 
@@ -311,9 +311,7 @@ class SweepResult:
         for p in self.points:
             if p.source is None:
                 why = self.not_run(p)
-                failed = p.measurement.status if p.measurement and p.failure else None
-                said = f"not run ({why.value})" if why else FAILURE_WORDS.get(failed, failed.value) if failed \
-                    else "without a figure"
+                said = f"not run ({why.value})" if why else p.failure or "without a figure"
                 counts[said] = counts.get(said, 0) + 1
         return ", ".join([f"{sum(p.measured for p in self.points)} of {len(self.points)} points {TALLY_WORDS}",
                           f"{sum(p.source == Source.PREDICTED for p in self.points)} predicted only",

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from bench_core.config.bench_config import ConfigError, OneLineParser, exit_code_of
-from bench_core.sweep.cli import summary_lines
 from bench_core.sweep.compare import apart_count, crossovers_side_by_side, same_map, speedups_side_by_side
 from bench_core.sweep.records import SweepResult, from_json, is_sweep_json
+from bench_core.sweep.terminal import summary_lines
 
 FILES_FROM = "(python -m bench_core sweep --json, or the Sweep page's download)"
 

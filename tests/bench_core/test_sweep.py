@@ -20,7 +20,6 @@ from bench_core.models.families import mlp_hidden
 from bench_core.results.chart_layout import LAYOUT, LEGEND_ROW_PX
 from bench_core.results.records import Status
 from bench_core.sweep import plan
-from bench_core.sweep.cli import summary_lines
 from bench_core.sweep.crossover import Crossover, Direction, Estimate, crossover, speedup_text
 from bench_core.sweep.errors import error_figures, step_time_error
 from bench_core.sweep.figures import sweep_figure
@@ -56,6 +55,7 @@ from bench_core.sweep.spec import (
     parse_budget,
     parse_comparison,
 )
+from bench_core.sweep.terminal import summary_lines
 from helpers import plain_title, step_timings
 
 FP32 = Stage("adam-fused", "layernorm", "fp32")

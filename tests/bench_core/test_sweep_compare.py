@@ -112,7 +112,7 @@ def test_the_cli_names_what_cannot_be_set_side_by_side(tmp_path, capsys):
 def test_the_cli_shows_one_saved_sweep_as_its_run_printed_it(capsys):
     """A new user found no way to print one saved sweep: side-by-side refused one file. `sweep show` prints it, as
     the run's own summary (today's words), and names what it cannot read."""
-    from bench_core.sweep.cli import summary_lines
+    from bench_core.sweep.terminal import summary_lines
     assert cli_main(["show", APEX_RUNS[0]]) == 0
     assert capsys.readouterr().out.splitlines() == summary_lines(from_json(Path(APEX_RUNS[0]).read_text()))
     assert cli_main(["side-by-side", APEX_RUNS[0]]) == 2 and "sweep show FILE.json" in capsys.readouterr().err

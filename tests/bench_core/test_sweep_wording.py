@@ -10,7 +10,6 @@ from bench_core.config.bench_config import BenchConfig
 from bench_core.machine.probe import Probe
 from bench_core.results.near_one import speedup_decimals
 from bench_core.results.records import Status
-from bench_core.sweep.cli import summary_lines
 from bench_core.sweep.crossover import Change, Crossover, Estimate, crossover, speedup_text
 from bench_core.sweep.errors import coverage
 from bench_core.sweep.figures import sweep_figure
@@ -27,6 +26,7 @@ from bench_core.sweep.records import (
 from bench_core.sweep.rows import PREDICTED_MARK, phone_rows, shown_text_rows
 from bench_core.sweep.runner import SweepHooks, run_sweep
 from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
+from bench_core.sweep.terminal import summary_lines
 
 DATA = Path(__file__).parents[2] / "docs" / "data"
 APEX_33 = DATA / "h200_2026-12-05_call33_sweep_apex_gpt_2.json"
