@@ -227,7 +227,7 @@ def built_event(job, world: int = 1):
 def step_timings(ms_by_key: dict[str, float]):
     """Fake sweep timings: each stage key's whole step takes the given ms at any depth (a block adds nothing), so
     a comparison's predicted speedup is the ratio of its two figures."""
-    from bench_core.sweep.predict import KernelTime, Part, PointTimings
+    from bench_core.sweep.timings import KernelTime, Part, PointTimings
     return PointTimings(tuple(KernelTime(part, key, ms, ms, ms, 0, 1) for key, ms in ms_by_key.items()
                               for part in (Part.STEP_1, Part.STEP_2)), 0.0, 1)
 

@@ -14,7 +14,8 @@ from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.registry import LEVERS, HeadLever, NormLever, OptimizerLever
 from bench_core.levers.stage import Stage
 from bench_core.models.families import mlp_hidden
-from bench_core.sweep.predict import STEP_BLOCKS, STEP_PARTS, Part, block_gemms, split_compiled
+from bench_core.sweep.predict import block_gemms, split_compiled
+from bench_core.sweep.timings import STEP_BLOCKS, STEP_PARTS, Part
 
 if TYPE_CHECKING:
     from bench_core.run.step import Built
@@ -195,6 +196,22 @@ def step_fn(torch, cfg: BenchConfig, device: str, stage: Stage, depth: int) -> S
     if built.capture is not None:
         built.capture()   # warms up on a side stream, then captures one step; `built.step` replays it
     return StepCall(built)
+
+
+def tf32_restorer(torch) -> Callable[[], None]:
+    """What puts the process's TF32 settings back as they are now, exactly. Exactly: torch's unset matmul precision
+    ("none") read through allow_tf32 and written back comes back "ieee", and the compile cache keys on it, so a
+    step compiled ahead in a fresh process (sweep.ahead) was not found by the timing process after its first part
+    (on CPU, where a stage's build leaves TF32 as it finds it)."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    flags = (matmul.allow_tf32, cudnn.allow_tf32)
+    precision = getattr(matmul, "fp32_precision", None)   # torch 2.9 on
+
+    def restore() -> None:
+        matmul.allow_tf32, cudnn.allow_tf32 = flags
+        if precision is not None:
+            matmul.fp32_precision = precision
+    return restore
 
 
 def part_fn(torch, cfg: BenchConfig, device: str, part: Part, name: str, gen, stage: Stage) -> Callable[[], Any]:

@@ -25,9 +25,11 @@ from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.stage import Stage
 from bench_core.machine.timer import HOST_CALLS, HOST_ROUNDS, host_rounds_ms
 from bench_core.run.phases import StepPhase
-from bench_core.sweep.builders import StepCall, calls_per_step, part_fn
-from bench_core.sweep.predict import STEP_PARTS, KernelTime, Part, PointTimings, split_compiled, stage_parts
-from bench_core.sweep.timing_lines import part_line, point_line
+from bench_core.sweep.ahead import compile_ahead, compiles, jobs_for
+from bench_core.sweep.builders import StepCall, calls_per_step, part_fn, tf32_restorer
+from bench_core.sweep.predict import stage_parts
+from bench_core.sweep.timing_lines import ahead_line, part_line, point_line
+from bench_core.sweep.timings import STEP_PARTS, KernelTime, Part, PointTimings
 
 LAUNCH_PROBE_KERNELS = 2000
 # A whole step's host time is taken over 2 steps back to back, as a run issues them: a shallow step launches up to
@@ -80,11 +82,12 @@ def time_part(torch, cfg: BenchConfig, device: str, part: Part, name: str, stage
     cuda = device == "cuda"
     whole = part in STEP_PARTS
     graphs = torch._dynamo.utils.counters["stats"]
-    compiled = stage.compile_lever.traces_model if whole else split_compiled(name)[1]
+    compiled = compiles(stage, part, name)
     if compiled:   # a fresh start per part: a function compiled at many shapes would reach dynamo's recompile
         torch._dynamo.reset()   # limit and run eagerly; the compiled kernels stay cached on disk
     traced_before = graphs["unique_graphs"]
-    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    cache_before = cache_counts(torch)
+    restore_tf32 = tf32_restorer(torch)
     fn: Callable[[], Any] | None = None
     baseline = torch.cuda.memory_allocated() if cuda else 0
     try:
@@ -103,7 +106,7 @@ def time_part(torch, cfg: BenchConfig, device: str, part: Part, name: str, stage
     except Exception as exc:
         return f"{part.value} {name}: {type(exc).__name__}: {exc}"[:300]
     finally:   # a stage's build sets TF32 for its process: the next part runs as its own variant says
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+        restore_tf32()
         fn = None   # its model, optimizer and tensors go before the next part's are made
         if cuda:
             gc.collect()   # a built stage's closures hold cycles: freed before the next part's baseline
@@ -114,9 +117,18 @@ def time_part(torch, cfg: BenchConfig, device: str, part: Part, name: str, stage
         return f"{part.value} {name}: {row.reason}"
     if compiled and graphs["unique_graphs"] == traced_before:
         return f"{part.value} {name}: torch.compile traced no graph (the part ran eagerly)"
+    hits, misses = (now - before for now, before in zip(cache_counts(torch), cache_before, strict=True))
     return KernelTime(part, name, row.median_ms, row.p10_ms or row.median_ms, row.p90_ms or row.median_ms,
                       row.kernels_per_call or 0, calls_per_step(part, cfg), row.kernel_ms if cuda else None,
-                      statistics.median(rounds), min(rounds), max(rounds), peak_mib, phase_peaks_mib=phases)
+                      statistics.median(rounds), min(rounds), max(rounds), peak_mib, phase_peaks_mib=phases,
+                      cache_hits=hits, cache_misses=misses)
+
+
+def cache_counts(torch) -> tuple[int, int]:
+    """The FX graphs torch.compile has read from its on-disk cache so far in this process, and those it compiled
+    (a step's forward and backward are one each)."""
+    seen = torch._dynamo.utils.counters["inductor"]
+    return seen["fxgraph_cache_hit"], seen["fxgraph_cache_miss"]
 
 
 def net_of_kept(peak_mib: float, phases: tuple[float, ...], kept_mib: float) -> tuple[float, tuple[float, ...]]:
@@ -181,15 +193,16 @@ def time_point(cfg: BenchConfig, stages: tuple[Stage, ...], device: str, warmup:
                 t0 = time.perf_counter()
                 found = time_part(torch, cfg, device, part, name, stage, gen, warmup, repeats)
                 took = time.perf_counter() - t0
-                said_timed(part, name, took)
+                said_timed(part, name, found, took)
                 _keep(_timed(found, took), times, missing)
                 breakdown_s += 0.0 if part in STEP_PARTS else took
     return PointTimings(tuple(times), enqueue_us, cfg.depth, breakdown_s=breakdown_s), tuple(missing)
 
 
-def said_timed(part: Part, name: str, took_s: float) -> None:
-    """On stderr as each part finishes (sweep.timing_lines)."""
-    print(part_line(part.value, name, took_s), file=sys.stderr, flush=True)
+def said_timed(part: Part, name: str, found: KernelTime | str, took_s: float) -> None:
+    """On stderr as each part finishes (sweep.timing_lines), with the graphs it read from the compile cache."""
+    cache = (found.cache_hits, found.cache_misses) if isinstance(found, KernelTime) else (0, 0)
+    print(part_line(part.value, name, took_s, *cache), file=sys.stderr, flush=True)
 
 
 def time_full_step(cfg: BenchConfig, stage: Stage, device: str) -> KernelTime | str:
@@ -203,7 +216,7 @@ def time_full_step(cfg: BenchConfig, stage: Stage, device: str) -> KernelTime | 
     found = time_part(torch, cfg, device, Part.STEP_FULL, stage.key, stage, gen, WARMUP[device], REPEATS[device],
                       FULL_STEP_HOST_ROUNDS)
     took = time.perf_counter() - t0
-    said_timed(Part.STEP_FULL, stage.key, took)
+    said_timed(Part.STEP_FULL, stage.key, found, took)
     return _timed(found, took)
 
 
@@ -230,14 +243,23 @@ def main() -> int:
     device = request["device"]
     keyed = (Stage.from_key(request["a"]), Stage.from_key(request["b"]))
     configs = [BenchConfig.from_dict(data) for data in request["configs"]]
+    breakdown = bool(request.get("breakdown"))
+    # A key leaves out the family's own parts (llama's SwiGLU is plain): each stage in the config's family form, as
+    # the worker builds it (run.step) and the comparison was parsed (sweep.spec).
+    points = [(cfg, tuple(dict.fromkeys(stage.for_family(cfg.family) or stage for stage in keyed))) for cfg in configs]
+    # a CPU runs ops as they are called: there is no host time to take, so no full-depth step
+    probes = list(dict.fromkeys((probe_config(configs, cfg), stage) for cfg, stages in points for stage in stages)) \
+        if device == "cuda" else []
+    ahead = compile_ahead(jobs_for(points, breakdown, probes), device)
+    if ahead is not None:
+        print(ahead_line(ahead.steps, ahead.processes, ahead.seconds, len(ahead.failed)), file=sys.stderr, flush=True)
     full: dict[tuple[str, BenchConfig], KernelTime | str] = {}
-    for i, cfg in enumerate(configs):
+    for i, (cfg, stages) in enumerate(points):
         print(point_line(i), file=sys.stderr, flush=True)
-        # A key leaves out the family's own parts (llama's SwiGLU is plain): each stage in the config's family form,
-        # as the worker builds it (run.step) and the comparison was parsed (sweep.spec).
-        stages = tuple(dict.fromkeys(stage.for_family(cfg.family) or stage for stage in keyed))
-        timings, missing = time_point(cfg, stages, device, breakdown=bool(request.get("breakdown")))
-        if device == "cuda":   # a CPU runs ops as they are called: there is no host time to take
+        timings, missing = time_point(cfg, stages, device, breakdown=breakdown)
+        if i == 0:
+            timings = replace(timings, ahead=ahead)
+        if device == "cuda":
             timings, missing = with_full_steps(timings, missing, stages, cfg, probe_config(configs, cfg), full)
         print(json.dumps({"index": i, "timings": timings.to_dict(), "missing": list(missing)}), flush=True)
     return 0

@@ -8,8 +8,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from bench_core.results.records import Status
-from bench_core.sweep.predict import STEP_PARTS
 from bench_core.sweep.records import PointResult, SweepResult
+from bench_core.sweep.timings import STEP_PARTS
 
 
 @dataclass(frozen=True)

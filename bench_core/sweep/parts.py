@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench_core.sweep.predict import KernelTime, Part, breakdown_parts
+from bench_core.sweep.predict import breakdown_parts
 from bench_core.sweep.records import PointResult, SweepResult
+from bench_core.sweep.timings import KernelTime, Part
 
 BREAKDOWN_TITLE = "Each part of a block timed alone, A beside B"
 BREAKDOWN_CAPTION = ("Per step: a call's time times the part's calls in a step, for the parts where B runs another "

@@ -18,8 +18,8 @@ from bench_core.results.records import Status
 from bench_core.sweep import plan
 from bench_core.sweep.crossover import Crossover, Estimate, crossover
 from bench_core.sweep.measured import PointMeasurement, peak_change
-from bench_core.sweep.predict import PointTimings
 from bench_core.sweep.spec import SweepSpec
+from bench_core.sweep.timings import PointTimings
 
 TALLY_WORDS = "measured end to end"   # how the tally, and so a file's stored tally, reads
 FORMAT = "bench_core.sweep/1"   # a sweep JSON's first key says what it is (import tells it from a run's file)

@@ -9,6 +9,8 @@ shape compiled once is loaded from there (compile time is not measured: it falls
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -25,10 +27,11 @@ from bench_core.results.records import Status
 from bench_core.results.summary import summarize
 from bench_core.run.runner import RunHooks, new_run, run_all
 from bench_core.sweep import plan
-from bench_core.sweep.predict import MissingTiming, PointTimings, predict
+from bench_core.sweep.predict import MissingTiming, predict
 from bench_core.sweep.records import Phase, PointMeasurement, PointPrediction, PointResult, Progress, SweepResult
 from bench_core.sweep.spec import Comparison, SweepPoint, SweepSpec
-from bench_core.sweep.timing_lines import CUT, PART_TIMED, POINT_BEGINS, cut_point
+from bench_core.sweep.timing_lines import AHEAD, AHEAD_BEGINS, CUT, PART_TIMED, POINT_BEGINS, cut_point
+from bench_core.sweep.timings import PointTimings
 
 Timed = tuple[int, PointTimings | None, tuple[str, ...]]   # (point index, its timings, parts not timed)
 PredictPoints = Callable[[list[SweepPoint], Comparison, str, threading.Event], Iterator[Timed]]
@@ -66,7 +69,7 @@ def predict_in_process(points: list[SweepPoint], comparison: Comparison, device:
     def stop_on_cancel() -> None:   # ends with the process, so a server's sweeps leave no thread behind
         while proc.poll() is None:
             if cancel.wait(0.5):
-                proc.kill()
+                _kill_group(proc)
                 return
     err: list[str] = []
 
@@ -86,8 +89,7 @@ def predict_in_process(points: list[SweepPoint], comparison: Comparison, device:
             seen.add(point.index)
             yield point.index, PointTimings.from_dict(data["timings"]), tuple(data["missing"])
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _kill_group(proc)   # its compiling-ahead children too (sweep.ahead), were it stopped while they ran
         proc.wait()
         reader.join(timeout=5)
     if cancel.is_set():   # stopped mid-point: where that point's time went (its other points say why)
@@ -95,10 +97,22 @@ def predict_in_process(points: list[SweepPoint], comparison: Comparison, device:
         if cut is not None:
             yield cut[0], None, (cut[1],)
         return
-    said = [line for line in err if line.strip() and not line.startswith((PART_TIMED, POINT_BEGINS))]
+    said = [line for line in err if line.strip() and not line.startswith((PART_TIMED, POINT_BEGINS, AHEAD,
+                                                                          AHEAD_BEGINS))]
     for p in points:
         if p.index not in seen:
             yield p.index, None, (f"the timing process ended early: {said[-1] if said else 'no message'}",)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """The timing process and its children: it leads its own session (start_new_session), so its group is its pid."""
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, signal.SIGKILL)   # before it is reaped: the group cannot be another's yet
+        elif proc.poll() is None:
+            proc.kill()
+    except (ProcessLookupError, PermissionError):   # it and its children had ended
+        pass
 
 
 def measure_end_to_end(cfg: BenchConfig, comparison: Comparison, probe: Probe, hooks: SweepHooks) -> PointMeasurement:
@@ -254,7 +268,10 @@ def run_sweep(spec: SweepSpec, points: list[SweepPoint], probe: Probe, hooks: Sw
     final = replace(state["result"], status=Status.CANCELLED if cancelled else Status.DONE)
     breakdown_s = sum(p.prediction.timings.breakdown_s for p in final.points if p.prediction)
     full_s = sum(p.prediction.timings.full_step_s for p in final.points if p.prediction)
-    spent = ([f"{full_s:.0f} s of it timing the full-depth steps (once a sweep)"] if full_s else []) + (
+    ahead = next((p.prediction.timings.ahead for p in final.points if p.prediction and p.prediction.timings.ahead),
+                 None)
+    spent = ([ahead.words] if ahead else []) + (
+        [f"{full_s:.0f} s of it timing the full-depth steps (once a sweep)"] if full_s else []) + (
         [f"{breakdown_s:.0f} s of it timing the breakdown's parts"] if spec.breakdown else [])
     notes = [final.tally, ", ".join([f"predicting took {predict_s:.0f} s", *spent])]
     untried = [p for p in final.points if p.index not in tried]

@@ -24,14 +24,7 @@ from bench_core.sweep.crossover import Crossover, Direction, Estimate, crossover
 from bench_core.sweep.errors import error_figures, step_time_error
 from bench_core.sweep.figures import sweep_figure
 from bench_core.sweep.history import SweepStore
-from bench_core.sweep.predict import (
-    KernelTime,
-    Part,
-    PointTimings,
-    block_gemms,
-    predict,
-    predict_stage,
-)
+from bench_core.sweep.predict import block_gemms, predict, predict_stage
 from bench_core.sweep.records import (
     PointMeasurement,
     PointPrediction,
@@ -56,6 +49,7 @@ from bench_core.sweep.spec import (
     parse_comparison,
 )
 from bench_core.sweep.terminal import summary_lines
+from bench_core.sweep.timings import KernelTime, Part, PointTimings
 from helpers import plain_title, step_timings
 
 FP32 = Stage("adam-fused", "layernorm", "fp32")

@@ -6,9 +6,9 @@ from bench_core.config.bench_config import BenchConfig
 from bench_core.results.records import Status
 from bench_core.sweep.cli import main as cli_main
 from bench_core.sweep.compare import apart_count, crossovers_side_by_side, same_map, speedups_side_by_side
-from bench_core.sweep.predict import PointTimings
 from bench_core.sweep.records import PointMeasurement, PointPrediction, PointResult, SweepResult, from_json
 from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
+from bench_core.sweep.timings import PointTimings
 
 COMPARISON = parse_comparison("adam+layernorm+fp32,adam-fused+layernorm+fp32", "gpt")
 BASE = BenchConfig(depth=1, width=64, heads=2, seq_len=16, batch_size=2, vocab_size=128, device="cpu")

@@ -11,8 +11,9 @@ import pytest
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.stage import Stage
 from bench_core.sweep import kernels
-from bench_core.sweep.predict import KernelTime, Part, PointTimings, predict, predict_stage
+from bench_core.sweep.predict import predict, predict_stage
 from bench_core.sweep.spec import Axis, SweepSpec, parse_comparison
+from bench_core.sweep.timings import KernelTime, Part, PointTimings
 
 FP32 = Stage("adam-fused", "layernorm", "fp32")
 BF16 = Stage("adam-fused", "layernorm", "bf16")

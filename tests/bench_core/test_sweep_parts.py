@@ -8,10 +8,10 @@ import pytest
 from bench_core.config.bench_config import BenchConfig
 from bench_core.results.records import Status
 from bench_core.sweep.parts import BREAKDOWN_TITLE, breakdown_rows
-from bench_core.sweep.predict import KernelTime, Part, PointTimings
 from bench_core.sweep.records import PointPrediction, PointResult, SweepResult
 from bench_core.sweep.report import render_html
 from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
+from bench_core.sweep.timings import KernelTime, Part, PointTimings
 
 
 def _sweep(compare: str, family: str, times: tuple[KernelTime, ...]) -> SweepResult:

@@ -9,7 +9,8 @@ import pytest
 
 from bench_core.levers.stage import Stage
 from bench_core.run.phases import StepPhase
-from bench_core.sweep.predict import KernelTime, Part, peak_in_depth
+from bench_core.sweep.predict import peak_in_depth
+from bench_core.sweep.timings import KernelTime, Part
 
 
 def _built(tiny_cfg):

@@ -14,7 +14,6 @@ from bench_core.sweep.crossover import Change, Crossover, Estimate, crossover, s
 from bench_core.sweep.errors import coverage
 from bench_core.sweep.figures import sweep_figure
 from bench_core.sweep.lines import line_answers
-from bench_core.sweep.predict import KernelTime, Part, PointTimings
 from bench_core.sweep.records import (
     NotRun,
     PointMeasurement,
@@ -27,6 +26,7 @@ from bench_core.sweep.rows import PREDICTED_MARK, phone_rows, shown_text_rows
 from bench_core.sweep.runner import SweepHooks, run_sweep
 from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
 from bench_core.sweep.terminal import summary_lines
+from bench_core.sweep.timings import KernelTime, Part, PointTimings
 
 DATA = Path(__file__).parents[2] / "docs" / "data"
 APEX_33 = DATA / "h200_2026-12-05_call33_sweep_apex_gpt_2.json"

@@ -8,8 +8,9 @@ import pytest
 from bench_core.config.bench_config import BenchConfig, workload
 from bench_core.levers.stage import Stage
 from bench_core.sweep.kernels import time_point, with_full_steps
-from bench_core.sweep.predict import Part, predict
+from bench_core.sweep.predict import predict
 from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
+from bench_core.sweep.timings import Part
 
 pytestmark = pytest.mark.gpu
 

@@ -135,7 +135,7 @@ def test_a_viewer_cannot_start_a_sweep(app_env, monkeypatch, root, fake_sweeps):
 def test_the_breakdown_asked_for_is_kept_with_the_sweep_and_shown_beside_its_map(app, monkeypatch):
     """The checkbox reaches the sweep's spec (so the timing process times each part); parts timed are shown A beside
     B per step: adam's optimizer 2.0 ms against adam-fused's 0.5."""
-    from bench_core.sweep.predict import KernelTime, Part, PointTimings
+    from bench_core.sweep.timings import KernelTime, Part, PointTimings
 
     def predict_points(points, comparison, device, cancel):
         for p in points:
