@@ -104,6 +104,9 @@ map_args() {  # map_args MAP: the comparison, base model and axes of one of issu
     # processes a stage: each compiled FP8 process spends ~33 s compiling even with a warm cache (call 21)
     fp8) echo "--compare adam-fused+rmsnorm+bf16+compile,adam-fused+rmsnorm+fp8-torchao+compile --model llama-1b
                --axis width=1024,2048,3072,4096 --axis batch_size=2,4 --repeats 2" ;;
+    # the same on an 80 GB H100 at batch 1 and 2: width 4096 at batch 4 needs 89.1 GiB (call 43's refusal)
+    fp8_b12) echo "--compare adam-fused+rmsnorm+bf16+compile,adam-fused+rmsnorm+fp8-torchao+compile --model llama-1b
+                   --axis width=1024,2048,3072,4096 --axis batch_size=1,2 --repeats 2" ;;
     # the Apex BF16 stage against native BF16 on GPT, batch 1-32 at widths 768 and 1280 (gpt2-small's depth)
     apex) echo "--compare adam-fused+layernorm+bf16,apex-fusedadam+apex-fusedln+bf16 --model gpt2-small
                 --axis batch_size=1:32:x2 --axis width=768,1280" ;;
