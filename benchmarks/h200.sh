@@ -107,6 +107,11 @@ map_args() {  # map_args MAP: the comparison, base model and axes of one of issu
     # the same on an 80 GB H100 at batch 1 and 2: width 4096 at batch 4 needs 89.1 GiB (call 43's refusal)
     fp8_b12) echo "--compare adam-fused+rmsnorm+bf16+compile,adam-fused+rmsnorm+fp8-torchao+compile --model llama-1b
                    --axis width=1024,2048,3072,4096 --axis batch_size=1,2 --repeats 2" ;;
+    # the b12 map's two widths either side of its predicted batch-2 crossing (width ~1,700-1,900 in calls 46-47, where
+    # 10 minutes measured batch 1's widest points only), end to end, to check those predictions (sweep_targets.py
+    # --measured THIS --predicted CALL46)
+    fp8_b2) echo "--compare adam-fused+rmsnorm+bf16+compile,adam-fused+rmsnorm+fp8-torchao+compile --model llama-1b
+                  --axis width=1024,2048 --axis batch_size=2 --repeats 2" ;;
     # the Apex BF16 stage against native BF16 on GPT, batch 1-32 at widths 768 and 1280 (gpt2-small's depth)
     apex) echo "--compare adam-fused+layernorm+bf16,apex-fusedadam+apex-fusedln+bf16 --model gpt2-small
                 --axis batch_size=1:32:x2 --axis width=768,1280" ;;
