@@ -281,6 +281,22 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
       IFS=: read -r _ name preset model extra <<< "$mode"
       # shellcheck disable=SC2086  # EXTRA is split on purpose
       run "$name" --preset "$preset" --model "$model" ${extra//,/ } ;;
+    quiet)  # issue 41: a bare training loop against the engine, alternating, three pairs on each launch-bound case
+      log "quiet host"; timeout $(( CALL_BUDGET_S - ($(date +%s) - START) - 20 )) python3 benchmarks/quiet_host.py \
+        --pairs "${QUIET_PAIRS:-3}" --out "$OUT/quiet" > "$OUT/quiet_host.log" 2>&1; log "quiet host exit $?"
+      tail -8 "$OUT/quiet_host.log" | tee -a "$OUT/steps.log" ;;
+    ttr_ab:*)  # ttr_ab:N (issue 41): time to result of the seed's four stages on gpt2-small, 3 processes a stage, this
+      # tree and the carried .baseline tree (git archive of the commit before the change) in turn, N times each;
+      # the first of each pair cold (probe cache removed), as the 50.5 s cold / 50.3 s cached figures were taken
+      n=${mode#ttr_ab:}
+      for i in $(seq 1 "$n"); do for tree in new old; do
+        root=$ROOT; [ $tree = old ] && root=$ROOT/.baseline
+        [ "$i" = 1 ] && rm -rf "$(python3 -c 'from bench_core.machine.cache import cache_dir; print(cache_dir())')"
+        log "time to result $tree $i"
+        (cd "$root" && PYTHONPATH=$root:${PYTHONPATH:-} python3 "$ROOT/benchmarks/time_to_result.py" -- --stages "$SEED4" \
+          --model gpt2-small --no-db --json "$OUT/ttr_${tree}_$i.json" > "$OUT/ttr_${tree}_$i.log" 2>&1)
+        tail -1 "$OUT/ttr_${tree}_$i.log" | tee -a "$OUT/steps.log"
+      done; done ;;
     *) log "unknown mode $mode" ;;
   esac
 done

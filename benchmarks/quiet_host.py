@@ -1,0 +1,128 @@
+"""Does the tool disturb what it measures? A bare training loop against the engine, alternating, on one GPU.
+
+    python benchmarks/quiet_host.py --pairs 3 --out DIR          # both cases, bare then engine, three times each
+    python benchmarks/quiet_host.py bare --stage KEY [shape args]  # one bare loop, its JSON on stdout
+
+The bare loop is one process and nothing else: the engine's own model and step (run.step.build_stage), 20 warm-up
+steps and 2 s, then the engine's timed loop (run.step.measure: CUDA events, the same stopping rule), with no worker
+pool, no parent reading events, no other process. The engine is `python -m bench_core run` on the same stage and
+shape, three processes a stage (the CUDA default), so its look-ahead workers are started while the first is timed.
+
+Each pair is (bare, engine) run back to back; the figure is engine median / bare median, each the median of all
+timed steps of its run. The target: at most 1.03 on the launch-bound stages (the host sets their pace, so a
+process of ours working beside them would show here first).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+# (name, stage key, CLI shape arguments): native BF16 on a 12 x 1536 GPT at batch 16 x 256 tokens, and the seed's
+# Apex BF16 stage on gpt2-small; both launch-bound on an H100/H200 host
+CASES = (
+    ("native_bf16_d1536", "adam-fused+layernorm+bf16",
+     ["--model", "gpt2-small", "--depth", "12", "--width", "1536", "--heads", "24", "--seq-len", "256",
+      "--batch-size", "16", "--vocab-size", "32000"]),
+    ("apex_bf16_gpt2_small", "apex-fusedadam+apex-fusedln+bf16", ["--model", "gpt2-small"]),
+)
+WARMUP_STEPS, WARMUP_MIN_S = 20, 2.0
+
+
+def bare(stage_key: str, shape: list[str]) -> dict:
+    """One bare loop in this process: build, warm up, time; the steps' milliseconds."""
+    import torch
+
+    from bench_core.cli import build_config, parser
+    from bench_core.levers.stage import Stage
+    from bench_core.run.processes import StageJob
+    from bench_core.run.step import build_stage, measure
+
+    args = parser().parse_args(["run", "--stages", stage_key, *shape])
+    cuda = torch.cuda.is_available()
+    cfg = build_config(args, SimpleNamespace(cuda_available=cuda))  # the probe is read for this alone
+    job = StageJob(config=cfg, stage=Stage.from_key(stage_key), device="cuda" if cuda else "cpu", profile=False)
+    built = build_stage(job, job.stage, torch)
+    if built.capture is not None:
+        built.capture()
+    start, steps = time.perf_counter(), 0
+    while steps < WARMUP_STEPS or time.perf_counter() - start < WARMUP_MIN_S:
+        built.step()
+        steps += 1
+    built.sync()
+    timed = measure(built, lambda s: None, torch)
+    times = [s.ms for s in timed.steps]
+    return {"stage": stage_key, "shape": shape, "warmup_steps": steps, "times_ms": times,
+            "median_ms": statistics.median(times)}
+
+
+def engine(stage_key: str, shape: list[str], json_path: Path, root: Path | None = None) -> dict:
+    """The engine's run of the stage (from `root`'s bench_core when given: an older tree, for a before/after);
+    its median over every timed step and each process's median."""
+    cmd = [sys.executable, "-m", "bench_core", "run", "--quiet", "--no-db", "--stages", stage_key, *shape,
+           "--json", str(json_path)]
+    env = {**os.environ, "PYTHONPATH": f"{root.resolve()}:{os.environ.get('PYTHONPATH', '')}"} if root else None
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env, cwd=root)  # noqa: S603 (our own argv)
+    data = json.loads(json_path.read_text())
+    stage = data["stages"][0]
+    rounds, times = stage.get("rounds") or [len(stage["times_ms"])], stage["times_ms"]
+    per_process, at = [], 0
+    for n in rounds:
+        per_process.append(statistics.median(times[at:at + n]))
+        at += n
+    quiet = stage.get("quiet") or []
+    return {"median_ms": statistics.median(times), "process_medians_ms": per_process,
+            "tool_busy_s": [q.get("tool_busy_s") for q in quiet]}
+
+
+def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    out = out.resolve()
+    rows = []
+    for name, key, shape in CASES:
+        if cases and name not in cases:
+            continue
+        for i in range(1, pairs + 1):
+            raw = subprocess.run([sys.executable, __file__, "bare", "--stage", key, *shape],  # noqa: S603
+                                 check=True, capture_output=True, text=True).stdout
+            (out / f"bare_{name}_{i}.json").write_text(raw)
+            b = json.loads(raw)
+            e = engine(key, shape, out / f"engine_{name}_{i}.json", root)
+            rows.append({"case": name, "pair": i, "bare_ms": b["median_ms"], "engine_ms": e["median_ms"],
+                         "ratio": e["median_ms"] / b["median_ms"], "engine_process_medians_ms":
+                         e["process_medians_ms"], "tool_busy_s": e["tool_busy_s"]})
+            r = rows[-1]
+            print(f"{name} pair {i}: bare {r['bare_ms']:.2f} ms, engine {r['engine_ms']:.2f} ms "
+                  f"(processes {', '.join(f'{m:.2f}' for m in r['engine_process_medians_ms'])}), "
+                  f"engine/bare {r['ratio']:.3f}, tool_busy_s {r['tool_busy_s']}", flush=True)
+    (out / "quiet_host.json").write_text(json.dumps(rows, indent=1))
+    worst = max(r["ratio"] for r in rows)
+    print(f"worst engine/bare over {len(rows)} pairs: {worst:.3f} (target <= 1.03)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bare"]:
+        p = argparse.ArgumentParser()
+        p.add_argument("--stage", required=True)
+        known, shape = p.parse_known_args(argv[1:])
+        print(json.dumps(bare(known.stage, shape)))
+        return 0
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--pairs", type=int, default=3)
+    p.add_argument("--out", type=Path, default=Path("quiet_host_out"))
+    p.add_argument("--cases", help="comma-separated case names (default: all): " + ", ".join(c[0] for c in CASES))
+    p.add_argument("--engine-root", type=Path, help="run the engine from this tree's bench_core (a before/after)")
+    args = p.parse_args(argv)
+    return compare(args.pairs, args.out, args.cases.split(",") if args.cases else None, args.engine_root)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
