@@ -178,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
                    "on stdin (how a run starts it early and measures when the GPU is idle)")
     args = p.parse_args(argv)
     import torch
-    if args.wait:
+    if args.wait:  # started by a run, whose quiet windows may stop it: it must not outlive the run stopped
+        from bench_core.config.environment import die_with_parent
+        die_with_parent()
         if sys.stdin.readline().strip() != "go":
             return 0
     ceilings = cached_or_measure(torch, refresh=args.refresh)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench_core.config.bench_config import BenchConfig
-from bench_core.config.environment import DISTRIBUTED_ENV, child_env
+from bench_core.config.environment import DISTRIBUTED_ENV, child_env, die_with_parent  # noqa: F401 (workers')
 from bench_core.levers.stage import Stage
 from bench_core.machine.conditions import RUN_PID_ENV
 from bench_core.run.events import Built, Error, Unavailable, decode
@@ -22,15 +22,6 @@ from bench_core.run.events import Built, Error, Unavailable, decode
 SETTLED_EVENTS = (Built, Unavailable, Error)
 
 STDERR_LINES = 12  # what a failed stage keeps of its worker's stderr
-
-
-def die_with_parent() -> None:
-    """If the server is killed (even kill -9), its stage worker must not live on holding the GPU."""
-    try:
-        import ctypes
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def describe_exit(code: int) -> str:
