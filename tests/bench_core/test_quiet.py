@@ -206,3 +206,14 @@ def test_a_cancel_during_a_window_leaves_nothing_stopped(monkeypatch):
         for pid, started in spy.workers:
             kill_group(pid, started)
         stop(measurer.proc)
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_isolate_host_holds_live_updates_until_the_window_closes(isolate):
+    hooks = RunHooks(isolate_host=isolate)
+    during: list[bool] = []
+    hooks.on_update = lambda run: during.append(hooks.quiet.is_set())
+    run = run_all(new_run(replace(CFG, iters=5), [Stage()], PROBE, "custom"), PROBE, hooks)
+    assert run.stages[0].status == Status.OK and run.stages[0].times_ms and during
+    # held: no update while a stage is timed (its steps arrive once the window has closed); otherwise step by step
+    assert any(during) is not isolate
