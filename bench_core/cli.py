@@ -72,6 +72,8 @@ def parser() -> argparse.ArgumentParser:
                      help="with --cluster: if the node is lost mid-run, run the stages not yet measured on another "
                      "node of the same GPU type (same-gpu) or on any other node (any)")
     run.add_argument("--quiet", action="store_true", help="no progress bars: one plain line per stage round as it ends")
+    run.add_argument("--isolate-host", action="store_true", help="also hold the progress display while a stage is "
+                     "timed (its quiet window): it is brought up to date as each window closes")
     probe = sub.add_parser("probe", help="report what this machine can run")
     probe.add_argument("--json", action="store_true", help="print JSON")
     imp = sub.add_parser("import", help="import a CSV or JSON result into the history (exit 2 if rejected)")
@@ -245,7 +247,7 @@ def _run(args: argparse.Namespace, console: Any, spares: SpareWorkers, packages:
                 hook(current, stage)
 
         hooks = RunHooks(on_update=on_update, timeout_s=limits.stage_timeout_s, spares=spares,
-                         on_stage_done=on_stage_done)
+                         on_stage_done=on_stage_done, isolate_host=args.isolate_host)
         run = target.executor.run_all(run, probe, hooks, target.retry) if target is not None else \
             run_all(run, probe, hooks)
     if store is not None:

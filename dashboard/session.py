@@ -4,6 +4,7 @@ Imports stay light (no torch) so the first paint is not held up.
 """
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 import uuid
@@ -31,7 +32,8 @@ def get_manager() -> JobManager:
     """One per server process: jobs outlive the browser tab (and session) that started them."""
     address = cluster_address()  # BENCH_RAY_ADDRESS: runs go to the cluster; unset, to this machine (no Ray)
     return JobManager(Store(), load_limits(), probe=PROBE_OVERRIDE,
-                      executor=executor_for(address) if address else None)
+                      executor=executor_for(address) if address else None,
+                      isolate_host=os.environ.get("BENCH_ISOLATE_HOST") == "1")  # as `run --isolate-host`
 
 
 @st.cache_resource(show_spinner=False)

@@ -144,7 +144,13 @@ class CeilingsProcess:
         from bench_core.config.environment import child_env
         self.proc = subprocess.Popen(  # noqa: S603 (our own argv)
             [sys.executable, "-m", "bench_core.machine.ceilings", "--json", "--wait"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=child_env(self.env))
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=child_env(self.env),
+            start_new_session=True)  # its own group: a run's quiet windows stop it while a stage is timed
+
+    @property
+    def group(self) -> int | None:
+        """Its process group while it runs (run.quiet pauses it); None before `start` and after it ends."""
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
     def measure(self) -> Ceilings | None:
         """Measured (or cached) ceilings; None when the process fails or runs past its limit (a run goes on)."""
@@ -172,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
                    "on stdin (how a run starts it early and measures when the GPU is idle)")
     args = p.parse_args(argv)
     import torch
-    if args.wait:
+    if args.wait:  # started by a run, whose quiet windows may stop it: it must not outlive the run stopped
+        from bench_core.config.environment import die_with_parent
+        die_with_parent()
         if sys.stdin.readline().strip() != "go":
             return 0
     ceilings = cached_or_measure(torch, refresh=args.refresh)

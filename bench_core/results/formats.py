@@ -27,7 +27,7 @@ from bench_core.measure.warmup import traces_from
 from bench_core.models.families import collect_errors
 from bench_core.results.columns import DISPLAY_COLUMNS, DisplayColumn, Field, Getter, display_fields
 from bench_core.results.records import OLD_SCHEMAS, RUN_ACTIVE, SCHEMA, STAGE_FINISHED, RunResult, StageResult, Status
-from bench_core.results.summary import RunSummary, StageSummary, summarize
+from bench_core.results.summary import QUIET_FIELDS, RunSummary, StageSummary, summarize
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 Column = Field     # one CSV/JSON column: name, type, where the value comes from
@@ -43,6 +43,10 @@ def _r(fn: Callable[[RunResult], Any]) -> Getter:
 
 def _profile(attr: str) -> Getter:
     return lambda run, stage: getattr(stage.profile, attr) if stage.profile else None
+
+
+def _quiet(name: str) -> Getter:
+    return lambda run, stage: getattr(stage.quiet, name) if stage.quiet else None
 
 
 def file_columns(display: tuple[DisplayColumn, ...]) -> list[Column]:
@@ -74,6 +78,7 @@ def file_columns(display: tuple[DisplayColumn, ...]) -> list[Column]:
         Column("sdpa_backend", "str", _s(lambda s: s.result.sdpa_backend or "")),
         Column("autocast_dtype", "str", _s(lambda s: s.result.autocast_dtype or "")),
         Column("warmup_s", "float", _s(lambda s: s.result.warmup_s)),
+        *[Column(name, "float", _quiet(name)) for name in QUIET_FIELDS],
         Column("run_id", "str", _r(lambda r: r.run_id)), Column("created_at", "str", _r(lambda r: r.created_at)),
         Column("preset", "str", _r(lambda r: r.preset)), Column("device", "str", _r(lambda r: r.device)),
         Column("gpu", "str", _r(lambda r: r.gpu)), Column("torch", "str", _r(lambda r: r.machine.torch or "")),

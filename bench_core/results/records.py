@@ -46,6 +46,48 @@ RUN_ACTIVE = frozenset({Status.QUEUED, Status.RUNNING})
 _TUPLES = ("times_ms", "losses", "host_ms", "rounds", "warnings", "rank_peak_mib")
 
 
+def _seconds(data: dict, name: str, optional: bool = True) -> float | None:
+    value = data.get(name)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"quiet window field {name}: {value!r} is not a non-negative number")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class QuietRecord:
+    """One process's quiet window (run.quiet): from its release (or `go`) to the end of its measured work, what
+    else used the host. CPU-seconds; None where it could not be read (no /proc: not Linux)."""
+    round: int
+    window_s: float                   # wall seconds the window was open
+    paused_groups: int = 0            # the run's other process groups stopped for it (0: pausing was off)
+    counted_processes: int | None = None  # processes of those groups read from /proc: each may add a tick
+    tool_busy_s: float | None = None  # CPU the run's other processes used in the window: 0 when all were paused
+    parent_busy_s: float | None = None  # the parent's own CPU (it reads the worker's event lines)
+    host_busy_s: float | None = None  # the host's busy CPU less the timed process tree's: load from all else
+    timed_cores: tuple[int, ...] = ()  # the cores the timed process was pinned to; () where it was not
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "timed_cores": list(self.timed_cores)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> QuietRecord:
+        if not isinstance(data, dict):
+            raise ValueError(f"quiet window: {data!r} is not an object")
+        counted = data.get("counted_processes")
+        cores = data.get("timed_cores") or []
+        for name, value in (("round", data.get("round")), ("paused_groups", data.get("paused_groups", 0)),
+                            ("counted_processes", 0 if counted is None else counted), *(
+                                ("timed_cores", c) for c in cores)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"quiet window field {name}: {value!r} is not a non-negative integer")
+        return cls(round=data["round"], window_s=_seconds(data, "window_s", optional=False) or 0.0,
+                   paused_groups=data.get("paused_groups", 0), counted_processes=counted,
+                   tool_busy_s=_seconds(data, "tool_busy_s"), parent_busy_s=_seconds(data, "parent_busy_s"),
+                   host_busy_s=_seconds(data, "host_busy_s"), timed_cores=tuple(cores))
+
+
 @dataclass(frozen=True)
 class StageResult:
     index: int
@@ -81,7 +123,9 @@ class StageResult:
     gemm_share: GemmShare | None = None  # the share of GEMM time a lever's rule counts (FP8), and the GEMMs outside
     started_at: float | None = None      # wall clock (epoch s) when `go` was sent (the worker may still be building)
     finished_at: float | None = None
-    timeline: dict[str, float] = field(default_factory=dict)  # worker event -> seconds since its process start
+    timeline: dict[str, float] = field(default_factory=dict)  # the last process's event -> s since it started
+    timelines: tuple[dict[str, float], ...] = ()  # each round's process: event -> wall clock (epoch s), in order
+    quiet: tuple[QuietRecord, ...] = ()  # each round's quiet window (run.quiet), in order
     imported_metrics: dict | None = None  # figures of a stage imported from CSV (no raw series)
     node: str | None = None              # the cluster node that ran it, where its run spanned nodes (a retry)
 
@@ -120,6 +164,8 @@ class StageResult:
         data["conditions"] = self.conditions.to_dict() if self.conditions else None
         data["gemm_share"] = self.gemm_share.to_dict() if self.gemm_share else None
         data["warmups"] = [w.to_dict() for w in self.warmups]
+        data["timelines"] = [dict(t) for t in self.timelines]
+        data["quiet"] = [q.to_dict() for q in self.quiet]
         for name in _TUPLES:
             data[name] = list(getattr(self, name))
         return data
@@ -136,6 +182,8 @@ class StageResult:
         clean["conditions"] = Conditions.from_dict(clean["conditions"]) if clean.get("conditions") else None
         clean["gemm_share"] = GemmShare.from_dict(clean["gemm_share"]) if clean.get("gemm_share") else None
         clean["warmups"] = traces_from(clean.get("warmups"))   # absent before warm-ups were recorded
+        clean["timelines"] = tuple(_timeline(t) for t in clean.get("timelines") or ())  # absent in older files
+        clean["quiet"] = tuple(QuietRecord.from_dict(q) for q in clean.get("quiet") or ())
         if "rounds" not in data and clean["times_ms"] and clean["status"] == Status.OK:
             clean["rounds"] = (len(clean["times_ms"]),)  # a schema-1 run: one round
         return cls(**clean)
@@ -179,6 +227,13 @@ class RunResult:
                    run_id=data["run_id"], created_at=data["created_at"],
                    status=Status(data.get("status", "done")), imported=bool(data.get("imported")),
                    node=data.get("node") or None)
+
+
+def _timeline(data: Any) -> dict[str, float]:
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, (int, float)) and
+                                             not isinstance(v, bool) for k, v in data.items()):
+        raise ValueError(f"timelines: {data!r} is not an object of event names and times")
+    return {k: float(v) for k, v in data.items()}
 
 
 def initial_stage(index: int, stage: Stage, iters: int) -> StageResult:

@@ -16,7 +16,29 @@ from bench_core.measure.metrics import Rates, rates
 from bench_core.measure.noise import StageConditions, Warming, warming
 from bench_core.measure.proof import KernelCell, kernel_cells
 from bench_core.results.near_one import decimals_of, span, times
-from bench_core.results.records import RunResult, StageResult, Status
+from bench_core.results.records import QuietRecord, RunResult, StageResult, Status
+
+QUIET_FIELDS = ("quiet_window_s", "tool_busy_s", "parent_busy_s", "host_busy_s")
+
+
+@dataclass(frozen=True)
+class QuietTotals:
+    """A stage's quiet windows (run.quiet) summed over its processes: their wall seconds, and the CPU-seconds in
+    them of the run's other processes, of the parent, and of the rest of the host. None: not read (not Linux)."""
+    quiet_window_s: float | None
+    tool_busy_s: float | None
+    parent_busy_s: float | None
+    host_busy_s: float | None
+
+
+def quiet_totals(records: tuple[QuietRecord, ...]) -> QuietTotals | None:
+    if not records:
+        return None
+
+    def total(values: list[float | None]) -> float | None:
+        return None if any(v is None for v in values) else round(sum(v for v in values if v is not None), 4)
+    return QuietTotals(total([q.window_s for q in records]), total([q.tool_busy_s for q in records]),
+                       total([q.parent_busy_s for q in records]), total([q.host_busy_s for q in records]))
 
 
 @dataclass(frozen=True)
@@ -54,6 +76,7 @@ class StageSummary:
     conditions: StageConditions | None  # GPU and host over the timed steps (CUDA); their causes are in noise_reason
     warming_processes: int | None     # processes still warming up when timed (noise.warming); None: none judged
     gemm_fp8_share: float | None      # FP8 GEMM time / all GEMM time, for stages with an FP8 share rule (CUDA)
+    quiet: QuietTotals | None         # its quiet windows, summed over its processes
     result: StageResult = field(repr=False)
 
     @property
@@ -254,7 +277,9 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
                             metrics.get("energy_j_per_token")),
         skipped_steps=stage.skipped_steps, conditions=conditions,
         warming_processes=metrics.get("warming_processes") if imported_csv else warm.count,
-        gemm_fp8_share=stage.gemm_share.share if stage.gemm_share else metrics.get("gemm_fp8_share"), result=stage)
+        gemm_fp8_share=stage.gemm_share.share if stage.gemm_share else metrics.get("gemm_fp8_share"),
+        quiet=(QuietTotals(*(metrics.get(n) for n in QUIET_FIELDS)) if imported_csv and
+               metrics.get("quiet_window_s") is not None else quiet_totals(stage.quiet)), result=stage)
 
 
 def _noise_reason(stage: StageResult, round_medians: tuple[float, ...],

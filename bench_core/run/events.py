@@ -1,7 +1,8 @@
 """The worker → parent event protocol: one JSON object per line on the worker's stdout.
 
 Both sides use this module: the worker's emitter encodes these dataclasses, the parent's fold decodes them.
-Every event carries `t`, seconds since the worker process started (the per-stage timeline).
+Every event carries `t`, seconds since the worker process started (the per-stage timeline), and `at`, the
+worker's wall clock (epoch s) when it was emitted: every process's timeline on the run's one clock.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any, ClassVar
 class Event:
     name: ClassVar[str] = ""
     t: float = 0.0
+    at: float = 0.0
 
     def encode(self) -> str:
         return json.dumps({"event": self.name, **asdict(self)}, default=str)

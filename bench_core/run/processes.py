@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench_core.config.bench_config import BenchConfig
-from bench_core.config.environment import DISTRIBUTED_ENV, child_env
+from bench_core.config.environment import DISTRIBUTED_ENV, child_env, die_with_parent  # noqa: F401 (workers')
 from bench_core.levers.stage import Stage
 from bench_core.machine.conditions import RUN_PID_ENV
 from bench_core.run.events import Built, Error, Unavailable, decode
@@ -22,15 +22,6 @@ from bench_core.run.events import Built, Error, Unavailable, decode
 SETTLED_EVENTS = (Built, Unavailable, Error)
 
 STDERR_LINES = 12  # what a failed stage keeps of its worker's stderr
-
-
-def die_with_parent() -> None:
-    """If the server is killed (even kill -9), its stage worker must not live on holding the GPU."""
-    try:
-        import ctypes
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def describe_exit(code: int) -> str:
@@ -66,6 +57,7 @@ class StageJob:
     profile: bool = True          # the kernel proof and breakdown are taken once per stage, in its first round
     build_ahead: bool = True      # build model and optimizer before the go signal (off when memory is tight)
     threads: int | None = None    # torch's CPU threads in the worker (a server's job leaves itself a core)
+    timed_cores: int | None = None  # cores its timed steps are pinned to (run.quiet): its threads are capped there
 
     @property
     def gated(self) -> bool:
@@ -77,14 +69,14 @@ class StageJob:
     def to_json(self) -> str:
         return json.dumps({"config": self.config.to_dict(), "stage": self.stage.key, "device": self.device,
                            "round": self.round, "profile": self.profile, "build_ahead": self.build_ahead,
-                           "threads": self.threads})
+                           "threads": self.threads, "timed_cores": self.timed_cores})
 
     @classmethod
     def from_json(cls, text: str) -> StageJob:
         data = json.loads(text)
         return cls(config=BenchConfig.from_dict(data["config"]), stage=Stage.from_key(data["stage"]),
                    device=data["device"], round=data["round"], profile=data["profile"],
-                   build_ahead=data["build_ahead"], threads=data["threads"])
+                   build_ahead=data["build_ahead"], threads=data["threads"], timed_cores=data.get("timed_cores"))
 
 
 @dataclass
@@ -124,6 +116,10 @@ class SpareWorkers:
 
     def __len__(self) -> int:
         return len(self._spare)
+
+    def groups(self) -> list[int]:
+        """The process groups of the spares not adopted (each started in a session of its own)."""
+        return [started.proc.pid for started in self._spare if started.proc.poll() is None]
 
     def close(self) -> None:
         while self._spare:
@@ -290,6 +286,10 @@ class WorkerPool:
                 self._next += 1
             handle = WorkerHandle(self.jobs[index], self.env, warm_cuda=self.warm_cuda)
         return handle
+
+    def groups(self) -> list[int]:
+        """The process groups of every worker started and not yet taken, and of the spares (run.quiet pauses them)."""
+        return [h.proc.pid for h in self._started.values() if h.alive] + (self.spares.groups() if self.spares else [])
 
     def close(self) -> None:
         for handle in self._started.values():

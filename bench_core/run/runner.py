@@ -27,10 +27,17 @@ from bench_core.run.processes import (
     describe_exit,
     meaningful_stderr,
 )
+from bench_core.run.quiet import QuietHost, QuietWindow
 
 WORKERS_AHEAD_CUDA = 8   # processes started (and models built) before the first stage's measured work
 PREVIOUS_EXIT_S = 60.0    # the longest a warm-up waits for the last stage's process to exit (_reap's grace)
 BUILD_AHEAD_SHARE = 0.25  # of free GPU memory that idle, pre-built workers' weights may hold
+# How long the read loop blocks on a worker's line queue once nothing waits on a release: a line wakes it at once,
+# so this bounds only how late a cancel or a stage's time limit is noticed, and the parent sleeps in between.
+IDLE_WAIT_S = 0.5
+# While a release is pending the loop also watches other processes (the next worker built, the last one exited),
+# which send it no line: a short wait then. Nothing is timed yet; a late release only lengthens the warm-up.
+RELEASE_WAIT_S = 0.02
 
 
 class CeilingsMeasurer(Protocol):
@@ -53,6 +60,10 @@ class RunHooks:
     timeout_s: float = 900.0
     ceilings: CeilingsMeasurer | None = None   # None: a CeilingsProcess on CUDA when the probe has no ceilings
     spares: SpareWorkers | None = None         # workers started while the probe ran; the pool adopts them
+    ahead: int | None = None                   # workers started ahead; None: WORKERS_AHEAD_CUDA on CUDA, else 1
+    pause_others: bool = True                  # quiet windows stop (and pin away) the run's other processes
+    isolate_host: bool = False                 # also hold on_update while a window is open, sent once it closes
+    quiet: threading.Event = field(default_factory=threading.Event)  # set while a quiet window is open
 
 
 def new_run(cfg: BenchConfig, stages: Iterable[Stage], probe: Probe, preset: str) -> RunResult:
@@ -68,6 +79,9 @@ class StageFold:
         self.result = result
         self.on_update = on_update
         self.round_start = len(result.times_ms)
+        self.timeline: dict[str, float] = {}   # this process's events: seconds since it started
+        self.wall: dict[str, float] = {}       # the same events on the run's wall clock
+        self.timelines_before = result.timelines
 
     def update(self, result: StageResult) -> None:
         self.result = result
@@ -77,7 +91,11 @@ class StageFold:
         r = self.result
         if isinstance(event, (ev.Ready, ev.Built, ev.Started, ev.Warmup, ev.Memory, ev.Profiled, ev.Kernels,
                               ev.Finished)):
-            self.result = replace(r, timeline={**r.timeline, event.name: event.t})
+            self.timeline[event.name] = event.t
+            if event.at:
+                self.wall[event.name] = event.at
+            self.result = replace(r, timeline=dict(self.timeline),
+                                  timelines=self.timelines_before + ((dict(self.wall),) if self.wall else ()))
         if isinstance(event, ev.Built):
             self.result = replace(self.result, params=event.params, optimizer_class=event.optimizer_class,
                                   norm_class=event.norm_class, norm_modules=dict(event.norm_modules))
@@ -132,7 +150,8 @@ def _sum(a: Any, b: Any) -> Any:
     return b if a is None else a if b is None else a + b
 
 
-def plan_jobs(run: RunResult, probe: Probe, threads: int | None = None) -> list[tuple[int, StageJob]]:
+def plan_jobs(run: RunResult, probe: Probe, threads: int | None = None,
+              timed_cores: int | None = None) -> list[tuple[int, StageJob]]:
     """(stage index, job) for every runnable stage in every round; odd rounds run the ladder backwards."""
     runnable = [s.index for s in run.stages if s.stage.unavailable_reason(probe, run.device) is None]
     free = probe.free_bytes.get(run.device)
@@ -146,7 +165,8 @@ def plan_jobs(run: RunResult, probe: Probe, threads: int | None = None) -> list[
         order = runnable if rnd % 2 == 0 else list(reversed(runnable))
         for i in order:
             jobs.append((i, StageJob(config=run.config, stage=run.stages[i].stage, device=run.device, round=rnd,
-                                     profile=rnd == 0, build_ahead=build_ahead, threads=threads)))
+                                     profile=rnd == 0, build_ahead=build_ahead, threads=threads,
+                                     timed_cores=timed_cores)))
     return jobs
 
 
@@ -163,11 +183,24 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
     """Every stage of a run, round after round; one stage's failure never stops the next."""
     hooks = hooks or RunHooks()
     holder = {"run": run}
+    held = threading.Event()  # an update held back by a window (isolate_host), sent when it closes
 
     def publish(result: StageResult) -> None:
         holder["run"] = holder["run"].with_stage(result)
-        if hooks.on_update:
+        if hooks.isolate_host and hooks.quiet.is_set():
+            held.set()
+        elif hooks.on_update:
             hooks.on_update(holder["run"])
+
+    def window_changed(is_open: bool) -> None:
+        if is_open:
+            hooks.quiet.set()
+            return
+        hooks.quiet.clear()
+        if held.is_set():
+            held.clear()
+            if hooks.on_update:
+                hooks.on_update(holder["run"])
 
     for stage in run.stages:  # stages that cannot run here say so at once, and keep saying so
         reason = stage.stage.unavailable_reason(probe, run.device)
@@ -175,14 +208,21 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
             publish(replace(stage, status=Status.UNAVAILABLE, reason=reason))
             if hooks.on_stage_done:
                 hooks.on_stage_done(holder["run"], holder["run"].stages[stage.index])
-    jobs = plan_jobs(run, probe, hooks.worker_threads)
+    measurer = hooks.ceilings or (CeilingsProcess(env=hooks.worker_env)
+                                  if run.device == "cuda" and probe.ceilings is None else None)
+    done: list[WorkerHandle] = []   # workers whose stage is over; one may still be exiting
+
+    def others() -> list[int]:
+        ceilings = getattr(measurer, "group", None)  # a CeilingsProcess is a group of its own
+        return pool.groups() + [h.proc.pid for h in done if h.alive] + ([ceilings] if ceilings else [])
+
+    quiet = QuietHost(others, pause=hooks.pause_others, on_change=window_changed)
+    jobs = plan_jobs(run, probe, hooks.worker_threads, quiet.timed_core_count)
     singles = [job for _, job in jobs if job.stage.world_size == 1]
-    ahead = WORKERS_AHEAD_CUDA if run.device == "cuda" else 1
+    ahead = hooks.ahead or (WORKERS_AHEAD_CUDA if run.device == "cuda" else 1)
     # No worker creates its CUDA context ahead: that is device work, done when the runner lets it build.
     pool = WorkerPool(singles, hooks.worker_env, ahead, warm_cuda=False, spares=hooks.spares)
     pool.start()
-    measurer = hooks.ceilings or (CeilingsProcess(env=hooks.worker_env)
-                                  if run.device == "cuda" and probe.ceilings is None else None)
     taken = ran = 0
     previous: WorkerHandle | None = None
     after_exit = not steps_fit_twice(run, probe)
@@ -203,8 +243,9 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
                 following = None
             result = run_worker(handle, stage, hooks, publish, pool.top_up, last_round=job.round ==
                                 run.config.repeats - 1, following=following, previous=previous,
-                                after_exit=after_exit)
+                                after_exit=after_exit, quiet=quiet)
             previous = handle
+            done[:] = [h for h in done if h.alive] + [handle]
             publish(result)
             if hooks.on_stage_done:
                 hooks.on_stage_done(holder["run"], result)
@@ -212,6 +253,7 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
                 measurer.start()  # after the first stage, never before it: its import and CUDA context only
             ran += 1
     finally:
+        quiet.close()  # no process is left stopped, whatever ended the loop
         pool.close()
     cancelled = hooks.cancel.is_set()
     # The ceilings are measured after the last stage, not between stages: until then the pool's idle workers hold
@@ -243,14 +285,18 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
 def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publish: Callable[[StageResult], None],
                top_up: Callable[[], None], last_round: bool = True,
                following: WorkerHandle | None = None, previous: WorkerHandle | None = None,
-               after_exit: bool = False) -> StageResult:
+               after_exit: bool = False, quiet: QuietHost | None = None) -> StageResult:
     """One round of one stage in `handle`'s process. The stage is `running` until its last round ends.
 
     `following`, the next stage's worker, is let build once this one has started its warm-up; this one's warm-up
     is released (its timed steps may begin) once `following` has built and `previous`, the last stage's worker,
     has exited (its CUDA teardown, about a second, runs after its result is in): so no other process of the run
     does device work while this one is timed or profiled. With `after_exit` (two steps do not fit the device at
-    once: steps_fit_twice) this one's warm-up too waits for `previous` to exit."""
+    once: steps_fit_twice) this one's warm-up too waits for `previous` to exit.
+
+    With `quiet`, a quiet window (run.quiet) is open from the release (or `go`, for a worker that is not gated)
+    to the end of the measured work (`profiled` when it profiles, else `memory`): the run's other processes are
+    stopped meanwhile, and the next worker is started (`top_up`) only after the window has closed."""
     fold = StageFold(replace(stage, status=Status.RUNNING if stage.status == Status.PENDING else stage.status),
                      publish)
     lines = handle.lines
@@ -262,38 +308,58 @@ def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publis
     deadline = time.monotonic() + PREVIOUS_EXIT_S
     while after_exit and previous is not None and previous.alive and time.monotonic() < deadline:
         time.sleep(0.02)
-    handle.go()
+    window: QuietWindow | None = None
+
+    def open_window() -> QuietWindow | None:
+        return quiet.open(handle.proc.pid, handle.job.round) if quiet is not None else None
+
+    def close_window() -> None:
+        nonlocal window
+        record = window.close() if window is not None else None
+        window = None
+        if record is not None:
+            fold.update(replace(fold.result, quiet=fold.result.quiet + (record,)))
+
     stopped: tuple[Status, str] | None = None
     finished = False
-    while True:
-        try:
-            line = lines.get(timeout=0.05)
-        except queue.Empty:
-            line = False
-        if line is None:
-            break
-        if line:
-            event = ev.decode(line)
-            if event is not None:
-                fold.apply(event)
-                if isinstance(event, ev.Profiled) or (isinstance(event, ev.Memory) and not _profiles(handle)):
-                    top_up()  # measured work is over: the next process may start now
-                if isinstance(event, ev.Started) and following is not None:
-                    following.build()
-                finished = finished or isinstance(event, ev.Finished)
-        if not released and (following is None or following.settled.is_set()) and \
-                (previous is None or not previous.alive):
-            handle.release()
-            released = True
-        if finished:
-            break  # its result is complete: the process's exit (CUDA teardown, ~1 s) need not hold the next stage
-        if hooks.cancel.is_set():
-            stopped = (Status.CANCELLED, "cancelled by user")
-        elif time.monotonic() - started > hooks.timeout_s:
-            stopped = (Status.TIMEOUT, f"stage exceeded its {hooks.timeout_s:.0f} s limit")
-        if stopped:
-            handle.kill()
-            break
+    try:
+        if released:
+            window = open_window()  # not gated: its timed steps may follow `go` at once
+        handle.go()
+        while True:
+            try:
+                line = lines.get(timeout=IDLE_WAIT_S if released else RELEASE_WAIT_S)
+            except queue.Empty:
+                line = False
+            if line is None:
+                break
+            if line:
+                event = ev.decode(line)
+                if event is not None:
+                    fold.apply(event)
+                    if isinstance(event, ev.Profiled) or (isinstance(event, ev.Memory) and not _profiles(handle)):
+                        close_window()
+                        top_up()  # measured work is over, the window closed: the next process may start now
+                    if isinstance(event, ev.Started) and following is not None:
+                        following.build()
+                    finished = finished or isinstance(event, ev.Finished)
+            if not released and (following is None or following.settled.is_set()) and \
+                    (previous is None or not previous.alive):
+                window = open_window()
+                handle.release()
+                released = True
+            if finished:
+                break  # its result is complete: the process's exit (CUDA teardown, ~1 s) need not hold the next
+            if hooks.cancel.is_set():
+                stopped = (Status.CANCELLED, "cancelled by user")
+            elif time.monotonic() - started > hooks.timeout_s:
+                stopped = (Status.TIMEOUT, f"stage exceeded its {hooks.timeout_s:.0f} s limit")
+            if stopped:
+                handle.kill()
+                break
+    finally:
+        if window is not None:  # the worker died, was stopped or failed mid-window: the others run again
+            window.close()
     result = replace(fold.result, wall_s=(stage.wall_s or 0) + time.monotonic() - started, finished_at=time.time())
     if finished and not stopped and not (result.status in STAGE_FINISHED and result.status != Status.OK):
         threading.Thread(target=_reap, args=(handle, reader), daemon=True).start()

@@ -33,7 +33,8 @@ class Emitter:
     def __call__(self, event: ev.Event) -> None:
         if self.enabled:
             t = round(time.perf_counter() - SPAWNED_AT, 3)  # seconds since the process started: overhead breakdown
-            self._out.write(type(event)(**{**event.__dict__, "t": t}).encode() + "\n")
+            at = round(time.time(), 3)  # the run's wall clock: every process's timeline on one clock
+            self._out.write(type(event)(**{**event.__dict__, "t": t, "at": at}).encode() + "\n")
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -115,8 +116,11 @@ def profiled_build(job: StageJob, stage: Any, torch: Any) -> Any:
 
 def run(job: StageJob, emit: Emitter, torch: Any) -> None:
     stage = job.stage
-    if job.threads:
-        torch.set_num_threads(job.threads)
+    threads = job.threads
+    if job.timed_cores:  # pinned to these cores while timed: more threads than cores would take turns on them
+        threads = min(threads or torch.get_num_threads(), job.timed_cores)
+    if threads:
+        torch.set_num_threads(threads)
     if job.gated:
         import_packages(stage)  # host work, ahead: the wait for `build` then ends in device work only
         wait_for_line()  # `build`: no device work before it (another process may be timed)

@@ -101,8 +101,12 @@ class _Job:
 class JobManager:
     def __init__(self, store: Store | None, limits: Limits, probe: Probe | None = None, env: dict | None = None,
                  runner: RunAll = run_all, probe_runner: Callable[..., Probe] | None = None,
-                 executor: Executor | None = None):
+                 executor: Executor | None = None, isolate_host: bool = False):
         self.store, self.limits, self.env = store, limits, env
+        # isolate_host: a job's live updates are held while a stage is timed (RunHooks.isolate_host), so the
+        # pages' refreshes find nothing new to draw then; `quiet` is set while such a window is open
+        self.isolate_host = isolate_host
+        self.quiet = threading.Event()
         self.executor = executor  # None: this machine; a cluster's runs each go to the node they name
         self._run_all = runner  # without an executor; with one, its run_all (and the job's retry)
         self._probe_runner = probe_runner or partial(run_probe, packages=KERNEL_PACKAGES)
@@ -336,7 +340,7 @@ class JobManager:
 
         hooks = RunHooks(on_update=on_update, on_stage_done=lambda run, stage: self._persist("save_stage", run, stage),
                          cancel=job.cancel, worker_env=env, worker_threads=job.threads,
-                         timeout_s=self.limits.stage_timeout_s)
+                         timeout_s=self.limits.stage_timeout_s, isolate_host=self.isolate_host, quiet=self.quiet)
         final = self.executor.run_all(job.snapshot.run, probe, hooks, job.retry) if self.executor is not None \
             else self._run_all(job.snapshot.run, probe, hooks)
         self._set(job, status=final.status, run=final, finished_at=time.time())
