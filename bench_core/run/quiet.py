@@ -150,7 +150,7 @@ class QuietWindow:
         self.groups = set(groups)
         self.start = take_reading(host.proc)  # after the pause: a stopped process's counters no longer move
         cores = host.cores
-        if host.pause and len(cores) >= 2:
+        if host.pins and len(cores) >= 2:
             self.timed_cores = cores[1:]
             for pid in tree(self.start.processes or {}, timed_pid):
                 pin(pid, self.timed_cores, host.proc)
@@ -203,8 +203,12 @@ class QuietHost:
     what the pausing prevents). `on_change(True/False)` is told when a window opens and closes."""
 
     def __init__(self, others: Callable[[], Iterable[int]], pause: bool = True,
-                 on_change: Callable[[bool], None] | None = None, proc: str = PROC):
+                 on_change: Callable[[bool], None] | None = None, proc: str = PROC, pin_timed: bool = True):
         self.others, self.pause, self.on_change, self.proc = others, pause, on_change, proc
+        # Pinning is for a GPU run, whose timed process needs a core or two to launch kernels. On a CPU run the
+        # cores are the device being measured: taking one from the stage would change its figure, so it keeps them
+        # all and the parent, blocked on the stage's events, takes its turns.
+        self.pins = pause and pin_timed
         self.tick_s = 1 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
         self.cores = allowed_cores()
         self._open: QuietWindow | None = None
@@ -214,7 +218,7 @@ class QuietHost:
     def timed_core_count(self) -> int | None:
         """The cores a timed process is pinned to (all but the tool's), where it is pinned; its torch threads are
         capped at this, so pinned steps never run more threads than cores."""
-        return len(self.cores) - 1 if self.pause and len(self.cores) >= 2 else None
+        return len(self.cores) - 1 if self.pins and len(self.cores) >= 2 else None
 
     def open(self, timed_pid: int, round_: int) -> QuietWindow:
         with self._lock:

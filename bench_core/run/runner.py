@@ -216,7 +216,7 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
         ceilings = getattr(measurer, "group", None)  # a CeilingsProcess is a group of its own
         return pool.groups() + [h.proc.pid for h in done if h.alive] + ([ceilings] if ceilings else [])
 
-    quiet = QuietHost(others, pause=hooks.pause_others, on_change=window_changed)
+    quiet = QuietHost(others, pause=hooks.pause_others, on_change=window_changed, pin_timed=run.device == "cuda")
     jobs = plan_jobs(run, probe, hooks.worker_threads, quiet.timed_core_count)
     singles = [job for _, job in jobs if job.stage.world_size == 1]
     ahead = hooks.ahead or (WORKERS_AHEAD_CUDA if run.device == "cuda" else 1)

@@ -217,3 +217,24 @@ def test_isolate_host_holds_live_updates_until_the_window_closes(isolate):
     assert run.stages[0].status == Status.OK and run.stages[0].times_ms and during
     # held: no update while a stage is timed (its steps arrive once the window has closed); otherwise step by step
     assert any(during) is not isolate
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning needs two cores")
+@pytest.mark.parametrize("pin_timed", [True, False])
+def test_a_gpu_run_pins_the_timed_process_off_the_tools_core_and_a_cpu_run_does_not(pin_timed):
+    """A GPU run's timed process is kept off the parent's core; a CPU run's keeps every core (they are the device)."""
+    timed = subprocess.Popen(["sleep", "30"], start_new_session=True)  # noqa: S603, S607
+    cores = set(os.sched_getaffinity(0))
+    try:
+        host = QuietHost(lambda: [], pin_timed=pin_timed)
+        window = host.open(timed.pid, 0)
+        inside, parent = os.sched_getaffinity(timed.pid), os.sched_getaffinity(0)
+        window.close()
+        if pin_timed:
+            assert inside == cores - {min(cores)} and parent == {min(cores)}
+            assert host.timed_core_count == len(cores) - 1
+        else:
+            assert inside == cores and parent == cores and host.timed_core_count is None
+        assert os.sched_getaffinity(timed.pid) == cores and os.sched_getaffinity(0) == cores  # restored
+    finally:
+        stop(timed)
