@@ -2,6 +2,7 @@
 the adaptive stopping rule of the timed loop. Pure Python (stdlib only)."""
 from __future__ import annotations
 
+import functools
 import math
 import random
 import statistics
@@ -176,6 +177,7 @@ def _t_coverage(t: float, df: int) -> float:
     return math.sin(theta) * total
 
 
+@functools.lru_cache(maxsize=4096)   # a pure function of two numbers; processes_needed asks for many df in turn
 def t_quantile(level: float, df: int) -> float:
     """The t such that P(|T| <= t) = level (e.g. 12.706 for 0.95 and df 1), by bisection on the exact CDF."""
     if not 0.0 < level < 1.0 or df < 1:
