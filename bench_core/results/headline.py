@@ -32,7 +32,7 @@ def _x(s: StageSummary) -> str:
 def _per_process(s: StageSummary, sep: str = "; ") -> str:
     """Each process's median, or the two groups they fell in (StageSummary.process_medians_text)."""
     text = s.process_medians_text
-    return "" if text is None else sep + (text if s.process_split else "per process " + text)
+    return "" if text is None else sep + text
 
 
 def headline(summary: RunSummary) -> Headline:

@@ -110,15 +110,15 @@ class StageSummary:
 
     @property
     def process_medians_text(self) -> str | None:
-        """'25.6, 25.7, 41.3 ms', or 'processes split in two groups: 25.6, 25.7 | 41.3 ms': said where one median
-        hides how the processes differ (a noisy, launch-bound or split stage of two processes or more)."""
+        """'per process 25.6, 25.7, 41.3 ms', or 'processes split in two groups: 25.6, 25.7 | 41.3 ms': said where one
+        median hides how the processes differ (a noisy, launch-bound or split stage of two processes or more)."""
         if self.process_split is not None:
             return self.process_split.text
         launch = self.ok and self.bottleneck.verdict == breakdown.Bound.LAUNCH
         if len(self.round_medians) < 2 or not (self.noisy or launch):
             return None
         d = stats.ms_decimals(self.round_medians)
-        return ", ".join(f"{m:,.{d}f}" for m in self.round_medians) + " ms"
+        return "per process " + ", ".join(f"{m:,.{d}f}" for m in self.round_medians) + " ms"
 
     @property
     def mfu_text(self) -> str | None:

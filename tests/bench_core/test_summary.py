@@ -146,4 +146,5 @@ def test_a_stage_whose_processes_split_in_two_groups_says_so_in_every_view():
     assert summarize(back).stages[3].process_medians_text == said
     # an even spread of three processes is no split: each process's median, as measured
     even = summarize(run.with_stage(replace(split, times_ms=tuple(m for m in (25.6, 30.1, 34.8) for _ in range(4)))))
-    assert even.stages[3].process_split is None and even.stages[3].process_medians_text == "25.6, 30.1, 34.8 ms"
+    assert even.stages[3].process_split is None
+    assert even.stages[3].process_medians_text == "per process 25.6, 30.1, 34.8 ms"

@@ -36,7 +36,8 @@ def test_a_cpu_runs_result_explains_its_verdict_and_its_longer_bars(app, manager
     assert sum("inconclusive: ×" in line for line in lines) == 2 and not any("±" in line for line in lines), lines
     # the noisy stage's processes, each with its own median
     [noisy] = [s for s in summary.stages if s.noisy]
-    assert any(f"per process {noisy.process_medians_text}" in line for line in lines), lines
+    assert noisy.process_medians_text.startswith("per process ")
+    assert any(f"{noisy.key} — {noisy.noise_reason}; {noisy.process_medians_text}" in line for line in lines), lines
     [together] = [line for line in lines if "No single lever's effect is measurable here" in line]
     assert "together Adam fused and BF16 measure ×1.10 (95% CI ×1.08–1.11, across 3 processes; " \
            "adam-fused+layernorm+bf16 vs adam+layernorm+fp32)" in together
