@@ -64,6 +64,14 @@ timed iterations are over, while it is being profiled.
   H200's llama-1b runs at the power cap, 2 of 7 stages of the second run fell outside the first run's interval,
   both labelled **throttled** in both runs (`docs/data/h200_2026-12-04_call21-22_interval_agreement_peers_llama-1b.txt`;
   26 of 28 stages inside over every pair of runs, `docs/data/h200_interval_agreement_all_pairs.txt`).
+* **What each lever adds** is the ratio of two stages that differ by that lever alone, its interval computed
+  from those two stages' own processes paired by round (the same t-interval), not from their intervals against
+  the baseline, whose noise would count twice. It reads **measured** where the interval excludes ×1.00; **no
+  measurable effect** only where it lies within 3% of ×1.00 (inside [1/1.03, 1.03]: the precision the tool aims
+  for); else **inconclusive**, with its interval and how many processes a stage would narrow it to 3% at the
+  spread its processes showed (and about how long they take). A noisy or launch-bound stage lists each process's
+  median, and says when they **split in two groups** (the largest gap between them over 39 times the spread
+  inside the groups: for three processes of one population that happens under 5% of the time).
 
 ### Throughput, FLOPs and MFU
 The attention term counts the full $T\times T$ score matrix, not the causal half FlashAttention computes: it is

@@ -2,6 +2,7 @@
 the adaptive stopping rule of the timed loop. Pure Python (stdlib only)."""
 from __future__ import annotations
 
+import functools
 import math
 import random
 import statistics
@@ -176,6 +177,7 @@ def _t_coverage(t: float, df: int) -> float:
     return math.sin(theta) * total
 
 
+@functools.lru_cache(maxsize=4096)   # a pure function of two numbers; processes_needed asks for many df in turn
 def t_quantile(level: float, df: int) -> float:
     """The t such that P(|T| <= t) = level (e.g. 12.706 for 0.95 and df 1), by bisection on the exact CDF."""
     if not 0.0 < level < 1.0 or df < 1:
@@ -240,6 +242,105 @@ def speedup_interval(base_rounds: Sequence[Sequence[float]], stage_rounds: Seque
         n = min(len(lb), len(ls))
     return SpeedupInterval(math.exp(centre - half), math.exp(centre + half), n, IntervalScope.ACROSS_PROCESSES,
                            math.exp(centre))
+
+
+# ---------------------------------------------------------------- what an interval can tell
+# A practical equivalence margin: the issue's stated precision target for a lever's effect is 3%, so an effect known
+# to lie within 3% either way of x1.00 is "no measurable effect"; wider, the run cannot tell yet. One convention,
+# symmetric on the log scale: the interval must lie inside [1/1.03, 1.03].
+EQUIVALENCE = 0.03
+
+
+class Effect(StrEnum):
+    """What a 95% interval of a ratio says about x1.00."""
+    MEASURED = "measured"                           # the interval excludes x1.00
+    NO_MEASURABLE_EFFECT = "no measurable effect"   # it holds x1.00 and lies within EQUIVALENCE of it
+    INCONCLUSIVE = "inconclusive"                   # it holds x1.00 but reaches beyond EQUIVALENCE: can't tell yet
+
+
+def effect_of(low: float, high: float) -> Effect:
+    """An interval that excludes x1.00 is measured (however small); one inside [1/(1+EQUIVALENCE), 1+EQUIVALENCE]
+    that holds it is no measurable effect; any other is inconclusive."""
+    if not low <= 1.0 <= high:
+        return Effect.MEASURED
+    if 1 / (1 + EQUIVALENCE) <= low and high <= 1 + EQUIVALENCE:
+        return Effect.NO_MEASURABLE_EFFECT
+    return Effect.INCONCLUSIVE
+
+
+def log_ratio_sd(base_rounds: Sequence[Sequence[float]], stage_rounds: Sequence[Sequence[float]]) -> float | None:
+    """The sample sd of the per-process log-ratios of medians, paired by round (what `speedup_interval` widens
+    by); None without two paired processes with positive medians."""
+    base = [list(r) for r in base_rounds if len(r)]
+    stage = [list(r) for r in stage_rounds if len(r)]
+    lb, ls = _log_medians(base), _log_medians(stage)
+    if lb is None or ls is None or len(lb) != len(ls) or len(lb) < 2:
+        return None
+    return statistics.stdev(b - s for b, s in zip(lb, ls, strict=True))
+
+
+def processes_needed(sd: float, margin: float = EQUIVALENCE, level: float = 0.95,
+                     limit: int = 10_000) -> int | None:
+    """The fewest processes a side n >= 2 whose t-interval, at this sd of the per-process log-ratios, lies within
+    `margin` either way of its point: t(level, n-1) * sd / sqrt(n) <= log(1 + margin). t falls with n, so the
+    first n that holds is the answer; the search starts at the normal approximation's n, which never holds too
+    early (z < t). None past `limit`."""
+    if sd < 0 or margin <= 0:
+        raise ValueError(f"need sd >= 0 and margin > 0, not {sd}, {margin}")
+    target = math.log1p(margin)
+    z = statistics.NormalDist().inv_cdf((1 + level) / 2)
+    n = max(2, math.ceil((z * sd / target) ** 2))
+    while n <= limit:
+        if t_quantile(level, n - 1) * sd / math.sqrt(n) <= target:
+            return n
+        n += 1
+    return None
+
+
+# ---------------------------------------------------------------- processes that fall in two groups
+# The largest gap between sorted per-process medians against the larger range inside the two groups it leaves.
+# For three processes of one population whose spacings are uniform, the larger of the two gaps exceeds k times the
+# smaller with probability 2/(k+1) (the split of two Dirichlet(1,1,1) spacings is uniform); k = 2/alpha - 1 keeps a
+# false split at alpha = 5% for three processes (a normal population gives less, more processes far less).
+SPLIT_FALSE_ALARM = 0.05
+SPLIT_GAP = 2 / SPLIT_FALSE_ALARM - 1
+
+
+@dataclass(frozen=True)
+class ProcessSplit:
+    """Per-process medians that fall in two groups: each group's medians, sorted."""
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+
+    @property
+    def text(self) -> str:
+        """'processes split in two groups: 25.6, 25.7 | 41.3 ms'."""
+        d = ms_decimals((*self.low, *self.high))
+        return (f"processes split in two groups: {', '.join(f'{m:,.{d}f}' for m in self.low)} | "
+                f"{', '.join(f'{m:,.{d}f}' for m in self.high)} ms")
+
+
+def ms_decimals(values: Sequence[float]) -> int:
+    """Decimals that give the smallest of these times three significant digits (25.6, 1.23, 0.123)."""
+    smallest = min((v for v in values if v > 0), default=1.0)
+    return max(0, 2 - math.floor(math.log10(smallest)))
+
+
+def process_split(medians: Sequence[float]) -> ProcessSplit | None:
+    """Two groups where the largest gap between consecutive sorted medians exceeds SPLIT_GAP times the larger range
+    inside the groups it leaves (so the groups' ranges cannot overlap) and is itself beyond NOISE_REPEATS of their
+    median (a gap the repeat rule calls steady is no split); None under three processes, where any gap would do."""
+    xs = sorted(medians)
+    if len(xs) < 3 or xs[0] <= 0:
+        return None
+    gaps = [b - a for a, b in zip(xs, xs[1:], strict=False)]
+    cut = max(range(len(gaps)), key=gaps.__getitem__) + 1
+    low, high = xs[:cut], xs[cut:]
+    inside = max(low[-1] - low[0], high[-1] - high[0])
+    gap = gaps[cut - 1]
+    if gap <= SPLIT_GAP * inside or gap <= NOISE_REPEATS * statistics.median(xs):
+        return None
+    return ProcessSplit(tuple(low), tuple(high))
 
 
 # ---------------------------------------------------------------- adaptive timing

@@ -15,7 +15,7 @@ from typing import Any
 from bench_core.levers.presets import is_twin
 from bench_core.measure.breakdown import Bound, share_text
 from bench_core.measure.noise import StageConditions
-from bench_core.measure.stats import NOISE_SPREAD
+from bench_core.measure.stats import NOISE_SPREAD, SPLIT_GAP
 from bench_core.results.summary import RunSummary, StageSummary
 
 NA = "—"   # a figure that does not apply to this stage, or was not measured: never "None" or a made-up 0
@@ -222,6 +222,13 @@ DISPLAY_COLUMNS: tuple[DisplayColumn, ...] = (
                   (_stage("noisy", "bool", lambda s: s.noisy),
                    _stage("noise_reason", "str", lambda s: s.noise_reason or ""),
                    _stage("warming_processes", "int?", lambda s: s.warming_processes)), Layout.TEXT),
+    DisplayColumn("process_medians", "Per-process medians", lambda s: s.process_medians_text,
+                  "each fresh process's median step time, for a noisy or launch-bound stage, where one median hides "
+                  "how they differ; 'split in two groups' where the largest gap between them is over "
+                  f"{SPLIT_GAP:.0f}× the spread inside the groups it leaves",
+                  (_stage("process_medians_ms", "str", lambda s: ";".join(f"{m:.6g}" for m in s.round_medians)),
+                   _stage("processes_split", "bool", lambda s: s.process_split is not None)), Layout.NOTE,
+                  applies=_any(lambda s: s.process_medians_text is not None)),
     DisplayColumn("verdict", "Kernel proof", lambda s: s.verdict,
                   "verified: the profiler saw the kernels of every lever; fallback: a library's lever did not run its "
                   "kernels; unconfirmed: an expected kernel or switch was not seen",

@@ -2,21 +2,113 @@
 the contribution verdict every view shows first (the CLI summary, the HTML report, the Benchmark and History pages).
 
 A lever is set against its native twin (the PyTorch lever it replaces) where the run holds that pair; else against
-the other lever of its kind in the best pair found (the kind's baseline first). Its interval is read from the two
-stages' own intervals against the baseline (StageSummary.speedup_ci), never computed again here: the pair's is
-their quotient at its extremes, so it is at least as wide as either. The words follow that interval: one that
-includes ×1.00 reads "no measurable effect", and a launch-bound pair says the host CPU sets its figure.
+the other lever of its kind in the best pair found (the kind's baseline first). Its ratio and interval are computed
+here, once, from the two stages' own processes paired by round (`stats.speedup_interval`, the stage it is set
+against as the base): round k of both ran close together, so noise they share cancels, and the baseline's noise
+does not enter. A CSV import has no step times, only each stage's interval against the baseline: there, and only
+there, the pair's interval is the quotient of those at their extremes (wider than either, the baseline's noise
+counted twice; all such a file allows).
+
+The words follow the interval's effect (`stats.effect_of`), set once on the contribution and read by every view:
+measured where it excludes ×1.00; "no measurable effect" only where it lies within 3% of ×1.00 (stats.EQUIVALENCE);
+else inconclusive, with its interval (never a ±, which hides the way it leans), how many processes a stage would
+tell it and about how long they take. A launch-bound pair says the host CPU sets its figure.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 from bench_core.levers.registry import BASELINE_LEVERS, KINDS, LEVERS, Lever
+from bench_core.measure import stats
 from bench_core.measure.breakdown import Bound
+from bench_core.measure.stats import Effect
 from bench_core.results.near_one import decimals_of, percent, span, times
 from bench_core.results.summary import RunSummary, StageSummary
 
 SKIPPED_KINDS = ("gpus",)   # a GPU count is scaling efficiency, not a lever's contribution
+
+
+@dataclass(frozen=True)
+class Settle:
+    """How many processes a stage would bring an inconclusive ratio's interval within stats.EQUIVALENCE of its point,
+    at the spread its processes showed, and about how long the extra ones take."""
+    have: int                  # processes a stage now
+    needed: int | None         # None: no spread to go by (one process) or beyond stats.processes_needed's limit
+    seconds: float | None      # the two stages' wall time a process × the processes to add; None: not recorded
+
+    @property
+    def text(self) -> str:
+        margin = f"{stats.EQUIVALENCE:.0%}"
+        if self.have < 2:
+            return ("one process a stage shows no spread between processes: run at least 2 a stage (--repeats 2) "
+                    "to learn how many would tell it")
+        if self.needed is None:
+            return f"more processes than can be run would be needed to tell it within {margin}"
+        took = f"≈ {_duration(self.seconds)}; " if self.seconds is not None else ""
+        return (f"about {self.needed} processes a stage would tell it within {margin} either way "
+                f"({took}--repeats {self.needed})")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 90 * 60 else f"{seconds / 3600:.1f} h"
+
+
+def _per_process_s(s: StageSummary) -> float | None:
+    r = s.result
+    return r.wall_s / len(r.rounds) if r.wall_s and r.rounds else None
+
+
+def _settle(lever_side: StageSummary, other: StageSummary, processes: int) -> Settle:
+    sd = stats.log_ratio_sd(other.result.round_series, lever_side.result.round_series)
+    needed = stats.processes_needed(sd) if sd is not None else None
+    each = [_per_process_s(lever_side), _per_process_s(other)]
+    seconds = (sum(t for t in each if t is not None) * (needed - processes)
+               if needed is not None and None not in each else None)
+    return Settle(processes, needed, seconds)
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """One stage's step time against another's, with its interval and what that interval says."""
+    ratio: float                             # the other stage's step time ÷ this one's (above 1: faster)
+    interval: tuple[float, float] | None
+    effect: Effect | None
+    processes: int                           # processes a stage the interval pairs (0: a CSV's quotient)
+    settle: Settle | None                    # for an inconclusive ratio only
+
+
+def _paired(mine: StageSummary, other: StageSummary, baseline_key: str | None) -> PairedRatio | None:
+    """Round k of `other` against round k of `mine` (module docstring); the CSV quotient where a side has no steps."""
+    if mine.result.times_ms and other.result.times_ms:
+        found = stats.speedup_interval(other.result.round_series, mine.result.round_series)
+        if found is None or not mine.timing.median_ms or other.timing.median_ms is None:
+            return None
+        # across processes, the point the interval is built around; within one, the ratio of all steps' medians
+        ratio = found.estimate if found.estimate is not None else other.timing.median_ms / mine.timing.median_ms
+        interval: tuple[float, float] | None = (found.low, found.high)
+        processes = found.processes if found.scope == stats.IntervalScope.ACROSS_PROCESSES else 1
+    else:
+        a, b = _speedup_of(mine, baseline_key), _speedup_of(other, baseline_key)
+        if a is None or b is None or not b[0]:
+            return None
+        ratio, interval = _quotient(a, b)
+        processes = 0
+    effect = stats.effect_of(*interval) if interval is not None else None
+    settle = (_settle(mine, other, processes) if effect == Effect.INCONCLUSIVE and processes else None)
+    return PairedRatio(ratio, interval, effect, processes, settle)
+
+
+def _unsettled(p: PairedRatio, d: int, pair: str) -> str:
+    """The words of a ratio whose interval holds ×1.00: no measurable effect, or inconclusive; never a ±."""
+    ci = f"95% CI ×{span(*p.interval, d)}" if p.interval else "no interval"
+    if p.effect == Effect.NO_MEASURABLE_EFFECT:
+        return f"no measurable effect: {times(p.ratio, d)} ({ci}, within {stats.EQUIVALENCE:.0%} of ×1.00; {pair})"
+    covers = ("from the two stages' intervals against the baseline" if p.processes == 0 else
+              "within one process" if p.processes == 1 else f"{p.processes} processes")
+    return (f"inconclusive: {times(p.ratio, d)} ({ci}, {covers}; {pair})"
+            + (f"; {p.settle.text}" if p.settle else ""))
 
 
 @dataclass(frozen=True)
@@ -28,8 +120,7 @@ class Contribution:
     stage_key: str                           # the stage with the lever
     against_key: str                         # the stage that differs from it by that lever alone
     context: str                             # the pair's precision, in words ("in FP32", "under BF16")
-    ratio: float                             # the against stage's step time ÷ the lever's (above 1: faster)
-    interval: tuple[float, float] | None     # 95%, from the two stages' intervals against the baseline
+    paired: PairedRatio                      # the against stage's step time ÷ the lever's, its interval and effect
     bottleneck: Bound
     against_bottleneck: Bound
     gpu_time_ratio: float | None             # the same ratio of kernel time per step (StageProfile)
@@ -38,8 +129,20 @@ class Contribution:
     words: str
 
     @property
+    def ratio(self) -> float:
+        return self.paired.ratio
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return self.paired.interval
+
+    @property
+    def effect(self) -> Effect | None:
+        return self.paired.effect
+
+    @property
     def measurable(self) -> bool:
-        return self.interval is not None and not self.interval[0] <= 1.0 <= self.interval[1]
+        return self.effect == Effect.MEASURED
 
     @property
     def launch_bound(self) -> bool:
@@ -66,7 +169,8 @@ def _speedup_of(s: StageSummary, baseline_key: str | None) -> tuple[float, tuple
 
 def _quotient(mine: tuple[float, tuple[float, float] | None],
               theirs: tuple[float, tuple[float, float] | None]) -> tuple[float, tuple[float, float] | None]:
-    """The ratio of two speedups and its interval: the quotient at the intervals' extremes."""
+    """The ratio of two speedups and its interval: the quotient at the intervals' extremes. Only for a CSV import,
+    which has no rounds to pair (module docstring)."""
     interval = ((mine[1][0] / theirs[1][1], mine[1][1] / theirs[1][0])
                 if mine[1] is not None and theirs[1] is not None else None)
     return mine[0] / theirs[0], interval
@@ -95,12 +199,6 @@ def _others_native(s: StageSummary, kind: str) -> int:
     return sum(1 for lever in s.result.stage.levers if lever.kind != kind and lever.vendor is not None)
 
 
-def _percent(interval: tuple[float, float], ratio: float) -> str:
-    """How far from ×1.00 an interval that holds it reaches, as fine as the ratio beside it."""
-    half = max(interval[1] - ratio, ratio - interval[0], abs(interval[1] - 1.0), abs(1.0 - interval[0]))
-    return "±" + percent(half, decimals_of(ratio, interval))
-
-
 def _words(c: Contribution) -> str:
     against = f"its native twin {c.against}" if c.native_twin else c.against + (
         f" (this run has no {c.twin_title} twin)" if c.twin_title else "")
@@ -109,7 +207,7 @@ def _words(c: Contribution) -> str:
     if c.interval is None:
         text = f"{head}: {times(c.ratio, d)}, no interval (one round): not a measured effect ({pair})"
     elif not c.measurable:
-        text = f"{head}: no measurable effect ({_percent(c.interval, c.ratio)}; {times(c.ratio, d)}, {pair})"
+        text = f"{head}: " + _unsettled(c.paired, d, pair)
     else:
         way = "faster" if c.ratio > 1 else "slower"
         text = f"{head}: {times(c.ratio, d)} ({way}; 95% CI ×{span(*c.interval, d)}; {pair})"
@@ -124,12 +222,11 @@ def _words(c: Contribution) -> str:
 
 def _pair(lever_side: StageSummary, other: StageSummary, kind: str,
           baseline_key: str | None) -> Contribution | None:
-    mine, theirs = _speedup_of(lever_side, baseline_key), _speedup_of(other, baseline_key)
-    if mine is None or theirs is None or not theirs[0]:
+    paired = _paired(lever_side, other, baseline_key)
+    if paired is None:
         return None
     lever: Lever = lever_side.result.stage.lever(kind)
     against: Lever = other.result.stage.lever(kind)
-    ratio, interval = _quotient(mine, theirs)
     pm, po = lever_side.profile, other.profile
     gpu_ratio = _gpu_time_ratio(lever_side, other)
     kernels = (pm.kernels_per_step - po.kernels_per_step if pm and po and pm.kernels_per_step is not None
@@ -138,9 +235,9 @@ def _pair(lever_side: StageSummary, other: StageSummary, kind: str,
     context = "" if kind == "precision" else (f"in {precision.title}" if precision.name in ("fp32", "tf32")
                                               else f"under {precision.title}")
     c = Contribution(lever=lever.title, kind=kind, against=against.title, native_twin=lever.native == against.name,
-                     stage_key=lever_side.key, against_key=other.key, context=context, ratio=ratio,
-                     interval=interval, bottleneck=lever_side.bottleneck.verdict,
-                     against_bottleneck=other.bottleneck.verdict, gpu_time_ratio=gpu_ratio, kernels_delta=kernels,
+                     stage_key=lever_side.key, against_key=other.key, context=context, paired=paired,
+                     bottleneck=lever_side.bottleneck.verdict, against_bottleneck=other.bottleneck.verdict,
+                     gpu_time_ratio=gpu_ratio, kernels_delta=kernels,
                      twin_title=LEVERS[lever.native].title if lever.native and lever.native != against.name
                      else None, words="")
     return Contribution(**{**c.__dict__, "words": _words(c).replace("  ", " ")})
@@ -179,13 +276,20 @@ class VendorEffect:
     vendor: str                              # "Apex"
     stage_key: str
     twin_key: str                            # the same stage with each of the vendor's levers swapped for PyTorch's
-    ratio: float                             # the twin's step time ÷ the vendor stage's (above 1: the vendor helps)
-    interval: tuple[float, float] | None     # 95%, from the two stages' intervals against the baseline
+    paired: PairedRatio                      # the twin's step time ÷ the vendor stage's (above 1: the vendor helps)
     words: str
 
     @property
+    def ratio(self) -> float:
+        return self.paired.ratio
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return self.paired.interval
+
+    @property
     def measurable(self) -> bool:
-        return self.interval is not None and not self.interval[0] <= 1.0 <= self.interval[1]
+        return self.paired.effect == Effect.MEASURED
 
     @property
     def decimals(self) -> int:
@@ -198,8 +302,8 @@ def _vendor_words(effect: VendorEffect, pair: str) -> str:
     if interval is None:
         return f"{vendor} against its native twin: {times(ratio, d)}, no interval (one round): not a measured " \
                f"effect ({pair})."
-    if interval[0] <= 1.0 <= interval[1]:
-        return f"{vendor} adds no measurable effect here ({_percent(interval, ratio)}; {times(ratio, d)}, {pair})."
+    if not effect.measurable:
+        return f"{vendor} against its native twin: {_unsettled(effect.paired, d, pair)}."
     way = "adds about" if ratio > 1 else "costs about"
     return (f"{vendor} {way} {percent(ratio - 1, d)} here ({times(ratio, d)}; 95% CI ×{span(*interval, d)}; "
             f"{pair}).")
@@ -223,11 +327,10 @@ def vendor_effects(summary: RunSummary) -> tuple[VendorEffect, ...]:
             best[vendor] = (rank, s, other)
     out = []
     for vendor, (_, s, twin_s) in sorted(best.items(), key=lambda kv: kv[1][1].index):
-        mine, theirs = _speedup_of(s, summary.baseline_key), _speedup_of(twin_s, summary.baseline_key)
-        if mine is None or theirs is None or not theirs[0]:
+        paired = _paired(s, twin_s, summary.baseline_key)
+        if paired is None:
             continue
-        ratio, interval = _quotient(mine, theirs)
-        effect = VendorEffect(vendor, s.key, twin_s.key, ratio, interval, "")
+        effect = VendorEffect(vendor, s.key, twin_s.key, paired, "")
         words = _vendor_words(effect, f"{s.key} vs {twin_s.key}")
         bound = next((x.key for x in (s, twin_s) if x.bottleneck.verdict == Bound.LAUNCH), None)
         if bound:
@@ -241,8 +344,8 @@ def vendor_effects(summary: RunSummary) -> tuple[VendorEffect, ...]:
 @dataclass(frozen=True)
 class CombinedEffect:
     """The fastest stage against the baseline where it is measurably faster but no lever on the way is: each
-    pair's interval is the quotient of two stages' intervals, wider than either, so effects too small for one
-    pair can add up to one the stage's own interval shows."""
+    pair's interval holds the process noise of both its stages, so effects too small for one pair can add up to
+    one the stage's own interval shows."""
     stage_key: str
     baseline_key: str
     levers: tuple[str, ...]                  # the titles of the levers the two stages differ by
@@ -259,7 +362,7 @@ def combined_effect(summary: RunSummary, found: tuple[Contribution, ...]) -> Com
         return None
     interval = fastest.speedup_ci
     kinds = _differing(fastest, base)
-    if interval is None or interval[0] <= 1.0 <= interval[1] or any(k in SKIPPED_KINDS for k in kinds):
+    if interval is None or fastest.effect != Effect.MEASURED or any(k in SKIPPED_KINDS for k in kinds):
         return None
     stage = fastest.result.stage
     levers = tuple(stage.lever(k).title for k in kinds)

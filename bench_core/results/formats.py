@@ -97,7 +97,8 @@ REQUIRED_COLUMNS = ["stage", *(k.name for k in KIND_SPECS if k.in_every_file), "
                     "p10_ms", "p90_ms", "device", "gpu",
                     "torch", "apex", *[n for n in INT_FIELDS if n not in ("seed", "repeats")]]
 STAGE_METRICS = [c.name for c in COLUMNS if c.kind == "float"] + ["noise_reason", "processes", "interval_scope",
-                                                                  "warming_processes", *FILE_FIELDS]
+                                                                  "warming_processes", "process_medians_ms",
+                                                                  *FILE_FIELDS]
 INTERVAL_SCOPES = {"", *(scope.value for scope in IntervalScope)}
 CLOCKS_LOCKED = {"", *(value.value for value in ClocksLocked)}
 

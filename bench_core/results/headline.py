@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench_core.measure.stats import Effect
 from bench_core.results.contributions import VendorEffect, contribution_lines, vendor_effects
-from bench_core.results.near_one import percent, span, times
+from bench_core.results.near_one import span, times
 from bench_core.results.records import Status
 from bench_core.results.summary import RunSummary, StageSummary
 
@@ -19,13 +20,19 @@ class Headline:
 
 
 def _includes_one(s: StageSummary) -> bool:
-    return s.speedup_ci is not None and s.speedup_ci[0] <= 1.0 <= s.speedup_ci[1]
+    return s.effect is not None and s.effect != Effect.MEASURED
 
 
 def _x(s: StageSummary) -> str:
     i = s.interval
     ci = f" (95% CI ×{span(i.low, i.high, s.decimals)}, {i.text})" if i else ""
     return f"{s.speedup_point_text}{ci}"
+
+
+def _per_process(s: StageSummary, sep: str = "; ") -> str:
+    """Each process's median, or the two groups they fell in (StageSummary.process_medians_text)."""
+    text = s.process_medians_text
+    return "" if text is None else sep + text
 
 
 def headline(summary: RunSummary) -> Headline:
@@ -39,10 +46,10 @@ def headline(summary: RunSummary) -> Headline:
     elif fastest is not None and fastest.key == summary.baseline_key:
         lines.append(f"Fastest: the baseline **{fastest.key}** itself, at {fastest.timing.median_ms:.2f} ms a step: "
                      "no stage beat it here.")
-    elif fastest is not None and summary.baseline_key and _includes_one(fastest) and fastest.speedup_ci:
-        half = max(fastest.speedup_ci[1] - 1.0, 1.0 - fastest.speedup_ci[0])
+    elif fastest is not None and summary.baseline_key and _includes_one(fastest):
+        said = ("has no measurable effect" if fastest.effect == Effect.NO_MEASURABLE_EFFECT else "is inconclusive")
         lines.append(f"No stage is measurably faster than {summary.baseline_key}: the best, **{fastest.key}**, "
-                     f"has no measurable effect (±{percent(half, fastest.decimals)}; {fastest.speedup_point_text}).")
+                     f"{said}: {_x(fastest)}.")
     elif fastest is not None and summary.baseline_key:
         lines.append(f"Fastest: **{fastest.key}** at {fastest.timing.median_ms:.2f} ms a step, "
                      f"{_x(fastest)} against {summary.baseline_key}.")
@@ -51,10 +58,11 @@ def headline(summary: RunSummary) -> Headline:
     bound = [s for s in summary.stages if s.ok and s.bottleneck.verdict == "launch-bound"]
     if bound:
         lines.append("Launch-bound (GPU waits on the host CPU, so these times follow the CPU): "
-                     + ", ".join(f"{s.key} ({s.bottleneck.busy_text} busy)" for s in bound) + ".")
+                     + ", ".join(f"{s.key} ({s.bottleneck.busy_text} busy{_per_process(s, ', ')})" for s in bound)
+                     + ".")
     noisy = [s for s in summary.stages if s.noisy]
     if noisy:
-        lines.append("Noisy: " + "; ".join(f"{s.key} — {s.noise_reason}" for s in noisy) + ".")
+        lines.append("Noisy: " + "; ".join(f"{s.key} — {s.noise_reason}" + _per_process(s) for s in noisy) + ".")
     fallback = [s for s in summary.stages if s.verdict == "fallback"]
     if fallback:
         vendors = " / ".join(dict.fromkeys(s.result.stage.vendors for s in fallback))

@@ -53,7 +53,8 @@ class StageSummary:
     mfu_peak: str                     # which datasheet peak MFU counts against (FP8 stages: bf16)
     timing: stats.TimingStats
     partial: bool                     # timings exist but the stage did not finish ok: not a result
-    round_medians: tuple[float, ...]
+    round_medians: tuple[float, ...]  # each process's median step time, in the order they ran
+    process_split: stats.ProcessSplit | None  # those medians in two groups (stats.process_split); None: one group
     noise_reason: str | None          # None: steady; else which rule it broke, with the figures
     rates: Rates
     mfu_measured_peak: float | None
@@ -99,6 +100,11 @@ class StageSummary:
         return (self.interval.low, self.interval.high) if self.interval else None
 
     @property
+    def effect(self) -> stats.Effect | None:
+        """What the speedup's interval says of ×1.00 (stats.effect_of); None without one."""
+        return stats.effect_of(self.interval.low, self.interval.high) if self.interval else None
+
+    @property
     def interval_text(self) -> str | None:
         """What the interval covers: 'across 3 processes', 'within one process'."""
         return self.interval.text if self.interval else None
@@ -124,6 +130,18 @@ class StageSummary:
             return self.speedup_point_text
         full = i.scope == stats.IntervalScope.ACROSS_PROCESSES and i.processes >= CUDA_PROCESSES
         return f"{self.speedup_point_text} ({span(i.low, i.high, self.decimals)}{'' if full else ', ' + i.text})"
+
+    @property
+    def process_medians_text(self) -> str | None:
+        """'per process 25.6, 25.7, 41.3 ms', or 'processes split in two groups: 25.6, 25.7 | 41.3 ms': said where one
+        median hides how the processes differ (a noisy, launch-bound or split stage of two processes or more)."""
+        if self.process_split is not None:
+            return self.process_split.text
+        launch = self.ok and self.bottleneck.verdict == breakdown.Bound.LAUNCH
+        if len(self.round_medians) < 2 or not (self.noisy or launch):
+            return None
+        d = stats.ms_decimals(self.round_medians)
+        return "per process " + ", ".join(f"{m:,.{d}f}" for m in self.round_medians) + " ms"
 
     @property
     def mfu_text(self) -> str | None:
@@ -216,7 +234,8 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
     ok = stage.status == Status.OK
     world = stage.stage.world_size
     rounds = stage.round_series
-    round_medians = tuple(m for m in (stats.timing_stats(r).median_ms for r in rounds if r) if m is not None)
+    round_medians = (_imported_medians(metrics) if imported_csv else
+                     tuple(m for m in (stats.timing_stats(r).median_ms for r in rounds if r) if m is not None))
     warm = warming(rounds)
     gpu = run.gpu if run.device == "cuda" else None
     mfu_peak = stage.stage.precision_lever.peak
@@ -255,6 +274,7 @@ def _stage_summary(run: RunResult, stage: StageResult, base: StageResult | None,
         index=stage.index, key=stage.key, label=stage.label, status=stage.status, reason=stage.reason,
         gpus=world, precision=stage.stage.precision, mfu_peak=mfu_peak, timing=timing,
         partial=not ok and bool(stage.times_ms), round_medians=round_medians,
+        process_split=stats.process_split(round_medians),
         noise_reason=_noise_reason(stage, round_medians, conditions, warm) if stage.times_ms else
         metrics.get("noise_reason"),
         rates=stage_rates if not imported_csv else Rates(metrics.get("tokens_per_s"), metrics.get("tflops"),
@@ -290,6 +310,11 @@ def _noise_reason(stage: StageResult, round_medians: tuple[float, ...],
     reasons += [warm.cause.text] if warm.cause else []
     reasons += [c.text for c in conditions.causes] if conditions else []
     return "; ".join(r for r in reasons if r) or None
+
+
+def _imported_medians(metrics: dict) -> tuple[float, ...]:
+    """A CSV's per-process medians, ';'-joined (columns.process_medians_ms); none from an older file."""
+    return tuple(float(m) for m in str(metrics.get("process_medians_ms") or "").split(";") if m.strip())
 
 
 def _imported_interval(metrics: dict) -> stats.SpeedupInterval | None:

@@ -10,6 +10,7 @@ from sample_runs import gpu_run
 
 from bench_core.levers.presets import TWINS, is_twin, preset
 from bench_core.levers.stage import Stage
+from bench_core.measure import stats
 from bench_core.results import contributions as contributions_module
 from bench_core.results import formats
 from bench_core.results.contributions import contributions, vendor_effects
@@ -68,16 +69,61 @@ def test_the_native_twin_is_preferred_over_the_baseline_lever():
     assert by["Adam fused"].against_key == "adam+layernorm+fp32"
 
 
-def test_an_interval_that_includes_one_is_no_measurable_effect():
+def _needed_ok(n: int, sd: float) -> bool:
+    """The inequality stats.processes_needed solves, from the t-table: t(n-1) sd / sqrt(n) <= log(1.03)."""
+    return stats.t_quantile(0.95, n - 1) * sd / math.sqrt(n) <= math.log1p(stats.EQUIVALENCE)
+
+
+def test_an_interval_that_holds_one_but_reaches_past_the_margin_is_inconclusive_never_a_plus_minus():
     base = (100.0, 101.0, 99.0, 100.0, 104.0, 96.0, 100.0, 100.0)
     run = _run(((Stage("adam", "layernorm", "fp32"), base),
                 (Stage("adam-fused", "layernorm", "fp32"), (99.0, 100.0, 98.0, 99.0, 100.0, 103.0, 95.0, 99.0))))
     summary = summarize(run)
     (c,) = contributions(summary)
-    assert c.interval is not None and c.interval[0] <= 1.0 <= c.interval[1]
-    assert "no measurable effect (±" in c.words and "faster" not in c.words
+    low, high = c.interval
+    assert low <= 1.0 <= high and not (1 / 1.03 <= low and high <= 1.03)   # holds ×1.00, reaches past 3%
+    assert c.effect == stats.Effect.INCONCLUSIVE and not c.measurable
+    assert c.words.startswith(f"Adam fused in FP32 against Adam: inconclusive: ×{c.ratio:.2f} (95% CI "
+                              f"×{low:.2f}–{high:.2f}, 2 processes; "), c.words
+    assert "±" not in c.words and "no measurable effect" not in c.words and "faster" not in c.words
+    # what would settle it: the fewest processes whose interval narrows within 3%, at the pair's own spread
+    by = {s.key: s.result.round_series for s in summary.stages}
+    d = [math.log(statistics.median(b) / statistics.median(a))
+         for b, a in zip(by[c.against_key], by[c.stage_key], strict=True)]
+    n = c.paired.settle.needed
+    assert _needed_ok(n, statistics.stdev(d)) and (n == 2 or not _needed_ok(n - 1, statistics.stdev(d)))
+    assert f"about {n} processes a stage would tell it within 3% either way (--repeats {n})" in c.words
     text = "\n".join(headline(summary).lines)
-    assert "Fastest" not in text and "No stage is measurably faster" in text
+    assert "Fastest" not in text and "No stage is measurably faster" in text and "±" not in text
+
+
+def test_no_measurable_effect_only_where_the_interval_lies_within_the_margin():
+    """The same contribution rule at the margin's edges: an interval that holds ×1.00 inside [1/1.03, 1.03] is no
+    measurable effect; moved just past either edge, inconclusive; clear of ×1.00, measured."""
+    e = stats.EQUIVALENCE
+    inside, edge = (1 / (1 + e), 1 + e), 1e-9
+    assert stats.effect_of(*inside) == stats.Effect.NO_MEASURABLE_EFFECT
+    assert stats.effect_of(inside[0] - edge, inside[1]) == stats.Effect.INCONCLUSIVE
+    assert stats.effect_of(inside[0], inside[1] + edge) == stats.Effect.INCONCLUSIVE
+    assert stats.effect_of(1 + edge, 1 + 2 * e) == stats.Effect.MEASURED
+    assert stats.effect_of(1 - 2 * e, 1 - edge) == stats.Effect.MEASURED
+
+
+def test_a_pair_is_its_two_stages_paired_by_round_not_the_quotient_of_their_baseline_intervals():
+    """The baseline drifts from process to process and the two stages share the drift of their round: pairing them
+    cancels it, where the quotient of their intervals against the baseline counted its noise twice."""
+    run = _run_in_rounds(((Stage("adam", "layernorm", "fp32"), _rounds(100.0, 112.0, 95.0)),
+                          (Stage("adam-fused", "layernorm", "fp32"), _rounds(90.0, 99.0, 88.0)),
+                          (Stage("adam-fused", "layernorm", "bf16"), _rounds(80.0, 89.0, 77.0))))
+    summary = summarize(run)
+    by = {s.key: s for s in summary.stages}
+    bf16 = next(c for c in contributions(summary) if c.lever == "BF16")
+    mine, other = by[bf16.stage_key], by[bf16.against_key]
+    paired = stats.speedup_interval(other.result.round_series, mine.result.round_series)
+    assert bf16.interval == (paired.low, paired.high) and bf16.ratio == paired.estimate
+    assert bf16.interval[0] <= bf16.ratio <= bf16.interval[1]
+    quotient = (mine.speedup_ci[0] / other.speedup_ci[1], mine.speedup_ci[1] / other.speedup_ci[0])
+    assert quotient[0] < bf16.interval[0] and bf16.interval[1] < quotient[1]
 
 
 def test_stages_that_differ_by_two_levers_are_no_pair():
@@ -145,8 +191,10 @@ def test_the_apex_sentence_sets_the_apex_bf16_stage_against_native_bf16():
                                                             "adam-fused+layernorm+bf16")
     by = {s.key: s for s in summary.stages}
     mine, twin = by[apex.stage_key], by[apex.twin_key]
-    assert abs(apex.ratio - mine.speedup / twin.speedup) < 1e-12
-    assert apex.interval == (mine.speedup_ci[0] / twin.speedup_ci[1], mine.speedup_ci[1] / twin.speedup_ci[0])
+    paired = stats.speedup_interval(twin.result.round_series, mine.result.round_series)
+    # within one process the point is the ratio of all steps' medians, which the step bootstrap resamples around
+    point = paired.estimate if paired.estimate is not None else twin.timing.median_ms / mine.timing.median_ms
+    assert (apex.ratio, apex.interval) == (point, (paired.low, paired.high))
     assert apex.measurable
     way = "adds about" if apex.ratio > 1 else "costs about"
     assert apex.words.startswith(f"Apex {way} {abs(apex.ratio - 1):.0%} here (×{apex.ratio:.2f}; 95% CI")
@@ -155,14 +203,17 @@ def test_the_apex_sentence_sets_the_apex_bf16_stage_against_native_bf16():
     assert lines.contributions[-1] == apex.words == lines.lines[len(lines.contributions) - 1]
 
 
-def test_the_apex_sentence_says_no_measurable_effect_when_its_interval_includes_one():
+def test_the_apex_sentence_says_inconclusive_when_its_interval_holds_one_past_the_margin():
     base = (100.0, 101.0, 99.0, 100.0, 104.0, 96.0, 100.0, 100.0)
     run = _run(((Stage("adam", "layernorm", "fp32"), base),
                 (Stage("adam-fused", "layernorm", "bf16"), tuple(t / 2 for t in base)),
                 (Stage("apex-fusedadam", "apex-fusedln", "bf16"), (49.5, 50.0, 49.0, 49.5, 50.0, 51.5, 47.5, 49.5))))
     [apex] = vendor_effects(summarize(run))
     assert not apex.measurable and apex.interval is not None and apex.interval[0] < 1 < apex.interval[1]
-    assert apex.words.startswith("Apex adds no measurable effect here (±")
+    assert apex.paired.effect == stats.effect_of(*apex.interval) == stats.Effect.INCONCLUSIVE
+    assert apex.words.startswith(f"Apex against its native twin: inconclusive: ×{apex.ratio:.2f} (95% CI "
+                                 f"×{apex.interval[0]:.2f}–{apex.interval[1]:.2f}, 2 processes; ")
+    assert "±" not in apex.words
     assert "adds about" not in apex.words and "costs about" not in apex.words
 
 
@@ -254,11 +305,13 @@ def test_a_ladder_speedup_near_one_takes_the_third_decimal_the_sweep_gives_it():
     assert headline(apex).one_liner.startswith(f"Apex vs its native twin ×{v.ratio:.3f} (95% CI "
                                                f"×{v.interval[0]:.3f}–{v.interval[1]:.3f})")
 
-    # a lever with no measurable effect near ×1.00: its ± as precise as the figure beside it
+    # a lever with no measurable effect near ×1.00: its interval as precise as the figure beside it
     flat = summarize(_run_in_rounds(((Stage("adam", "layernorm", "fp32"), _rounds(100.0, 100.0, 100.0)),
                                      (Stage("adam-fused", "layernorm", "fp32"), _rounds(99.9, 100.3, 100.1)))))
     (n,) = contributions(flat)
-    assert not n.measurable and re.search(r"no measurable effect \(±0\.\d%; ×\d\.\d{3}, ", n.words), n.words
+    assert n.effect == stats.Effect.NO_MEASURABLE_EFFECT
+    assert f"no measurable effect: ×{n.ratio:.3f} (95% CI ×{n.interval[0]:.3f}–{n.interval[1]:.3f}, within 3% of " \
+           "×1.00; " in n.words, n.words
 
     # together measurable, each alone not, the stage 0.3% faster: the combined line and the verdict's "Fastest"
     together = summarize(_run_in_rounds(((Stage("adam", "layernorm", "fp32"), _rounds(100.0, 100.0, 100.0)),

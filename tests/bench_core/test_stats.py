@@ -6,15 +6,21 @@ import time
 import pytest
 
 from bench_core.measure.stats import (
+    EQUIVALENCE,
     NOISE_REPEATS,
     NOISE_SPREAD,
+    SPLIT_FALSE_ALARM,
+    SPLIT_GAP,
     IntervalScope,
     SpeedupInterval,
     TimingStats,
     bootstrap_speedup_ci,
     enough_steps,
+    log_ratio_sd,
     median_interval,
     noise_reason,
+    process_split,
+    processes_needed,
     quantile,
     speedup_interval,
     t_quantile,
@@ -294,3 +300,66 @@ def test_stopping_rule_on_series_of_known_spread(spread, stops):
     dist = statistics.NormalDist(100.0, 100.0 * spread)
     series = [dist.inv_cdf((i + 0.5) / 40) for i in range(40)]
     assert enough_steps(series, floor=10, ceiling=100, threshold=0.01) is stops
+
+
+# ---------------------------------------------------------------- what would settle an interval
+def _narrow_enough(n, sd, margin=EQUIVALENCE):
+    """The rule the solver answers, from the t quantile: t(n-1) sd / sqrt(n) <= log(1 + margin)."""
+    return t_quantile(0.95, n - 1) * sd / math.sqrt(n) <= math.log1p(margin)
+
+
+@pytest.mark.parametrize("sd", [0.001, 0.01, 0.02, 0.05, 0.1, 0.3, 1.0])
+def test_processes_needed_is_the_fewest_that_narrow_the_interval_within_the_margin(sd):
+    n = processes_needed(sd)
+    assert n is not None and n >= 2 and _narrow_enough(n, sd)
+    assert n == 2 or not _narrow_enough(n - 1, sd)
+
+
+def test_processes_needed_at_the_edges():
+    assert processes_needed(0.0) == 2                      # no spread: two processes are the least an interval needs
+    # an sd whose two-process half-width is exactly the margin: t(1) sd / sqrt(2) = log(1.03)
+    edge = math.log1p(EQUIVALENCE) * math.sqrt(2) / t_quantile(0.95, 1)
+    assert processes_needed(edge * (1 - 1e-9)) == 2 and processes_needed(edge * (1 + 1e-6)) == 3
+    assert processes_needed(100.0, limit=50) is None       # beyond what can be run
+    with pytest.raises(ValueError):
+        processes_needed(-0.1)
+
+
+def test_log_ratio_sd_is_the_spread_the_interval_widens_by():
+    base, stage = [[100.0] * 4, [110.0] * 4, [90.0] * 4], [[50.0] * 4, [50.0] * 4, [50.0] * 4]
+    d = [math.log(100 / 50), math.log(110 / 50), math.log(90 / 50)]
+    assert log_ratio_sd(base, stage) == pytest.approx(statistics.stdev(d), rel=1e-12)
+    found = speedup_interval(base, stage)
+    half = t_quantile(0.95, 2) * statistics.stdev(d) / math.sqrt(3)
+    assert math.log(found.high / found.low) / 2 == pytest.approx(half, rel=1e-9)
+    assert log_ratio_sd(base[:1], stage[:1]) is None and log_ratio_sd(base, stage[:2]) is None
+
+
+# ---------------------------------------------------------------- processes in two groups
+def test_a_split_of_three_processes_is_said_and_an_even_spread_is_not():
+    found = process_split([41.3, 25.6, 25.7])
+    assert found is not None and (found.low, found.high) == ((25.6, 25.7), (41.3,))
+    assert found.text == "processes split in two groups: 25.6, 25.7 | 41.3 ms"
+    assert process_split([25.6, 30.1, 34.8]) is None
+    assert process_split([25.6, 41.3]) is None             # two processes: any gap would split them
+
+
+def test_a_split_needs_its_gap_beyond_the_rule_and_beyond_the_repeat_noise():
+    """At the rule's edge: a gap just over SPLIT_GAP × the groups' range splits, just under does not; a gap under
+    NOISE_REPEATS of the median is steady however tight the groups."""
+    inside = 0.1
+    over, under = 100.0 + inside + SPLIT_GAP * inside * 1.01, 100.0 + inside + SPLIT_GAP * inside * 0.99
+    assert process_split([100.0, 100.0 + inside, over]) is not None
+    assert process_split([100.0, 100.0 + inside, under]) is None
+    assert process_split([100.0, 100.0, 100.0 + 100.0 * NOISE_REPEATS * 0.9]) is None
+
+
+@pytest.mark.parametrize("n", [3, 4, 5])
+def test_processes_of_one_population_rarely_split(n):
+    """The false-split rate the rule was derived for: at most SPLIT_FALSE_ALARM (plus three binomial sd at this many
+    trials) for processes drawn from one normal population, with the noise rule's gap met by a wide spread."""
+    rng = _rng(5)
+    trials = 4000
+    splits = sum(process_split([100.0 * math.exp(rng.gauss(0, 0.2)) for _ in range(n)]) is not None
+                 for _ in range(trials))
+    assert splits / trials <= SPLIT_FALSE_ALARM + 3 * math.sqrt(SPLIT_FALSE_ALARM * (1 - SPLIT_FALSE_ALARM) / trials)

@@ -120,3 +120,31 @@ def test_every_interval_says_what_it_covers_and_the_speedup_text_says_so_where_i
     assert apex.speedup_text == "×2.00 (2.00–2.00)"   # the GPU default or more: the column says it, not the cell
     assert "(95% CI ×5.00–5.00, across 4 processes)" in " ".join(headline(four).lines)
     assert four.stages[0].interval is None and four.stages[0].processes == 4  # the baseline: no interval
+
+
+def test_a_stage_whose_processes_split_in_two_groups_says_so_in_every_view():
+    """Three processes at 25.6, 25.7 and 41.3 ms: one median (25.7) hides the slow one. The split is found once, in
+    the summary, and read by the verdict, the table's column and the CSV, which carries the medians back in."""
+    from bench_core.measure import stats
+    from bench_core.results import formats
+    from bench_core.results.columns import DISPLAY_COLUMNS
+    from bench_core.results.headline import headline
+    run = gpu_run()
+    medians = (25.6, 41.3, 25.7)
+    split = replace(run.stages[3], rounds=(4, 4, 4), times_ms=tuple(m for m in medians for _ in range(4)))
+    summary = summarize(run.with_stage(split))
+    stage = summary.stages[3]
+    assert stage.round_medians == medians and stage.process_split == stats.process_split(medians)
+    said = "processes split in two groups: 25.6, 25.7 | 41.3 ms"
+    assert stage.process_medians_text == said
+    assert f"{stage.key} — {stage.noise_reason}; {said}" in "\n".join(headline(summary).lines)
+    [column] = [c for c in DISPLAY_COLUMNS if c.key == "process_medians"]
+    assert column.cell(stage) == said
+    row = formats.summary_rows(summary)[3]
+    assert row["processes_split"] is True and row["process_medians_ms"] == "25.6;41.3;25.7"
+    [back] = formats.parse_csv(formats.to_csv(summary.run).encode())
+    assert summarize(back).stages[3].process_medians_text == said
+    # an even spread of three processes is no split: each process's median, as measured
+    even = summarize(run.with_stage(replace(split, times_ms=tuple(m for m in (25.6, 30.1, 34.8) for _ in range(4)))))
+    assert even.stages[3].process_split is None
+    assert even.stages[3].process_medians_text == "per process 25.6, 30.1, 34.8 ms"

@@ -1,11 +1,16 @@
 """The Benchmark page's result of a CPU run, as a new user read it: every lever 'no measurable effect' beside a
-verdict of ×1.10, and a CPU-op bar (35.1 ms) longer than its 12.37 ms step, neither explained."""
+verdict of ×1.10, and a CPU-op bar (35.1 ms) longer than its 12.37 ms step, neither explained. Each lever now reads
+inconclusive (its interval holds ×1.00 but reaches past 3%), never "no measurable effect" nor a ±."""
 import re
 from dataclasses import replace
 
 from test_pages import CFG, figure, verdict_lines
 
+from bench_core.measure import stats
+from bench_core.measure.stats import Effect
+from bench_core.results.contributions import contributions
 from bench_core.results.records import Status
+from bench_core.results.summary import summarize
 from helpers import sample_runs, wait
 
 
@@ -24,7 +29,15 @@ def test_a_cpu_runs_result_explains_its_verdict_and_its_longer_bars(app, manager
     assert [s.status for s in done.run.stages] == [Status.OK] * 3
     at = app()
     lines = verdict_lines(at)
-    assert sum("no measurable effect" in line for line in lines) == 2, lines
+    summary = summarize(sample_runs().cpu_run())
+    found = contributions(summary)
+    assert [c.effect for c in found] == [stats.effect_of(*c.interval) for c in found] == [Effect.INCONCLUSIVE] * 2
+    assert all(any(c.words in line for line in lines) for c in found), lines
+    assert sum("inconclusive: ×" in line for line in lines) == 2 and not any("±" in line for line in lines), lines
+    # the noisy stage's processes, each with its own median
+    [noisy] = [s for s in summary.stages if s.noisy]
+    assert noisy.process_medians_text.startswith("per process ")
+    assert any(f"{noisy.key} — {noisy.noise_reason}; {noisy.process_medians_text}" in line for line in lines), lines
     [together] = [line for line in lines if "No single lever's effect is measurable here" in line]
     assert "together Adam fused and BF16 measure ×1.10 (95% CI ×1.08–1.11, across 3 processes; " \
            "adam-fused+layernorm+bf16 vs adam+layernorm+fp32)" in together
