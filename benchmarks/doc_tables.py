@@ -7,12 +7,22 @@
                                                                    memory, MFU, bottleneck and proof of each
     python benchmarks/doc_tables.py --twins RUN.json [...]         each stage against its twin in the same run: one
                                                                    vendor lever swapped for the PyTorch one it replaces
-Each figure in the doc's tables comes from here, so the doc shows what the tool computes from the raw series.
+    python benchmarks/doc_tables.py --rewrite docs/BENCHMARKS.md   every marked table printed again, in place
+Each figure in the doc's tables comes from here, so the doc shows what the tool computes from the raw series. A
+printed table sits in the doc right under a marker naming the command that prints it (invisible when rendered):
+    <!-- table: python benchmarks/doc_tables.py --pair docs/data/A.json docs/data/B.json -->
+so `--rewrite` (after a change to the statistics) and the docs' test (at every run) can print it again.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 from bench_core.components.report import ComponentsReport
 from bench_core.results.records import RunResult
@@ -161,24 +171,92 @@ def twins(paths: list[str]) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> None:
+def render(argv: list[str]) -> str:
+    """What the command line `doc_tables.py ARGV` prints, as text (a usage error exits, as from the shell)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     mode = parser.add_mutually_exclusive_group()
     for flag in ("--agree", "--components", "--pair"):
         mode.add_argument(flag, nargs=2, metavar=("RUN1.json", "RUN2.json"))
     mode.add_argument("--twins", action="store_true", help="each vendor-lever stage against its native twin, per run")
+    mode.add_argument("--rewrite", metavar="DOC.md", help="print every marked table of DOC.md again, in place")
     parser.add_argument("runs", nargs="*", metavar="RUN.json", help="one table per run")
     args = parser.parse_args(argv)
+    if args.rewrite:
+        changed = rewrite(Path(args.rewrite))
+        return f"{args.rewrite}: {changed} of {len(marked_tables(Path(args.rewrite).read_text()))} tables changed"
     if args.twins and args.runs:
-        print(twins(args.runs))
-        return
+        return twins(args.runs)
     for flag, build in (("agree", agreement), ("components", components), ("pair", pair)):
         if getattr(args, flag):
-            print(build(*getattr(args, flag)))
-            return
+            return build(*getattr(args, flag))
     if not args.runs:
         parser.error("give RUN.json files, or --agree, --components or --pair with two files")
-    print("\n\n".join(table(p) for p in args.runs))
+    return "\n\n".join(table(p) for p in args.runs)
+
+
+# ---------------------------------------------------------------- the doc's marked tables
+SCRIPT = "python benchmarks/doc_tables.py"
+MARK = re.compile(r"^<!-- table: (.+?) -->$")
+CAPTION_LINES = 2   # a caption and a blank line may stand between a marker and its table
+
+
+@dataclass(frozen=True)
+class MarkedTable:
+    """A table in a doc under its marker: lines [start, end) of the doc are what `argv` prints."""
+    line: int           # the marker's line, 0-based
+    argv: tuple[str, ...]
+    start: int
+    end: int
+
+    @property
+    def command(self) -> str:
+        return shlex.join([*SCRIPT.split(), *self.argv])
+
+
+def marked_tables(text: str) -> list[MarkedTable]:
+    """Every marker of the doc with the block under it: from the next line to its table's last row."""
+    lines = text.split("\n")
+    found = []
+    for n, line in enumerate(lines):
+        m = MARK.match(line)
+        if not m:
+            continue
+        words = shlex.split(m.group(1))
+        if words[:2] != SCRIPT.split():
+            raise ValueError(f"line {n + 1}: a table marker must name `{SCRIPT} ...`, not {m.group(1)!r}")
+        first = next((i for i in range(n + 1, min(n + 2 + CAPTION_LINES, len(lines))) if lines[i].startswith("|")),
+                     None)
+        if first is None:
+            raise ValueError(f"line {n + 1}: no table within {CAPTION_LINES} lines under the marker")
+        end = first
+        while end < len(lines) and lines[end].startswith("|"):
+            end += 1
+        found.append(MarkedTable(n, tuple(words[2:]), n + 1, end))
+    return found
+
+
+def printed(mark: MarkedTable, root: Path = Path()) -> str:
+    """The block as the engine prints it today; the files are read relative to `root` (the repository)."""
+    with contextlib.chdir(root):
+        return render(list(mark.argv))
+
+
+def rewrite(doc: Path, root: Path = Path()) -> int:
+    """Each marked table of `doc` printed again in place (the last first, so earlier lines keep their place);
+    returns how many changed."""
+    lines = doc.read_text().split("\n")
+    changed = 0
+    for mark in reversed(marked_tables("\n".join(lines))):
+        new = printed(mark, root).split("\n")
+        if lines[mark.start:mark.end] != new:
+            lines[mark.start:mark.end] = new
+            changed += 1
+    doc.write_text("\n".join(lines))
+    return changed
+
+
+def main(argv: list[str] | None = None) -> None:
+    print(render(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -46,8 +46,23 @@ def _recomputed(path: str, stage: str, metric: str) -> float | None:
 MARKED = [(doc, m) for doc in DOCS for m in MARKER.finditer(doc.read_text())]
 
 
-def test_the_readme_marks_its_figures():
-    assert sum(doc.name == "README.md" for doc, _ in MARKED) >= 10
+def _paragraph(text: str, at: int) -> str:
+    """The paragraph (or list item) around character `at`, its markers removed: what a reader sees. A table's
+    paragraph is the table and the text right above it, which names its files."""
+    begin = at
+    if text[text.rfind("\n", 0, at) + 1] == "|":
+        begin = text.rfind("\n\n", 0, at)  # the blank line above the table: its caption ends there
+    start = max(text.rfind("\n\n", 0, begin), text.rfind("\n* ", 0, begin), text.rfind("\n  * ", 0, begin))
+    ends = [i for i in (text.find("\n\n", at), text.find("\n* ", at), text.find("\n  * ", at)) if i >= 0]
+    return re.sub(r"<!--.*?-->", "", text[start:min(ends, default=len(text))], flags=re.S)
+
+
+@pytest.mark.parametrize(("doc", "mark"), MARKED, ids=[f"{d.name}:{m.group(4)}:{m.group(5)}" for d, m in MARKED])
+def test_each_marked_figure_names_its_raw_file_where_a_reader_sees_it(doc, mark):
+    """The marker is for the test; the reader needs the raw file named in the same paragraph, in plain text."""
+    path = mark.group(3)
+    assert path in _paragraph(doc.read_text(), mark.start()), \
+        f"{doc.name}: {mark.group(1)} ({mark.group(5)} of {mark.group(4)}) does not name {path} beside it"
 
 
 @pytest.mark.parametrize(("doc", "mark"), MARKED, ids=[f"{d.name}:{m.group(4)}:{m.group(5)}" for d, m in MARKED])

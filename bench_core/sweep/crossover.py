@@ -58,12 +58,15 @@ class Crossing:
     high: float | None
     direction: Direction
     change: Change | None = None
+    # It rests on a predicted point: one of the points its value or interval was read between was not run end to
+    # end. A measured figure's interval holds only its own noise; a predicted one's, only the predictor's spread.
+    predicted: bool = False
 
     @classmethod
     def from_dict(cls, data: dict) -> Crossing:
         change = data.get("change")
         return cls(data["value"], data.get("low"), data.get("high"), Direction(data["direction"]),
-                   Change(change) if change else None)
+                   Change(change) if change else None, bool(data.get("predicted", False)))
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class Crossover:
     later: tuple[Crossing, ...] = ()
     ran: tuple[float, float] | None = None   # the first and last axis values with a figure (None: older files)
     unrun: tuple[float, ...] = ()            # swept values of the line with no figure (a cancelled sweep's)
+    predicted: bool = False                  # the first crossing rests on a predicted point (Crossing.predicted)
 
     @property
     def located(self) -> bool:
@@ -95,7 +99,7 @@ class Crossover:
 
     @property
     def crossings(self) -> tuple[Crossing, ...]:
-        return (Crossing(self.value, self.low, self.high, self.direction), *self.later)
+        return (Crossing(self.value, self.low, self.high, self.direction, predicted=self.predicted), *self.later)
 
     @property
     def shaded(self) -> tuple[tuple[float, float], ...]:
@@ -129,7 +133,9 @@ class Crossover:
             span = f"(at least {_number(c.low, d)}{beyond if self._beyond(True) else ''})"
         else:
             span = f"({_number(c.low, d)}–{_number(c.high, d)})"
-        return f"≈ {_shown(c.value, c.low, c.high, d)} {span}"
+        # a line with no point measured says so once, up front; a crossing beside measured points says it here
+        label = ", predicted" if c.predicted and not self.predicted_only else ""
+        return f"≈ {_shown(c.value, c.low, c.high, d)} {span}{label}"
 
     @property
     def text(self) -> str:
@@ -156,7 +162,8 @@ class Crossover:
                 "direction": self.direction.value, "pays": self.pays,
                 "best": None if self.best is None else asdict(self.best), "predicted_only": self.predicted_only,
                 "fixed": self.fixed, "later": [asdict(c) for c in self.later],
-                "ran": None if self.ran is None else list(self.ran), "unrun": list(self.unrun)}
+                "ran": None if self.ran is None else list(self.ran), "unrun": list(self.unrun),
+                "predicted": self.predicted}
 
     @classmethod
     def from_dict(cls, data: dict) -> Crossover:
@@ -167,7 +174,8 @@ class Crossover:
         return cls(data["axis"], data["value"], data.get("low"), data.get("high"), Direction(data["direction"]),
                    bool(data.get("pays", True)), best, bool(data.get("predicted_only", False)), data.get("fixed", ""),
                    tuple(Crossing.from_dict(c) for c in data.get("later") or ()),
-                   None if ran is None else (ran[0], ran[1]), tuple(data.get("unrun") or ()))
+                   None if ran is None else (ran[0], ran[1]), tuple(data.get("unrun") or ()),
+                   bool(data.get("predicted", False)))
 
 
 def _shown(value: float, low: float | None, high: float | None, decimals: int) -> str:
@@ -246,6 +254,20 @@ def _interval(value: float, direction: Direction, xs: list[float], ups: list[tup
     return None if low is None else min(low, below), None if high is None else max(high, above)
 
 
+def _rests_on_predicted(c: Crossing, pts: list[Estimate]) -> bool:
+    """Whether a point the crossing was read from is predicted: the swept values bracketing its interval (an open
+    side: every point on that side, whose bound curve never crossed) and all between them."""
+    xs = [p.x for p in pts]
+    lo = _bracket(xs, c.low)[0] if c.low is not None else xs[0]
+    hi = _bracket(xs, c.high)[1] if c.high is not None else xs[-1]
+    lo, hi = min(lo, _bracket(xs, c.value)[0]), max(hi, _bracket(xs, c.value)[1])
+    return any(p.measured is False for p in pts if lo <= p.x <= hi)
+
+
+def _labelled(cs: list[Crossing], pts: list[Estimate]) -> list[Crossing]:
+    return [replace(c, predicted=_rests_on_predicted(c, pts)) for c in cs]
+
+
 def _between(pts: list[Estimate], start: float, end: float) -> set[Verdict]:
     return {p.verdict for p in pts if start < p.x < end}
 
@@ -290,12 +312,12 @@ def crossover(axis: str, points: list[Estimate]) -> Crossover | None:
         return _reached(axis, pts)
     ups = _crossings(xs, [math.log(p.high) for p in pts])
     downs = _crossings(xs, [math.log(p.low) for p in pts])
-    kept = _changes([Crossing(v, *_interval(v, d, xs, ups, downs), d) for v, d in found], pts)
+    kept = _labelled(_changes([Crossing(v, *_interval(v, d, xs, ups, downs), d) for v, d in found], pts), pts)
     first, end = kept[0], kept[1].value if len(kept) > 1 else math.inf
     side = (first.value, end) if first.direction == Direction.PAYS_ABOVE else (-math.inf, first.value)
     return Crossover(axis, first.value, first.low, first.high, first.direction,
                      pays=Verdict.PAYS in _between(pts, *side), best=_best(pts), later=tuple(kept[1:]),
-                     ran=(xs[0], xs[-1]))
+                     ran=(xs[0], xs[-1]), predicted=first.predicted)
 
 
 def _best(pts: list[Estimate]) -> Estimate | None:
@@ -315,7 +337,7 @@ def _reached(axis: str, pts: list[Estimate]) -> Crossover | None:
     crossed = _crossings(xs, [math.log(p.high) for p in pts])
     if not crossed:
         return None
-    kept = _changes([Crossing(v, *_bracket(xs, v), d) for v, d in crossed], pts)
+    kept = _labelled(_changes([Crossing(v, *_bracket(xs, v), d) for v, d in crossed], pts), pts)
     first = kept[0]
     return Crossover(axis, first.value, first.low, first.high, first.direction, pays=False, later=tuple(kept[1:]),
-                     ran=(xs[0], xs[-1]))
+                     ran=(xs[0], xs[-1]), predicted=first.predicted)

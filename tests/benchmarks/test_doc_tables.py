@@ -71,3 +71,52 @@ def test_twins_compare_each_vendor_lever_with_its_native_lever_in_the_same_run(t
     # 9 / 12.5 ms; 40 of 100 MiB saved; per logit: the saving over tokens × vocab
     assert "| `adam-fused+liger-ln+bf16` | ×0.72 |" in flce and "100 → 60" in flce and "40 MiB (40.0%)" in flce
     assert f"{40 * 2 ** 20 / logits:.1f} B" in flce
+
+
+# ---------------------------------------------------------------- the docs' printed tables are today's
+ROOT = __import__("pathlib").Path(__file__).parents[2]
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+MARKED = [(doc, mark) for doc in DOCS for mark in doc_tables.marked_tables(doc.read_text())]
+# The header row of every table doc_tables prints, read from its own output: a doc table that starts with one of
+# them was printed by it and must sit under its marker.
+HEADERS = {next(line for line in doc_tables.printed(mark, ROOT).split("\n") if line.startswith("|"))
+           for _, mark in MARKED}
+
+
+@pytest.mark.parametrize(("doc", "mark"), MARKED, ids=[f"{d.name}:{m.line + 1}" for d, m in MARKED])
+def test_each_marked_table_is_what_the_engine_prints_today_from_its_raw_file(doc, mark):
+    lines = doc.read_text().split("\n")
+    shown = "\n".join(lines[mark.start:mark.end])
+    assert shown == doc_tables.printed(mark, ROOT), (
+        f"{doc.name} line {mark.line + 1}: the table differs from `{mark.command}`; "
+        f"print it again with `python benchmarks/doc_tables.py --rewrite docs/{doc.name}`")
+
+
+def test_every_table_doc_tables_prints_in_the_docs_sits_under_its_marker():
+    assert {"single", "agree", "components", "pair", "twins"} <= {
+        "single" if not m.argv[0].startswith("--") else m.argv[0][2:] for _, m in MARKED}
+    for doc in DOCS:
+        lines = doc.read_text().split("\n")
+        under = {n for m in doc_tables.marked_tables("\n".join(lines)) for n in range(m.start, m.end)}
+        for n, line in enumerate(lines):
+            if line in HEADERS and n not in under:
+                pytest.fail(f"{doc.name} line {n + 1}: a doc_tables table with no `<!-- table: ... -->` marker above")
+
+
+def test_rewrite_prints_a_stale_table_again_in_place_and_leaves_the_rest(two_runs, tmp_path, capsys):
+    doc_tables.main([two_runs[0]])
+    fresh = capsys.readouterr().out.rstrip("\n")
+    stale = fresh.replace("| `adam", "| `old-adam", 1)
+    doc = tmp_path / "DOC.md"
+    marker = f"<!-- table: python benchmarks/doc_tables.py {two_runs[0]} -->"
+    doc.write_text(f"# title\n\nprose before\n\n{marker}\n{stale}\n\nprose after\n")
+    doc_tables.main(["--rewrite", str(doc)])
+    assert "1 of 1 tables changed" in capsys.readouterr().out
+    assert doc.read_text() == f"# title\n\nprose before\n\n{marker}\n{fresh}\n\nprose after\n"
+
+
+def test_a_marker_that_names_another_script_or_has_no_table_is_refused():
+    with pytest.raises(ValueError, match="must name `python benchmarks/doc_tables.py"):
+        doc_tables.marked_tables("<!-- table: python other.py x.json -->\n| a |")
+    with pytest.raises(ValueError, match="no table within"):
+        doc_tables.marked_tables("<!-- table: python benchmarks/doc_tables.py x.json -->\n\ntext\n\n\n| a |")

@@ -76,18 +76,20 @@ def test_predictions_from_another_file_are_paired_by_their_axis_values(sweep_fil
     assert "side of x1.00 predicted right: 3 of 3 (100%; target >= 90%) met" in out
 
 
-def test_a_point_measured_at_x1_00_has_no_side_and_a_prediction_inside_its_interval_is_right(tmp_path, capsys):
-    """The H200's Apex map: x0.998 (0.99-1.00) measured; a prediction of x0.990 (0.989-0.992) does not contradict
-    it, x0.94 (0.92-0.96) does; a measured side (x1.10, 1.06-1.13) needs the predicted speedup on it."""
+def test_each_side_is_read_from_its_interval_and_a_prediction_is_right_only_on_the_measured_side(tmp_path, capsys):
+    """The H200's Apex map: x0.998 (0.99-1.00) measured cannot tell a side; a prediction of x0.990 (0.989-0.992)
+    claims 'costs' (wrong), one of x1.00 (0.98-1.01) holds x1.00 (right). A measured side (x1.10, 1.06-1.13): a
+    prediction holding x1.00 (0.95-1.2) is wrong even with its point above; one above (1.02-1.2) is right. The rule
+    of calls 28 on (a point's side, overlap at a measured x1.00) read [right, right, right, wrong] here."""
     path = tmp_path / "s.json"
     path.write_text(to_json(_sweep([
         (_predicted(99.0, 100, 0.989, 0.992), _measured(99.8, 100, 0.99, 1.00)),
-        (_predicted(94.0, 100, 0.92, 0.96), _measured(99.8, 100, 0.99, 1.00)),
+        (_predicted(100, 100, 0.98, 1.01), _measured(99.8, 100, 0.99, 1.00)),
         (_predicted(101, 100, 0.95, 1.2), _measured(110, 100, 1.06, 1.13)),
-        (_predicted(99, 100, 0.95, 1.2), _measured(110, 100, 1.06, 1.13))])))
+        (_predicted(101, 100, 1.02, 1.2), _measured(110, 100, 1.06, 1.13))])))
     assert targets.main([str(path)]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if "batch_size=" in line]
-    assert ["wrong side" in row for row in rows] == [False, True, False, True], rows
+    assert ["wrong side" in row for row in rows] == [True, False, True, False], rows
 
 
 def test_repredict_makes_each_prediction_again_from_the_timings_its_file_kept(tmp_path, capsys):
