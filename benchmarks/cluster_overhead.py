@@ -11,19 +11,16 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # _ray_cluster, beside this script
+import _ray_cluster  # beside this script: Python puts a script's own folder first on sys.path
 
-import _ray_cluster  # noqa: E402
-
-from bench_core.cluster.ray_executor import RayExecutor  # noqa: E402
-from bench_core.config.bench_config import BenchConfig  # noqa: E402
-from bench_core.config.settings import Limits  # noqa: E402
-from bench_core.levers.presets import preset  # noqa: E402
-from bench_core.results.records import Status  # noqa: E402
-from bench_core.results.store import Store  # noqa: E402
-from bench_core.service.jobs import JobManager  # noqa: E402
+from bench_core.cluster.ray_executor import RayExecutor
+from bench_core.config.bench_config import BenchConfig
+from bench_core.config.settings import Limits
+from bench_core.levers.presets import preset
+from bench_core.results.records import Status
+from bench_core.results.store import Store
+from bench_core.service.jobs import JobManager
 
 CFG = BenchConfig(depth=2, width=64, heads=4, seq_len=32, batch_size=2, vocab_size=256, warmup=1, iters=200,
                   device="cpu")

@@ -11,9 +11,6 @@ import argparse
 import json
 import sys
 from dataclasses import replace
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 MIB = 2**20
 

@@ -142,12 +142,38 @@ def test_cpu_optimizer_rows(cpu_report):
         assert fused.status == "unavailable" and "fused=True" in fused.reason
 
 
+def _norm_traffic(kind: str, rows: int, width: int, autocast: bool) -> int:
+    """The bytes of every tensor torch's own LayerNorm / RMSNorm forward and backward ops read or write at this
+    shape, in the dtype the norm computes in (read from torch under autocast): a count independent of the
+    report's formula, its shapes from torch's meta kernels. The backward's bias argument is not read (dbeta is a
+    sum of dy), so it is not counted."""
+    import torch
+    aten = torch.ops.aten
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        probe = torch.nn.functional.layer_norm if kind == "layernorm" else torch.nn.functional.rms_norm
+        dtype = probe(torch.randn(2, width), (width,)).dtype
+    x = torch.empty(rows, width, dtype=dtype, device="meta")
+    w, b = torch.empty(width, device="meta"), torch.empty(width, device="meta")
+    if kind == "layernorm":
+        y, mean, rstd = aten.native_layer_norm(x, [width], w, b, 1e-5)
+        dy = torch.empty_like(y)
+        grads = aten.native_layer_norm_backward(dy, x, [width], mean, rstd, w, b, [True, True, True])
+        touched = (x, w, b, y, mean, rstd) + (dy, x, mean, rstd, w) + tuple(grads)
+    else:
+        y, rstd = aten._fused_rms_norm(x, [width], w, 1e-5)
+        dy = torch.empty_like(y)
+        grads = aten._fused_rms_norm_backward(dy, x, [width], rstd, w, [True, True])
+        touched = (x, w, y, rstd) + (dy, x, rstd, w) + tuple(grads)
+    return sum(t.numel() * t.element_size() for t in touched)
+
+
 def test_cpu_layernorm_rows(cpu_report):
-    rows, width = cpu_report.rows_x_width
+    rows, width = TINY.batch_size * TINY.seq_len, TINY.width      # every token of a step, at the model's width
+    assert cpu_report.rows_x_width == (rows, width)
     for dtype in ("fp32", "bf16-autocast"):
         row = cpu_report.row("norm", "layernorm", dtype)
         _assert_measured(row)
-        assert row.bytes_moved == layernorm_bytes(rows, width, 4)  # torch LayerNorm runs in fp32 under autocast
+        assert row.bytes_moved == _norm_traffic("layernorm", rows, width, autocast=dtype == "bf16-autocast")
 
 
 def test_cpu_apex_and_compiled_rows_are_unavailable_with_a_reason(cpu_report):
@@ -176,11 +202,13 @@ def test_llama_rows_are_rmsnorm_rows():
     norms = [r for r in report.rows if r.view == "norm"]
     assert [r.name for r in norms if r.dtype == "fp32"] == ["rmsnorm", "apex-fusedrms", "liger-rms",
                                                            "rmsnorm-compiled"]
-    rows, width = report.rows_x_width
+    rows, width = cfg.batch_size * cfg.seq_len, cfg.width
+    assert report.rows_x_width == (rows, width)
     for dtype in ("fp32", "bf16-autocast"):
         row = report.row("norm", "rmsnorm", dtype)
         _assert_measured(row)
-        assert row.bytes_moved == rmsnorm_bytes(rows, width, 4) and row.title == "RMSNorm"
+        assert row.bytes_moved == _norm_traffic("rmsnorm", rows, width, autocast=dtype == "bf16-autocast")
+        assert row.title == "RMSNorm"
     assert report.params == param_count(cfg) and report.row("optimizer", "adam").status == "ok"
 
 

@@ -108,9 +108,27 @@ def test_defaults_suit_the_device():
     assert cpu.width <= 256 and validate(replace(cpu, device="cpu"), LIMITS, False, FREE)
 
 
-def test_a_gpu_runs_each_stage_in_three_processes_by_default_and_a_cpu_in_one():
-    assert defaults_for("cuda").repeats == 3   # the interval's unit of replication: 2 degrees of freedom
-    assert defaults_for("cpu").repeats == 1    # fast; its intervals say "within one process"
+def _split(run, processes: int):
+    """`run` as measured in `processes` fresh processes a stage, four steps each, the same figures throughout."""
+    stages = tuple(replace(s, times_ms=s.times_ms[:1] * 4 * processes, rounds=(4,) * processes) if s.rounds else s
+                   for s in run.stages)
+    return replace(run, stages=stages, config=replace(run.config, repeats=processes))
+
+
+def test_a_gpu_default_run_gets_a_full_interval_across_processes_and_a_cpu_default_says_within_one():
+    """What the defaults are for: a GPU's default run gives every stage an interval across fresh processes that the
+    summary shows without a caveat (as many processes as its rule for a full interval asks); a CPU's, kept to one
+    process for speed, says that its interval covers only the steps within one process."""
+    from sample_runs import gpu_run
+
+    from bench_core.measure.stats import IntervalScope
+    from bench_core.results.summary import summarize
+    gpu = summarize(_split(gpu_run(), defaults_for("cuda").repeats)).stages[1]
+    assert gpu.interval.scope == IntervalScope.ACROSS_PROCESSES
+    assert gpu.speedup_text == f"{gpu.speedup_point_text} (2.00–2.00)"   # ×2 exactly: no caveat beside it
+    cpu = summarize(_split(gpu_run(), defaults_for("cpu").repeats)).stages[1]
+    assert cpu.interval.scope == IntervalScope.WITHIN_ONE_PROCESS
+    assert cpu.speedup_text.endswith(", within one process)")
 
 
 @pytest.mark.parametrize("iters,floor", [(4, 4), (5, 5), (6, 6), (30, 6), (2000, 6)])

@@ -3,6 +3,7 @@ wait from the timestamps' resolution, and the launch-bound label it drives."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -11,7 +12,6 @@ import pytest
 from bench_core.measure.breakdown import CATEGORIES, StageProfile, bottleneck, profile_from_cpu_ops
 from bench_core.measure.idle import (
     KERNEL_WAIT_US,
-    TIMESTAMP_RESOLUTION_US,
     Activity,
     IdleBreakdown,
     attribute,
@@ -36,11 +36,25 @@ def test_host_late_gap_is_host_wait_whole():
 
 
 def test_sync_gap_is_other_and_a_short_queued_gap_is_kernel_wait():
-    # B was launched at 5 (before A ended) but ran only at 110: it waited on something else (an event, a sync)
-    idle = attribute([act(0, 10, 1), act(110, 120, 2), act(125, 130, 3)], {1: -5.0, 2: 5.0, 3: 6.0}, steps=1)
-    assert (idle.host_wait_us, idle.kernel_wait_us, idle.other_idle_us) == (0, 5, 100)
-    assert idle.other_idle_share == pytest.approx(105 / 130)
-    assert KERNEL_WAIT_US == 30  # HTA's default consecutive_kernel_delay: the 5 us gap is under it, 100 us is not
+    # B was launched at 5 (before A ended) but ran only after a gap of KERNEL_WAIT_US: not under HTA's
+    # consecutive_kernel_delay, so it waited on something else (an event, a sync); C, queued too, follows after
+    # half of it: under the delay, kernel wait. Neither is host wait: each was launched before the GPU went idle.
+    short, held = KERNEL_WAIT_US / 2, KERNEL_WAIT_US
+    b_start = 10 + held
+    c_start = b_start + 10 + short
+    idle = attribute([act(0, 10, 1), act(b_start, b_start + 10, 2), act(c_start, c_start + 5, 3)],
+                     {1: -5.0, 2: 5.0, 3: 6.0}, steps=1)
+    assert idle.host_wait_us == 0
+    assert idle.kernel_wait_us == pytest.approx(short) and idle.other_idle_us == pytest.approx(held)
+    assert idle.other_idle_share == pytest.approx((short + held) / (c_start + 5))
+
+
+def test_kernel_wait_is_hta_default_consecutive_kernel_delay():
+    """HTA's idle-time breakdown is the rule (see bench_core/measure/idle.py): its own default, read from it."""
+    import inspect
+    hta = pytest.importorskip("hta.trace_analysis")
+    default = inspect.signature(hta.TraceAnalysis.get_idle_time_breakdown).parameters["consecutive_kernel_delay"]
+    assert default.default == KERNEL_WAIT_US
 
 
 def test_back_to_back_kernels_leave_no_gap():
@@ -105,8 +119,7 @@ def test_saved_trace_hand_computed():
 def test_saved_trace_equals_hta(tmp_path):
     hta = pytest.importorskip("hta.trace_analysis")
     shutil.copy(TRACE, tmp_path / TRACE.name)
-    frame, _ = hta.TraceAnalysis(trace_dir=str(tmp_path)).get_idle_time_breakdown(
-        visualize=False, consecutive_kernel_delay=int(KERNEL_WAIT_US))
+    frame, _ = hta.TraceAnalysis(trace_dir=str(tmp_path)).get_idle_time_breakdown(visualize=False)  # its default
     theirs = dict(zip(frame["idle_category"], frame["idle_time"], strict=True))
     idle = _saved()
     assert theirs == {"host_wait": idle.host_wait_us, "kernel_wait": idle.kernel_wait_us,
@@ -115,12 +128,39 @@ def test_saved_trace_equals_hta(tmp_path):
 
 # --- the bound and the label -----------------------------------------------------------------------------------
 def test_bound_arithmetic():
-    assert TIMESTAMP_RESOLUTION_US == 1.0
-    assert host_wait_bound_us(600, 0.0) == 600.0                     # every gap's edges, one resolution each
-    assert host_wait_bound_us(600, 25.0) == 625.0                    # plus the gaps whose order is unresolved
+    assert host_wait_bound_us(600, 25.0, resolution_us=1.0) == 625.0   # every gap's edges, plus the unresolved
     assert host_wait_bound_us(10, 3.0, resolution_us=0.5) == 8.0
     idle = IdleBreakdown(5, 100_000.0, 90_000.0, 6_000.0, 1_000.0, 3_000.0, gaps=500, unresolved_us=100.0)
-    assert idle.bound_us == 600.0 and idle.bound_share == pytest.approx(0.006)
+    assert idle.bound_share == pytest.approx(idle.bound_us / 100_000.0)
+
+
+def _hta_rounded(acts, launches):
+    """What HTA reads of a trace: every timestamp rounded down to a whole microsecond (its trace parser's
+    `round_down_time_stamps`), the resolution the bound must cover."""
+    return ([Activity(a.stream, math.floor(a.start_us), math.floor(a.end_us), a.correlation) for a in acts],
+            {c: float(math.floor(t)) for c, t in launches.items()})
+
+
+def test_host_wait_beyond_the_bound_is_there_however_the_timestamps_were_rounded():
+    """The bound's promise, from the trace format: host wait measured on whole-microsecond timestamps exceeds the
+    true host wait by no more than `bound_us`, in the worst case: rounding down lengthens every gap by almost a
+    microsecond."""
+    gaps, eps = 200, 1e-3
+    # activity i runs over [10 i + eps, 10 i + 6 - eps]: rounded down, each activity ends almost a microsecond
+    # early and the next starts only eps early, so each gap grows by 1 - 2 eps
+    starts = [10.0 * i + eps for i in range(gaps + 1)]
+    ends = [10.0 * i + 6 - eps for i in range(gaps + 1)]
+    acts = [act(s, e, i) for i, (s, e) in enumerate(zip(starts, ends, strict=True))]
+    # each launched 1.5 us after the GPU went idle: the whole gap is host wait, and its order is resolved
+    launches = {0: -3.0} | {i: ends[i - 1] + 1.5 for i in range(1, gaps + 1)}
+    true_host = sum(starts[i] - ends[i - 1] for i in range(1, gaps + 1))
+    truth = attribute(acts, launches, steps=1)
+    assert truth.host_wait_us == pytest.approx(true_host)
+    seen = attribute(*_hta_rounded(acts, launches), steps=1)
+    assert (seen.gaps, seen.unresolved_us) == (gaps, 0)
+    excess = seen.host_wait_us - true_host
+    assert excess == pytest.approx(gaps * (1 - 2 * eps))   # every gap lengthened: the case is the worst
+    assert excess <= seen.bound_us
 
 
 def _profile(idle: IdleBreakdown, kernel_ms: float) -> StageProfile:

@@ -2,6 +2,7 @@ import math
 import random
 import statistics
 import time
+from fractions import Fraction
 
 import pytest
 
@@ -94,15 +95,33 @@ def test_noise_both_at_once():
                       "repeat medians differ by 10.0% (limit 3%)")
 
 
-def test_noise_boundary_is_not_noisy():
-    # exactly at the limit: p10 95, p90 105 around a median of 100 is a spread of exactly 10%
-    assert (105.0 - 95.0) / 100.0 == NOISE_SPREAD
-    assert noise_reason([95.0 - 10 / 8, 100.0, 105.0 + 10 / 8], None) is None
-    assert noise_reason([95.0 - 10 / 8 - 0.01, 100.0, 105.0 + 10 / 8 + 0.01], None) is not None
-    # repeats: 3 / 100 is exactly the 3% limit; a hair more is noisy
-    assert 3.0 / 100.0 == NOISE_REPEATS
-    assert noise_reason([100.0], [100.0, 100.0, 103.0]) is None
-    assert noise_reason([100.0], [100.0, 100.0, 103.01]) == "repeat medians differ by 3.0% (limit 3%)"
+def _at(limit: float, scale: int = 1) -> tuple[int, int]:
+    """(centre, excess) integers whose ratio excess / centre rounds to exactly `limit` in floating point: the
+    limit's own shortest decimal as a fraction (float(n / d) is that decimal, correctly rounded), scaled."""
+    exact = Fraction(repr(limit))
+    return exact.denominator * scale, exact.numerator * scale
+
+
+def test_a_spread_at_its_limit_is_not_noisy_and_one_beyond_it_is():
+    # 11 steps: p10 and p90 fall on the 2nd and 10th sorted values (positions (11 - 1) q = 1 and 9), the median on
+    # the 6th; nine at the centre and two above it make a spread of excess / centre, whatever the limit is
+    centre, excess = _at(NOISE_SPREAD, scale=10)
+    at_limit = [float(centre)] * 9 + [float(centre + excess)] * 2
+    deciles = statistics.quantiles(at_limit, n=10, method="inclusive")
+    assert (deciles[-1] - deciles[0]) / statistics.median(at_limit) == NOISE_SPREAD
+    assert noise_reason(at_limit, None) is None
+    beyond = at_limit[:9] + [math.nextafter(centre + excess, math.inf)] * 2
+    assert noise_reason(beyond, None).startswith("p10–p90 spread ")
+
+
+def test_repeats_at_their_limit_are_not_noisy_and_beyond_it_are():
+    centre, excess = _at(NOISE_REPEATS, scale=10)
+    at_limit = [float(centre), float(centre), float(centre + excess)]
+    assert (max(at_limit) - min(at_limit)) / statistics.median(at_limit) == NOISE_REPEATS
+    steady = [float(centre)] * 5                    # no spread within the steps: only the repeats can be noisy
+    assert noise_reason(steady, at_limit) is None
+    beyond = [float(centre), float(centre), math.nextafter(centre + excess, math.inf)]
+    assert noise_reason(steady, beyond).startswith("repeat medians differ by ")
 
 
 def test_bootstrap_constant_samples_degenerate():
