@@ -10,7 +10,8 @@ PORT ?= 8501
 TORCH_PIN := torch==2.13.0
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 NVIDIA_DRIVER := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo yes)
-CPU_TORCH := $(TORCH_PIN) --extra-index-url $(TORCH_CPU_INDEX)
+# torch alone from that index, then its dependencies from PyPI (the pin is met by the +cpu build already there).
+CPU_TORCH := --no-deps $(TORCH_PIN) --extra-index-url $(TORCH_CPU_INDEX) && $(BIN)/pip install -q $(TORCH_PIN)
 
 .PHONY: app apex test lint venv deps-app deps-test browser torch-app torch-test
 
