@@ -6,16 +6,15 @@ run adds to its steps.
 - fixed: a process's seconds beyond its steps (timed, warm-up and profiled steps): start-up not hidden, the first
   step's allocations, the profiler, reading its trace.
 
-Both are read from a finished run's per-process timelines (the `started` and `first_step` events) and saved per
-device under the machine cache (machine/cache), so they follow the machine and its software. Torch-free.
+Both are read from a finished run's per-process timelines (results/phase: the `started` and `first_step` events)
+and saved per device under the machine cache (machine/cache), so they follow the machine and its software.
+Torch-free.
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 
 from bench_core.machine import cache as machine_cache
-from bench_core.results.records import RunResult, StageResult, Status
 
 CACHE_KIND = "stage-costs"
 # Until a run has measured them here, assumed (and shown as assumed): a process's fixed cost, and a compile; a CPU
@@ -38,47 +37,16 @@ class StageCosts:
         return f"compile about {self.compile_s:.0f} s a process ({how})"
 
 
-def compiles(stage: StageResult) -> bool:
-    return stage.stage.compile_lever.traces_model
-
-
-def first_step_s(stage: StageResult) -> list[float]:
-    """Each finished process's first warm-up step, in seconds (from its `started` and `first_step` events)."""
-    return [t["first_step"] - t["started"] for t in stage.timelines if "first_step" in t and "started" in t]
-
-
-def _step_s(stage: StageResult) -> float | None:
-    return statistics.median(stage.times_ms) / 1e3 if stage.times_ms else None
-
-
-def measured(run: RunResult) -> tuple[float | None, float | None]:
-    """(fixed, compile) seconds of a process of this run, each a median over its processes; None where none ran."""
-    fixed, compile_ = [], []
-    warm_and_profiled = run.config.warmup + 5 / max(run.config.repeats, 1)
-    for s in run.stages:
-        step = _step_s(s)
-        if s.status != Status.OK or step is None or not s.wall_s or not s.rounds:
-            continue
-        firsts = first_step_s(s)
-        extra = sum(max(f - step, 0.0) for f in firsts) / max(len(firsts), 1) if compiles(s) else 0.0
-        if compiles(s) and firsts:
-            compile_.append(extra)
-        per_process = (s.wall_s - sum(s.times_ms) / 1e3) / len(s.rounds) - extra - warm_and_profiled * step
-        fixed.append(max(per_process, 0.0))
-    return (statistics.median(fixed) if fixed else None, statistics.median(compile_) if compile_ else None)
-
-
-def save(run: RunResult) -> None:
-    """Keep what this finished run measured for the next estimate on this machine (a figure it did not measure
-    keeps its earlier value)."""
-    fixed, compile_ = measured(run)
-    if fixed is None and compile_ is None:
+def save(device: str, fixed_s: float | None, compile_s: float | None) -> None:
+    """Keep what a finished run measured for the next estimate on this machine (a figure it did not measure keeps
+    its earlier value)."""
+    if fixed_s is None and compile_s is None:
         return
     key = machine_cache.environment_fingerprint()
     data = dict(machine_cache.load(CACHE_KIND, key) or {})
-    entry = dict(data.get(run.device) or {})
-    entry.update({k: v for k, v in (("fixed_s", fixed), ("compile_s", compile_)) if v is not None})
-    machine_cache.save(CACHE_KIND, key, {**data, run.device: entry})
+    entry = dict(data.get(device) or {})
+    entry.update({k: v for k, v in (("fixed_s", fixed_s), ("compile_s", compile_s)) if v is not None})
+    machine_cache.save(CACHE_KIND, key, {**data, device: entry})
 
 
 def load(device: str) -> StageCosts:

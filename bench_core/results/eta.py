@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from bench_core.machine import stage_costs
-from bench_core.machine.stage_costs import StageCosts, compiles, first_step_s
+from bench_core.machine.stage_costs import StageCosts
 from bench_core.measure.estimate import StepEstimate, process_overhead_s, rate_sources, step_estimate
-from bench_core.results.phase import compile_elapsed_s
+from bench_core.results.phase import compile_elapsed_s, compiles, first_step_s
 from bench_core.results.records import RunResult, StageResult, Status
 from bench_core.results.summary import summarize
 

@@ -12,12 +12,12 @@ from typing import Any, Protocol
 
 from bench_core.config.bench_config import BenchConfig, resolve_device
 from bench_core.levers.stage import Stage
-from bench_core.machine import stage_costs
 from bench_core.machine.ceilings import Ceilings, CeilingsProcess
 from bench_core.machine.conditions import Conditions
 from bench_core.machine.probe import Probe
 from bench_core.measure.warmup import WarmupTrace
 from bench_core.models.families import estimate_memory, param_count
+from bench_core.results.phase import save_costs
 from bench_core.results.records import STAGE_FINISHED, RunResult, StageResult, Status, initial_stage
 from bench_core.run import events as ev
 from bench_core.run.processes import (
@@ -278,7 +278,7 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
             if hooks.on_stage_done:
                 hooks.on_stage_done(final, stage)
     final = replace(final, status=Status.CANCELLED if cancelled else Status.DONE)
-    stage_costs.save(final)   # the next estimate here counts this run's measured process and compile costs
+    save_costs(final)   # the next estimate here counts this run's measured process and compile costs
     if hooks.on_update:
         hooks.on_update(final)
     return final

@@ -12,7 +12,7 @@ from bench_core.machine.probe import Probe
 from bench_core.machine.stage_costs import StageCosts
 from bench_core.measure.estimate import bf16_note, process_overhead_s, step_estimate, step_seconds
 from bench_core.results.eta import eta, run_estimate
-from bench_core.results.phase import Phase, compile_text, phase
+from bench_core.results.phase import Phase, compile_text, phase, save_costs
 from bench_core.results.records import Status
 from bench_core.run.runner import new_run, run_stage
 
@@ -64,7 +64,7 @@ def test_a_run_measures_and_caches_the_compile_and_the_process_cost():
         run = run.with_stage(dataclasses.replace(
             run.stages[index], status=Status.OK, times_ms=step_ms, rounds=(10,), wall_s=1.0 + first + 3.0 + 0.8,
             timelines=({"started": 100.0, "first_step": 100.0 + first},)))
-    stage_costs.save(run)
+    save_costs(run)
     costs = stage_costs.load("cpu")
     assert costs.measured_compile and costs.compile_s == pytest.approx(40.0)   # its first step less one step
     # wall less its timed steps (1 s), its compile, warm-up (3) and profiled (5) steps at 0.1 s: 3.5 and 3.1
