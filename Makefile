@@ -22,7 +22,7 @@ $(BIN)/python:
 # torch before the requirements, so their torch>=2.4 is already met and pip pulls no other build.
 torch-app: $(BIN)/python
 ifeq ($(NVIDIA_DRIVER),yes)
-	$(BIN)/pip install -q "torch>=2.4"
+	$(BIN)/pip install -q "torch>=2.4" -r requirements-gpu.txt
 else
 	$(BIN)/pip install -q $(CPU_TORCH)
 endif
