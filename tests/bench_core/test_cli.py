@@ -336,7 +336,7 @@ def test_run_help_names_the_default_ladder_per_device(capsys):
     with pytest.raises(SystemExit) as done:
         cli.parser().parse_args(["run", "--help"])
     assert done.value.code == 0
-    assert "seed on cuda, native on cpu" in " ".join(capsys.readouterr().out.split())
+    assert "seed on cuda, native-eager on cpu" in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize("argv,expected", [
