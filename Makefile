@@ -3,21 +3,44 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8501
+# One torch for the app and the tests where there is no GPU. Without an NVIDIA driver (no nvidia-smi) it is the CPU
+# build: PyPI's Linux wheel of the same version pulls about 15 CUDA wheels (a 6 GB venv); PyTorch's CPU index serves
+# it as 2.13.0+cpu, which outranks PyPI's 2.13.0 for this pin. With a driver, the app keeps requirements.txt's range
+# (PyPI's CUDA build).
+TORCH_PIN := torch==2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+NVIDIA_DRIVER := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo yes)
+# torch alone from that index, then its dependencies from PyPI (the pin is met by the +cpu build already there).
+CPU_TORCH := --no-deps $(TORCH_PIN) --extra-index-url $(TORCH_CPU_INDEX) && $(BIN)/pip install -q $(TORCH_PIN)
 
-.PHONY: app apex test lint venv deps-app deps-test browser
+.PHONY: app apex test lint venv deps-app deps-test browser torch-app torch-test
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# torch before the requirements, so their torch>=2.4 is already met and pip pulls no other build.
+torch-app: $(BIN)/python
+ifeq ($(NVIDIA_DRIVER),yes)
+	$(BIN)/pip install -q "torch>=2.4" -r requirements-gpu.txt
+else
+	$(BIN)/pip install -q $(CPU_TORCH)
+endif
+
+torch-test: $(BIN)/python
+ifeq ($(NVIDIA_DRIVER),yes)
+	$(BIN)/pip install -q $(TORCH_PIN)
+else
+	$(BIN)/pip install -q $(CPU_TORCH)
+endif
+
 # The project itself is installed editable with --no-deps: its runtime deps are requirements.txt (see pyproject.toml).
-deps-app: $(BIN)/python
+deps-app: torch-app
 	$(BIN)/pip install -q -r requirements.txt
 	$(BIN)/pip install -q --no-deps -e .
 
-# CPU torch first, so the requirements' torch>=2.4 is already met and no CUDA build is pulled.
-deps-test: $(BIN)/python
-	$(BIN)/pip install -q torch==2.13.0
+# The pinned torch (the CPU build without a driver, as `make app` installs it), then the test requirements.
+deps-test: torch-test
 	$(BIN)/pip install -q -r requirements-dev.txt
 	$(BIN)/pip install -q --no-deps -e .
 

@@ -29,10 +29,13 @@ from bench_core.config.settings import load_limits
 from bench_core.levers.presets import DEFAULT_PRESET, PRESETS, across_gpus, default_preset, family_errors, preset
 from bench_core.levers.registry import KERNEL_PACKAGES
 from bench_core.levers.stage import Stage
+from bench_core.machine import stage_costs
 from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe, cached_probe
 from bench_core.machine.telemetry import has_nvidia_gpu
 from bench_core.models.families import FAMILIES, validate
+from bench_core.results.eta import run_estimate
+from bench_core.results.phase import Phase, compile_text, phase
 from bench_core.results.records import STAGE_FINISHED, RunResult, StageResult, Status
 from bench_core.results.summary import summarize
 from bench_core.results.table import print_probe, print_table
@@ -227,6 +230,8 @@ def _run(args: argparse.Namespace, console: Any, spares: SpareWorkers, packages:
                   + f" · {args.model or 'custom shape'} · probe {'cached' if cached else 'measured'}", highlight=False)
     if store is not None:
         store.save_run(run)
+    costs = stage_costs.load(run.device)
+    console.print(run_estimate(run, costs).text(), highlight=False)
     files = RunFiles(args.out, args.json_path)
     with Progress(TextColumn("{task.description:<40}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console,
@@ -236,7 +241,8 @@ def _run(args: argparse.Namespace, console: Any, spares: SpareWorkers, packages:
 
         def on_update(current: RunResult) -> None:
             for s in current.stages:
-                progress.update(tasks[s.index], completed=len(s.times_ms), status=s.status.value)
+                status = compile_text(s, costs, time.time()) if phase(s) is Phase.COMPILING else s.status.value
+                progress.update(tasks[s.index], completed=len(s.times_ms), status=status)
 
         # after each stage's round: the history, then the files, then the line (once it shows, the files hold it)
         done = [hook for hook in (store.save_stage if store is not None else None, files.write_round,

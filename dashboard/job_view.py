@@ -11,9 +11,11 @@ import pandas as pd
 import streamlit as st
 
 from bench_core.config.bench_config import describe_shape
+from bench_core.machine import stage_costs
 from bench_core.results import figures
 from bench_core.results.columns import Layout, key_cell, key_columns, proof_consequence, shown
 from bench_core.results.formats import neutralise, to_csv, to_json
+from bench_core.results.phase import Phase, compile_text, phase
 from bench_core.results.records import RunResult, Status
 from bench_core.results.report import render_html
 from bench_core.results.summary import RunSummary, summarize
@@ -37,11 +39,15 @@ def job_header(snap: JobSnapshot) -> None:
 
 def stage_progress(snap: JobSnapshot) -> None:
     rounds = snap.run.config.repeats
+    costs = None
     for stage in snap.run.stages:
         total = max(stage.iters_total * rounds, 1)
         done = len(stage.times_ms)
         text = f"{STATUS_MARK.get(stage.status.value, '')} {stage.index + 1}. {stage.key} — {stage.status.value}"
-        if stage.status == Status.RUNNING and not stage.times_ms and stage.warmup_steps:
+        if phase(stage) is Phase.COMPILING:
+            costs = costs or stage_costs.load(snap.run.device)
+            text += f" · {compile_text(stage, costs, time.time())}"
+        elif stage.status == Status.RUNNING and not stage.times_ms and stage.warmup_steps:
             text += f" · warming up: {stage.warmup_steps} steps, {stage.warmup_s or 0:.1f} s"
         elif stage.status in (Status.RUNNING, Status.OK):
             text += f" · iteration {done}/{total}"

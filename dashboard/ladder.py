@@ -6,11 +6,13 @@ import streamlit as st
 from bench_core.levers.presets import PRESETS, TWINS, across_gpus, default_preset, family_variant, preset
 from bench_core.levers.registry import KINDS, names_of
 from bench_core.levers.stage import Stage
+from bench_core.machine import stage_costs
 from bench_core.machine.probe import Probe
 
 # seed under the llama family is the llama-seed ladder: each preset takes the form's family's norms
 PRESET_CAPTIONS = {"seed": f"Apex's {len(PRESETS['seed'])} steps and {len(TWINS['seed'])} twins",
-                   "native": "PyTorch's own", "peers": "Apex vs Liger, FP8",
+                   "native-eager": "PyTorch's own, no compile", "native": "PyTorch's own + compile",
+                   "peers": "Apex vs Liger, FP8",
                    "all": "seed + native + more", "custom": "build your own"}
 
 
@@ -42,9 +44,21 @@ def runnable(stages: list[Stage], probe: Probe | None, device: str) -> list[tupl
     return [(s, reason(s)) for s in stages]
 
 
+def captions(device: str) -> list[str]:
+    """Each ladder's caption; a ladder that compiles states the compile's cost on this machine."""
+    costs = stage_costs.load(device)
+    how = "measured here" if costs.measured_compile else "assumed until measured here"
+    out = []
+    for name, caption in PRESET_CAPTIONS.items():
+        compiled = sum(1 for s in PRESETS.get(name, ()) if s.compile_lever.traces_model)
+        if compiled and device == "cpu":
+            caption += f" (compiling adds about {compiled * costs.compile_s:.0f} s a round, {how})"
+        out.append(caption)
+    return out
+
+
 def draw(probe: Probe | None, device: str, max_stages: int) -> None:
-    st.radio("Ladder", list(PRESET_CAPTIONS), key="stage_choice", horizontal=True,
-             captions=list(PRESET_CAPTIONS.values()))
+    st.radio("Ladder", list(PRESET_CAPTIONS), key="stage_choice", horizontal=True, captions=captions(device))
     choice = st.session_state["stage_choice"]
     if choice != "custom":
         counts = [n for n in names_of("gpus") if probe and not Stage(gpus=n).unavailable_reason(probe, device)]

@@ -8,8 +8,10 @@ from bench_core.config.bench_config import resolve_device
 from bench_core.levers import presets
 from bench_core.machine.telemetry import has_nvidia_gpu
 from bench_core.machine.timer import TIMER_NAMES
-from bench_core.measure.estimate import WARN_ABOVE_S, rate_sources, run_seconds
+from bench_core.measure.estimate import WARN_ABOVE_S, bf16_note
+from bench_core.results.eta import run_estimate
 from bench_core.results.summary import summarize
+from bench_core.run.runner import new_run
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from dashboard import form, job_view, ladder
 from dashboard.live import live, verdict_card
@@ -113,12 +115,13 @@ operator = is_operator()
 run_col, msg_col = st.columns([1, 4])
 run_col.button("Run", type="primary", on_click=submit, disabled=not operator or bool(errors),
                help=None if operator else "viewers cannot start runs: enter the operator token in the sidebar")
-precisions = [s.precision for s in can_run]
-estimate = run_seconds(cfg, probe, device, precisions) if cfg and probe and can_run else None
+planned = run_estimate(new_run(cfg, can_run, probe, preset)) if cfg and probe and can_run else None
+estimate = planned.seconds if planned else None
 msg_col.caption(f"{len(can_run)} of {len(stages)} chosen stages can run on this machine"
-                + (f" · {cfg.repeats} round(s)" if cfg else "")
-                + (f" · estimated {estimate / 60:.1f} min (model FLOPs ÷ the rate of each stage's precision — "
-                   f"{rate_sources(cfg, probe, device, precisions)})" if estimate and cfg and probe else ""))
+                + (f" · {cfg.repeats} round(s)" if cfg else "") + (f" · {planned.text()}" if planned else ""))
+emulated = bf16_note(cfg, probe, device, can_run) if cfg and probe else ""
+if emulated:
+    msg_col.info(emulated)
 if estimate and estimate > WARN_ABOVE_S:
     msg_col.warning(f"This run is estimated to take about {estimate / 60:.0f} minutes on this machine. A smaller "
                     "model size, fewer iterations or fewer stages would finish sooner.")

@@ -59,7 +59,7 @@ def board() -> None:
             st.caption("Apex's fused kernels need a CUDA build of torch and an NVIDIA GPU. This machine has "
                        f"torch {probe.torch}" + ("" if probe.cuda_runtime else " (a CPU build)") + " and "
                        + ("no GPU" if not probe.cuda_available else "a GPU") + ", so there is nothing to build "
-                       "Apex for here: run the Apex stages on a GPU machine (README, 'Installing Apex').")
+                       "Apex for here: run the Apex stages on a GPU machine (docs/APEX.md, 'Installing Apex').")
         else:
             st.caption("Apex is not on PyPI: one command builds its CUDA extensions for this GPU into the app's "
                        "environment, after the doctor below passes, then probes the result.")

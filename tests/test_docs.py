@@ -76,12 +76,12 @@ def test_each_marked_figure_is_recomputed_from_its_raw_file(doc, mark):
         f"{doc.name} prints {printed} for {metric} of {stage} in {path}"
 
 
-def test_the_readme_s_sweep_paragraph_says_what_the_sweep_says():
+def test_the_guide_s_sweep_paragraph_says_what_the_sweep_says():
     """Its own words, read from the engine: every crossing of ×1.00, a crossing back included; a cancelled sweep's
     points that never ran; a third decimal near ×1.00; the warning before a comparison that runs the same code."""
     from bench_core.sweep.crossover import Change, Direction
     from bench_core.sweep.records import NotRun
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "GUIDE.md").read_text()
     start = text.index("* Where does a lever start to pay?")
     sweep = " ".join(text[start:text.index("\n* ", start + 1)].split())
     assert f'"{Direction.PAYS_ABOVE} A, and {Change.STOPS_PAYING} B"' in sweep

@@ -1,4 +1,5 @@
-"""The README's layout table is exact: every engine sub-package and module it names exists, and it names them all."""
+"""The layout table (docs/LAYOUT.md, linked from the README) is exact: every engine sub-package and module it names
+exists, and it names them all."""
 from __future__ import annotations
 
 import re
@@ -9,7 +10,7 @@ ENGINE = ROOT / "bench_core"
 
 
 def _layout_rows() -> dict[str, str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "LAYOUT.md").read_text()
     section = text[text.index("## Layout"):]
     rows = re.findall(r"^\| `bench_core/([a-z_]+)/` \| (.*) \|$", section, flags=re.M)
     return dict(rows)
@@ -22,7 +23,8 @@ def test_every_sub_package_and_module_is_in_the_readme_layout():
     for package, text in rows.items():
         named = set(re.findall(r"`([a-z_]+)`", text))
         modules = {p.stem for p in (ENGINE / package).glob("*.py") if p.stem != "__init__"}
-        assert named == modules, f"bench_core/{package}: README names {sorted(named)}, the tree has {sorted(modules)}"
+        assert named == modules, \
+            f"bench_core/{package}: docs/LAYOUT.md names {sorted(named)}, the tree has {sorted(modules)}"
 
 
 def test_every_sub_package_says_what_it_is():
@@ -32,7 +34,7 @@ def test_every_sub_package_says_what_it_is():
 
 
 def test_no_sub_package_imports_one_above_it():
-    """The floors, bottom up, as the README lists them; an import may only go down or sideways within a package."""
+    """The floors, bottom up, as docs/LAYOUT.md lists them; an import may only go down or sideways within a package."""
     order = list(_layout_rows())
     for package in order:
         for path in (ENGINE / package).glob("*.py"):

@@ -20,6 +20,13 @@ PRESETS: dict[str, tuple[Stage, ...]] = {
         Stage("adam-fused", "layernorm", "bf16", "compile"),
         Stage("adam-fused", "layernorm", "bf16", "graphs"),
     ),
+    # native without its compiled and captured stages: a CPU's first ladder. A CPU inductor compile takes minutes on
+    # a small machine (as the Components page says) and CUDA graphs need a GPU; `native` adds compile back.
+    "native-eager": (
+        Stage("adam", "layernorm", "fp32"),
+        Stage("adam-fused", "layernorm", "fp32"),
+        Stage("adam-fused", "layernorm", "bf16"),
+    ),
     # today's alternatives to Apex, each against native BF16 (eager, the first stage) and its best (compiled)
     "peers": (
         Stage("adam-fused", "layernorm", "bf16"),
@@ -65,8 +72,9 @@ TWINS["llama-seed"] = _for_family(TWINS["seed"], "llama")
 
 
 # The ladder a run takes when none is named (the CLI's `run`, the dashboard's first choice): one whose stages run on
-# the device. Apex's seed ladder needs CUDA (1 of its stages runs on a CPU), PyTorch's native ladder runs anywhere.
-DEFAULT_PRESET: dict[str, str] = {"cuda": "seed", "cpu": "native"}
+# the device, in bounded time. Apex's seed ladder needs CUDA (1 of its stages runs on a CPU); on a CPU, PyTorch's
+# native ladder without compile (its compile stage is one choice away: the `native` preset).
+DEFAULT_PRESET: dict[str, str] = {"cuda": "seed", "cpu": "native-eager"}
 
 
 def default_preset(device: str) -> str:

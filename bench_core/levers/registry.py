@@ -235,7 +235,7 @@ APEX_LN_CLASS = "apex.normalization.fused_layer_norm.FusedLayerNorm"
 APEX_RMS_CLASS = "apex.normalization.fused_layer_norm.FusedRMSNorm"
 _LIGER = "Liger-Kernel (pip install liger-kernel)"
 _TORCHAO = "torchao float8 (pip install torchao)"
-_TE = "Transformer Engine (see README: Transformer Engine)"
+_TE = "Transformer Engine (see docs/APEX.md: Transformer Engine)"
 _NEEDS_LIGER = impl.all_of(impl.needs_cuda("Liger-Kernel (Triton)"), impl.needs_package(_LIGER_PACKAGE, _LIGER))
 _FP8_HOST = "FP8 modules rescale from amax on the host between steps: not captured in this tool's graphs stage"
 

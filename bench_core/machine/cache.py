@@ -31,7 +31,7 @@ from typing import Any
 
 from bench_core.machine.packages import KernelPackage
 
-SCHEMA = 1                       # bump when the meaning of cached data changes: old files become misses
+SCHEMA = 2                       # bump when the meaning of cached data changes: old files become misses
 KEEP_PER_KIND = 8                # older fingerprints of one kind are pruned on save
 DISTRIBUTIONS = ("torch", "apex", "triton", "pytorch-triton")  # plus the kernel packages a caller names
 APEX_EXTENSIONS = ("amp_C", "fused_layer_norm_cuda")

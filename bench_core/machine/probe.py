@@ -54,6 +54,36 @@ class PackageState:
     error: str | None = None          # "not installed", or the import's exact failure
 
 
+# torch's CPU kernel levels below AVX-512 (torch.backends.cpu.get_cpu_capability): with one of these, even a CPU
+# with BF16 instructions runs BF16 emulated (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 simulates one).
+BELOW_AVX512 = frozenset({"DEFAULT", "NO AVX", "AVX", "AVX2", "ZVECTOR", "VSX"})
+
+
+@dataclass(frozen=True)
+class CpuState:
+    """What the CPU can do for the estimates: its kernel level, its BF16 instructions, its measured matmul rates."""
+    capability: str | None = None          # torch.backends.cpu.get_cpu_capability(): AVX2, AVX512, ...
+    bf16_flags: tuple[str, ...] = ()       # avx512_bf16 / amx_bf16 in /proc/cpuinfo
+    matmul_gflops: float | None = None     # fp32
+    bf16_matmul_gflops: float | None = None
+
+    @property
+    def bf16_emulated(self) -> bool | None:
+        """True: BF16 matmuls run without BF16 instructions (converted through fp32); None: not probed."""
+        if self.capability is None:
+            return None
+        return not self.bf16_flags or self.capability.upper() in BELOW_AVX512
+
+    @property
+    def bf16_note(self) -> str:
+        """Why BF16 is slow here, in words, or "" where it is native or not known."""
+        if not self.bf16_emulated:
+            return ""
+        why = (f"torch runs its {self.capability} kernels" if self.bf16_flags
+               else "no AVX512-BF16 or AMX instructions")
+        return f"BF16 is emulated on this CPU ({self.capability}: {why})"
+
+
 @dataclass(frozen=True)
 class CudaState:
     available: bool = False
@@ -83,6 +113,7 @@ class Probe:
     packages: Mapping[str, PackageState] = field(default_factory=dict)  # liger_kernel, torchao, transformer_engine
     apex_rms: bool = False            # fused_layer_norm_cuda has the RMSNorm entry points
     ceilings: Ceilings | None = None  # measured GEMM/copy rates; None until measured (after a run's stages)
+    cpu: CpuState = field(default_factory=CpuState)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Probe:
@@ -117,7 +148,7 @@ class Probe:
                                          importable=bool(info.get("importable")), error=info.get("error"))
                       for name, info in (data.get("packages") or {}).items() if isinstance(info, dict)},
             apex_rms=bool(((apex.get("extensions") or {}).get("fused_layer_norm_cuda") or {}).get("rms")),
-            ceilings=_ceilings_of(data.get("ceilings")))
+            ceilings=_ceilings_of(data.get("ceilings")), cpu=_cpu_of(data.get("cpu")))
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.raw)
@@ -197,6 +228,18 @@ def _ceilings_of(data: Any) -> Ceilings | None:
         return Ceilings.from_dict(dict(data))
     except (TypeError, ValueError):
         return None  # a stored probe of another shape: as if not measured
+
+
+def _cpu_of(data: Any) -> CpuState:
+    data = data if isinstance(data, Mapping) else {}
+
+    def rate(name: str) -> float | None:
+        value = data.get(name)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+    capability = data.get("capability")
+    return CpuState(capability=capability if isinstance(capability, str) else None,
+                    bf16_flags=tuple(str(f) for f in data.get("bf16_flags") or ()),
+                    matmul_gflops=rate("matmul_gflops"), bf16_matmul_gflops=rate("bf16_matmul_gflops"))
 
 
 FAILED_PROBE = {"cuda": {"available": False}, "apex": {"status": "missing", "extensions": {}}}

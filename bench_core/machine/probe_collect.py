@@ -248,7 +248,10 @@ def collect() -> dict:
         "cuda": cuda,
         "cpu": {"cores": os.cpu_count(), "available_bytes": _mem_available_bytes(),
                 "processor": platform.processor(), "matmul_gflops": timed("cpu matmul", _guard, _cpu_matmul_gflops,
-                                                                         torch)},
+                                                                         torch),
+                "capability": _guard(torch.backends.cpu.get_cpu_capability),
+                "bf16_flags": sorted(BF16_FLAGS & _cpu_flags()),
+                "bf16_matmul_gflops": timed("cpu bf16 matmul", _guard, _cpu_matmul_gflops, torch, torch.bfloat16)},
         "bf16": timed("bf16", lambda: {d: (torch.cuda.is_bf16_supported() if d == "cuda" else
                                            _autocast_works(torch, d, torch.bfloat16)) for d in devices}),
         "fp16": timed("fp16", lambda: {d: _autocast_works(torch, d, torch.float16) for d in devices}),
@@ -274,16 +277,34 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
-def _cpu_matmul_gflops(torch: Any) -> float:
-    """A 512³ fp32 matmul on this CPU, best of 5 (about 0.1 s): the rate behind run-time estimates."""
+def _cpu_matmul_gflops(torch: Any, dtype: Any = None) -> float:
+    """A matmul on this CPU, best of 5: the rate behind run-time estimates. fp32: 512³ (about 0.1 s). bf16: 256³,
+    since without BF16 instructions it is emulated at about a tenth of the fp32 rate (0.2 s at 1 GFLOP/s)."""
     import time
-    a, b = torch.randn(512, 512), torch.randn(512, 512)
+    n = 512 if dtype is None else 256
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     best = float("inf")
     for _ in range(5):
         start = time.perf_counter()
         a @ b
         best = min(best, time.perf_counter() - start)
-    return 2 * 512 ** 3 / best / 1e9
+    return 2 * n ** 3 / best / 1e9
+
+
+# /proc/cpuinfo flags of the instructions native BF16 matmuls use (oneDNN): AVX512-BF16 and AMX. Without them a
+# BF16 matmul is converted to fp32 and back (emulated).
+BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
 
 
 def _ceilings(torch: Any) -> dict | None:

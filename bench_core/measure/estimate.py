@@ -3,21 +3,26 @@
 An estimate, said to be one. Each stage divides by the GEMM rate its matmuls run at (`PrecisionLever.gemm`: fp32,
 tf32, bf16, fp16, fp8): this GPU's measured ceiling where the probe measured that precision (fp32 with TF32 off,
 bf16), else the datasheet's dense peak — labelled as such, never as a measured rate — or, on a CPU, a small fp32
-matmul timed on it (the only CPU rate there is), at an assumed 50% of the rate for a whole training step, plus
-each stage's fixed costs. A run's ETA (results/eta) starts from these and refines them with measured steps.
+matmul timed on it (a bf16 one for BF16 stages: without BF16 instructions it is emulated, about ten times slower),
+at an assumed 50% of the rate for a whole training step, plus each process's fixed cost and a compiled stage's
+compile, as this machine's runs measured them (machine/stage_costs; assumed until then). A run's ETA
+(results/eta) starts from these and refines them with measured steps.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from bench_core.config.bench_config import WARMUP_MIN_S, BenchConfig
 from bench_core.levers.registry import LEVERS, PrecisionLever
+from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe
+from bench_core.machine.stage_costs import ASSUMED_FIXED_S, StageCosts
 from bench_core.measure.metrics import flops_per_step, peak_tflops
 
 STEP_EFFICIENCY = 0.5      # a training step reaches about half the GEMM rate (measured: 40-66% on the H200)
-STAGE_OVERHEAD_S = 3.0     # process start not hidden, profiling, trace reading
+STAGE_OVERHEAD_S = ASSUMED_FIXED_S   # process start not hidden, profiling, trace reading: until measured here
 PROFILE_STEPS = 5
 WARN_ABOVE_S = 180.0       # the page warns before a run longer than this
 MEASURED_GEMM = ("fp32", "bf16")   # the precisions machine/ceilings measures (fp32 with TF32 off)
@@ -27,7 +32,7 @@ class RateSource(Enum):
     """Where an estimate's rate comes from."""
     MEASURED_CEILING = "measured"    # machine/ceilings: this GPU's GEMM, timed
     DATASHEET = "datasheet"          # the vendor's dense peak: not this machine's measurement
-    CPU_MATMUL = "cpu"               # a small fp32 matmul timed on this CPU
+    CPU_MATMUL = "cpu"               # a small matmul timed on this CPU (fp32, or bf16 for BF16 stages)
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class StepEstimate:
     seconds: float | None            # one training step; None without a rate (`why` says why)
     tflops: float | None = None
     source: RateSource | None = None
-    why: str = ""                    # why there is no rate, or why the datasheet's
+    why: str = ""                    # why there is no rate, or why the datasheet's, or that BF16 is emulated
 
     @property
     def label(self) -> str:
@@ -48,7 +53,10 @@ class StepEstimate:
                     f"this machine: {self.why}")
         if self.source is RateSource.CPU_MATMUL:
             gflops = (self.tflops or 0) * 1e3
-            return f"this CPU's measured fp32 matmul rate ({gflops:,.1f} GFLOP/s, for every precision)"
+            if self.gemm == "bf16":
+                note = f"; {self.why}" if self.why else ""
+                return f"this CPU's measured bf16 matmul rate ({gflops:,.1f} GFLOP/s{note})"
+            return f"this CPU's measured fp32 matmul rate ({gflops:,.1f} GFLOP/s, for every precision but bf16)"
         return f"no {self.gemm} rate: {self.why}"
 
 
@@ -68,7 +76,10 @@ def step_estimate(cfg: BenchConfig, probe: Probe, device: str, precision: str) -
     """One step of a stage with this precision lever, from the rate of its own GEMM precision."""
     gemm = gemm_precision(precision)
     if device != "cuda":
-        gflops = (probe.raw.get("cpu") or {}).get("matmul_gflops")
+        if gemm == "bf16" and probe.cpu.bf16_matmul_gflops:
+            tflops = probe.cpu.bf16_matmul_gflops / 1e3
+            return StepEstimate(gemm, _step_s(cfg, tflops), tflops, RateSource.CPU_MATMUL, probe.cpu.bf16_note)
+        gflops = probe.cpu.matmul_gflops
         if not gflops:
             return StepEstimate(gemm, None, why="this CPU's matmul rate is not measured")
         tflops, source = gflops / 1e3, RateSource.CPU_MATMUL
@@ -94,19 +105,22 @@ def step_seconds(cfg: BenchConfig, probe: Probe, device: str, precision: str) ->
     return step_estimate(cfg, probe, device, precision).seconds
 
 
-def process_overhead_s(cfg: BenchConfig, step_s: float) -> float:
-    """A stage process's fixed cost beyond its timed steps: warm-up, start-up, profiled steps."""
-    return max(cfg.warmup * step_s, WARMUP_MIN_S) + STAGE_OVERHEAD_S + PROFILE_STEPS * step_s / max(cfg.repeats, 1)
+def process_overhead_s(cfg: BenchConfig, step_s: float, fixed_s: float = STAGE_OVERHEAD_S) -> float:
+    """A stage process's cost beyond its timed steps: warm-up, its fixed cost (start-up, profiler), profiled steps."""
+    return max(cfg.warmup * step_s, WARMUP_MIN_S) + fixed_s + PROFILE_STEPS * step_s / max(cfg.repeats, 1)
 
 
-def run_seconds(cfg: BenchConfig, probe: Probe, device: str, precisions: list[str]) -> float | None:
-    """Estimated wall time of a run whose runnable stages have these precisions; None without a rate."""
+def run_seconds(cfg: BenchConfig, probe: Probe, device: str, precisions: list[str],
+                costs: StageCosts | None = None) -> float | None:
+    """Estimated wall time of a run whose runnable (eager) stages have these precisions; None without a rate.
+    `costs`: this machine's measured fixed cost of a process (machine/stage_costs), else the assumed one."""
     total = 0.0
     for precision in precisions:
         step = step_seconds(cfg, probe, device, precision)
         if step is None:
             return None
-        total += cfg.repeats * (cfg.iters * step + process_overhead_s(cfg, step))
+        fixed = costs.fixed_s if costs is not None else STAGE_OVERHEAD_S
+        total += cfg.repeats * (cfg.iters * step + process_overhead_s(cfg, step, fixed))
     return total
 
 
@@ -119,3 +133,15 @@ def rate_sources(cfg: BenchConfig, probe: Probe, device: str, precisions: list[s
         if est.gemm not in named:
             named.append(est.gemm)
     return "; ".join(f"{', '.join(gemms)}: {label}" for label, gemms in labels.items())
+
+
+def bf16_note(cfg: BenchConfig, probe: Probe, device: str, stages: Sequence[Stage]) -> str:
+    """On a CPU that emulates BF16, what a BF16 stage of this run costs a step, against FP32; "" otherwise."""
+    if device == "cuda" or not probe.cpu.bf16_emulated or not any(s.precision == "bf16" for s in stages):
+        return ""
+    bf16, fp32 = step_seconds(cfg, probe, device, "bf16"), step_seconds(cfg, probe, device, "fp32")
+    if bf16 is None or fp32 is None:
+        return probe.cpu.bf16_note + "."
+    return (f"{probe.cpu.bf16_note}: about {bf16:.2f} s a step against {fp32:.2f} s in FP32 (estimated from this "
+            f"CPU's measured bf16 and fp32 matmul rates). Its BF16 stages measure the emulation, not what BF16 "
+            f"does on a CPU with BF16 instructions or on a GPU.")

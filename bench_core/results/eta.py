@@ -5,14 +5,20 @@ A stage with timed steps goes on at its own measured median. A stage not timed y
 timed stages of the same GEMM precision — or, when none has run yet, of the timed stages of every precision — so a
 BF16 stage after an FP32 one is never given the FP32 step time. Without any estimate (no rate on this machine) an
 untimed stage takes the measured median of a timed stage of its own precision, else the ETA is unknown.
+A compiled stage adds its compile for each process not past its first step (machine/stage_costs: measured on this
+machine, else assumed); the fixed cost measured in this run leaves compiles out.
 """
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from enum import Enum
 
-from bench_core.measure.estimate import StepEstimate, process_overhead_s, step_estimate
+from bench_core.machine import stage_costs
+from bench_core.machine.stage_costs import StageCosts
+from bench_core.measure.estimate import StepEstimate, process_overhead_s, rate_sources, step_estimate
+from bench_core.results.phase import compile_elapsed_s, compiles, first_step_s
 from bench_core.results.records import RunResult, StageResult, Status
 from bench_core.results.summary import summarize
 
@@ -33,6 +39,7 @@ class StageEta:
     step_s: float | None           # the step time the remaining steps are counted at
     basis: StepBasis | None        # None: unknown
     remaining_s: float
+    compile_s: float = 0.0          # of remaining_s, the compiles left
 
 
 @dataclass(frozen=True)
@@ -75,14 +82,31 @@ def _step(stage: StageResult, estimate: StepEstimate, measured: dict[int, float]
 
 def _measured_overhead_s(run: RunResult) -> float | None:
     """A stage process's cost beyond its timed steps, as the finished stages measured it (mean per process)."""
-    per_process = [max(s.wall_s - sum(s.times_ms) / 1e3, 0.0) / max(len(s.rounds), 1) for s in run.stages
-                   if s.finished and s.status != Status.UNAVAILABLE and s.wall_s]
+    per_process = [max(s.wall_s - sum(s.times_ms) / 1e3 - _compiled_s(s), 0.0) / max(len(s.rounds), 1)
+                   for s in run.stages if s.finished and s.status != Status.UNAVAILABLE and s.wall_s]
     return statistics.fmean(per_process) if per_process else None
 
 
-def eta(run: RunResult) -> Eta:
-    """Time left for every unfinished stage: its remaining steps, and its processes not started yet."""
+def _compiled_s(stage: StageResult) -> float:
+    """The seconds a compiled stage's processes spent in their first step (its compiles); 0 for an eager stage."""
+    return sum(first_step_s(stage)) if compiles(stage) else 0.0
+
+
+def _compile_left_s(stage: StageResult, processes_to_start: int, costs: StageCosts, now: float) -> float:
+    """A compiled stage's compiles still to come: the current process's (the rest of it, once compiling), and one
+    per process not started."""
+    last = stage.timelines[-1] if stage.timelines else {}
+    pending = stage.status == Status.RUNNING and ("first_step" not in last or "finished" in last)
+    current = max(costs.compile_s - compile_elapsed_s(stage, now), 0.0) if pending else 0.0
+    return current + processes_to_start * costs.compile_s
+
+
+def eta(run: RunResult, costs: StageCosts | None = None, now: float | None = None) -> Eta:
+    """Time left for every unfinished stage: its remaining steps, its compiles, and its processes not started yet.
+    `costs`: this machine's measured stage costs (loaded from the machine cache where a compiled stage remains)."""
     cfg = run.config
+    now = time.time() if now is None else now
+    costs = costs or stage_costs.load(run.device)
     estimates = {s.index: step_estimate(cfg, run.machine, run.device, s.stage.precision) for s in run.stages}
     measured = _measured_step_s(run)
     overhead = _measured_overhead_s(run)
@@ -96,9 +120,36 @@ def eta(run: RunResult) -> Eta:
             continue
         # processes still to start: the rounds not finished, less the one running now
         processes = cfg.repeats - len(s.rounds) - (1 if s.status == Status.RUNNING else 0)
-        per_process = overhead if overhead is not None else process_overhead_s(cfg, step)
+        per_process = overhead if overhead is not None else process_overhead_s(cfg, step, costs.fixed_s)
         left = (s.iters_total * cfg.repeats - len(s.times_ms)) * step + max(processes, 0) * per_process
-        rows.append(StageEta(s.index, estimates[s.index], step, basis, left))
-        total += left
+        compile_left = _compile_left_s(s, max(processes, 0), costs, now) if compiles(s) else 0.0
+        rows.append(StageEta(s.index, estimates[s.index], step, basis, left + compile_left, compile_left))
+        total += left + compile_left
     unknown = any(r.basis is None for r in rows)
     return Eta(None if unknown else total, tuple(rows))
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """A run's estimate before it starts (its ETA at zero), compiles counted and said apart."""
+    seconds: float | None          # None without a rate for some stage
+    compile_s: float               # of seconds, the compiles
+    costs: StageCosts
+    rates: str                     # which rate each precision's steps divide by
+
+    def text(self) -> str:
+        if self.seconds is None:
+            return "no estimate: " + self.rates
+        compiling = f"; {self.compile_s:.0f} s of it compiling ({self.costs.compile_label})" if self.compile_s else ""
+        fixed = "measured on this machine" if self.costs.measured_fixed else "assumed until a run here measures it"
+        return (f"estimated {self.seconds:.0f} s{compiling} · model FLOPs ÷ the rate of each stage's precision "
+                f"({self.rates}) plus {self.costs.fixed_s:.1f} s a process ({fixed})")
+
+
+def run_estimate(run: RunResult, costs: StageCosts | None = None) -> RunEstimate:
+    """The whole run's estimate before it starts: the ETA of its stages that can run here, none started."""
+    costs = costs or stage_costs.load(run.device)
+    runnable = tuple(s for s in run.stages if not s.stage.unavailable_reason(run.machine, run.device))
+    left = eta(replace(run, stages=runnable), costs)
+    rates = rate_sources(run.config, run.machine, run.device, [s.stage.precision for s in runnable])
+    return RunEstimate(left.seconds, sum(r.compile_s for r in left.stages), costs, rates)

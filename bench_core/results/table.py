@@ -92,7 +92,7 @@ def print_probe(probe: Probe) -> str:
         lines.append(f"{label}: " + ", ".join(f"{d} {'yes' if table.get(d) else 'no'}" for d in devices))
     apex = probe.apex
     if apex.status == "missing":
-        lines.append("Apex: not installed (see README, 'Installing Apex')")
+        lines.append("Apex: not installed (see docs/APEX.md, 'Installing Apex')")
     else:
         lines.append(f"Apex: {apex.label}")
         for ext in apex.extensions:

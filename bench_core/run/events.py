@@ -50,6 +50,13 @@ class Started(Event):
 
 
 @dataclass(frozen=True)
+class FirstStep(Event):
+    """The first warm-up step is done: it carries the one-off costs (a compiled stage compiles there)."""
+    name: ClassVar[str] = "first_step"
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class WarmupProgress(Event):
     name: ClassVar[str] = "warmup_progress"
     steps: int = 0
@@ -122,7 +129,8 @@ class Finished(Event):
     wall_s: float = 0.0
 
 
-EVENTS: dict[str, type[Event]] = {cls.name: cls for cls in (Ready, Built, Started, WarmupProgress, Warmup, Iter,
+EVENTS: dict[str, type[Event]] = {cls.name: cls for cls in (Ready, Built, Started, FirstStep, WarmupProgress, Warmup,
+                                                             Iter,
                                                              Memory, Profiled, Kernels, Unavailable, Error, Finished)}
 
 

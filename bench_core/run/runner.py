@@ -17,6 +17,7 @@ from bench_core.machine.conditions import Conditions
 from bench_core.machine.probe import Probe
 from bench_core.measure.warmup import WarmupTrace
 from bench_core.models.families import estimate_memory, param_count
+from bench_core.results.phase import save_costs
 from bench_core.results.records import STAGE_FINISHED, RunResult, StageResult, Status, initial_stage
 from bench_core.run import events as ev
 from bench_core.run.processes import (
@@ -89,8 +90,8 @@ class StageFold:
 
     def apply(self, event: ev.Event) -> None:
         r = self.result
-        if isinstance(event, (ev.Ready, ev.Built, ev.Started, ev.Warmup, ev.Memory, ev.Profiled, ev.Kernels,
-                              ev.Finished)):
+        if isinstance(event, (ev.Ready, ev.Built, ev.Started, ev.FirstStep, ev.Warmup, ev.Memory, ev.Profiled,
+                              ev.Kernels, ev.Finished)):
             self.timeline[event.name] = event.t
             if event.at:
                 self.wall[event.name] = event.at
@@ -99,7 +100,7 @@ class StageFold:
         if isinstance(event, ev.Built):
             self.result = replace(self.result, params=event.params, optimizer_class=event.optimizer_class,
                                   norm_class=event.norm_class, norm_modules=dict(event.norm_modules))
-        elif isinstance(event, ev.Started):
+        elif isinstance(event, (ev.Started, ev.FirstStep)):  # the live view's phase reads the timeline
             self.update(replace(self.result, status=Status.RUNNING))
         elif isinstance(event, ev.WarmupProgress) and not r.rounds:  # the first round's warm-up is the one kept
             self.update(replace(self.result, warmup_steps=event.steps, warmup_s=event.seconds))
@@ -277,6 +278,7 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
             if hooks.on_stage_done:
                 hooks.on_stage_done(final, stage)
     final = replace(final, status=Status.CANCELLED if cancelled else Status.DONE)
+    save_costs(final)   # the next estimate here counts this run's measured process and compile costs
     if hooks.on_update:
         hooks.on_update(final)
     return final

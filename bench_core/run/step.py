@@ -166,7 +166,8 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
 
 
 def warm_up(built: Built, job: StageJob, progress: Callable[[int, float], None], torch: Any,
-            record: WarmupRecorder | None = None, released: Callable[[], bool] = lambda: True) -> tuple[int, float]:
+            record: WarmupRecorder | None = None, released: Callable[[], bool] = lambda: True,
+            first_step: Callable[[float], None] = lambda s: None) -> tuple[int, float]:
     """At least cfg.warmup steps and WARMUP_MIN_S seconds, and until `released` (the runner's word that the next
     worker has built); (steps, s). As in the timed loop, the host waits only for the step before the one it just
     queued, so each warm-up step after the first runs queued, as a timed step does, and its time compares with
@@ -193,6 +194,8 @@ def warm_up(built: Built, job: StageJob, progress: Callable[[int, float], None],
             before = end
         steps += 1
         now = time.perf_counter()
+        if steps == 1 + (GRAPH_WARMUP_STEPS if built.capture is not None else 0):
+            first_step(now - start)   # its one-off costs (a compile) are behind it
         if now - last > 0.5:
             progress(steps, now - start)
             last = now

@@ -142,7 +142,7 @@ def run(job: StageJob, emit: Emitter, torch: Any) -> None:
     emit(ev.Started())
     record = WarmupRecorder(built.cuda, torch)
     warm = warm_up(built, job, lambda steps, s: emit(ev.WarmupProgress(steps=steps, seconds=s)), torch, record,
-                   released)
+                   released, first_step=lambda s: emit(ev.FirstStep(seconds=s)))
     emit(ev.Warmup(seconds=warm[1], iters=warm[0], trace=record.trace(*warm).to_dict()))
     timed = measure(built, lambda s: emit(ev.Iter(i=s.i, ms=s.ms, loss=s.loss, host_ms=s.host_ms)), torch)
     emit(ev.Memory(peak_allocated_mib=timed.peak_allocated_mib, peak_reserved_mib=timed.peak_reserved_mib,

@@ -305,9 +305,9 @@ class _Stop(Exception):
     pass
 
 
-@pytest.mark.parametrize("cuda,expected", [(False, "native"), (True, "seed")])
+@pytest.mark.parametrize("cuda,expected", [(False, "native-eager"), (True, "seed")])
 def test_run_without_a_preset_takes_the_devices_default_ladder(monkeypatch, cuda, expected):
-    """No --preset, no --stages: a machine without CUDA runs the native ladder (every stage can run there), a GPU
+    """No --preset, no --stages: a machine without CUDA runs the native ladder without compile (native-eager), a GPU
     the seed ladder; what is launched is that preset's stages."""
     from bench_core import cli
     from bench_core.levers.presets import default_preset, preset
@@ -336,7 +336,7 @@ def test_run_help_names_the_default_ladder_per_device(capsys):
     with pytest.raises(SystemExit) as done:
         cli.parser().parse_args(["run", "--help"])
     assert done.value.code == 0
-    assert "seed on cuda, native on cpu" in " ".join(capsys.readouterr().out.split())
+    assert "seed on cuda, native-eager on cpu" in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize("argv,expected", [

@@ -67,7 +67,7 @@ def test_new_levers_run_on_a_capable_gpu_and_say_why_not_elsewhere():
     assert "compute capability >= 8.9" in Stage(precision="fp8-torchao").unavailable_reason(
         probe(cuda={**H200["cuda"], "capability": [8, 0]}), "cuda")
     te = Stage("adam-fused", "layernorm", "te-fp8").unavailable_reason(good, "cuda")
-    assert te == "Transformer Engine (see README: Transformer Engine): not installed"
+    assert te == "Transformer Engine (see docs/APEX.md: Transformer Engine): not installed"
     broken = probe(packages={**H200["packages"], "torchao": {"importable": False,
                                                              "error": "import torchao.float8 failed: X"}})
     assert Stage(precision="fp8-torchao").unavailable_reason(broken, "cuda").endswith("import torchao.float8 failed: X")

@@ -1,0 +1,88 @@
+"""Where a running stage's current process is, read from its timeline events (the live views' one source for it),
+and what a finished run's processes spent on their one-off costs (machine/stage_costs keeps them for the next
+estimate).
+
+A compiled stage's first warm-up step is its compile (torch.compile traces and builds kernels there), shown as a
+phase of its own with its estimate, never as "iteration 0/N".
+"""
+from __future__ import annotations
+
+import statistics
+from enum import Enum
+
+from bench_core.machine import stage_costs
+from bench_core.machine.stage_costs import StageCosts
+from bench_core.results.records import RunResult, StageResult, Status
+
+
+class Phase(Enum):
+    WAITING = "waiting"             # not started, or between two processes
+    STARTING = "starting"           # `go` sent: building the model
+    COMPILING = "compiling"         # a compiled stage's first step
+    WARMING_UP = "warming up"
+    TIMING = "timing"
+    PROFILING = "profiling"
+    DONE = "done"
+
+
+def phase(stage: StageResult) -> Phase:
+    if stage.finished:
+        return Phase.DONE
+    if stage.status != Status.RUNNING or not stage.timelines:
+        return Phase.WAITING
+    events = stage.timelines[-1]
+    if "finished" in events or "started" not in events:
+        return Phase.WAITING
+    if "first_step" not in events:
+        return Phase.COMPILING if compiles(stage) else Phase.WARMING_UP
+    if "warmup" not in events:
+        return Phase.WARMING_UP
+    return Phase.TIMING if "memory" not in events else Phase.PROFILING
+
+
+def compile_elapsed_s(stage: StageResult, now: float) -> float:
+    """Seconds the current process has been compiling (0 outside the compile phase)."""
+    return max(now - stage.timelines[-1]["started"], 0.0) if phase(stage) is Phase.COMPILING else 0.0
+
+
+def compile_text(stage: StageResult, costs: StageCosts, now: float) -> str:
+    """The compile phase in words: how long so far, against its estimate and where that estimate comes from."""
+    elapsed = compile_elapsed_s(stage, now)
+    how = "as measured on this machine" if costs.measured_compile else "assumed: not measured on this machine yet"
+    over = " (longer than its estimate)" if elapsed > costs.compile_s else ""
+    return f"compiling (torch.compile, first step): {elapsed:.0f} s of about {costs.compile_s:.0f} s, {how}{over}"
+
+
+def compiles(stage: StageResult) -> bool:
+    return stage.stage.compile_lever.traces_model
+
+
+def first_step_s(stage: StageResult) -> list[float]:
+    """Each finished process's first warm-up step, in seconds (from its `started` and `first_step` events)."""
+    return [t["first_step"] - t["started"] for t in stage.timelines if "first_step" in t and "started" in t]
+
+
+def _step_s(stage: StageResult) -> float | None:
+    return statistics.median(stage.times_ms) / 1e3 if stage.times_ms else None
+
+
+def measured(run: RunResult) -> tuple[float | None, float | None]:
+    """(fixed, compile) seconds of a process of this run, each a median over its processes; None where none ran."""
+    fixed, compile_ = [], []
+    warm_and_profiled = run.config.warmup + 5 / max(run.config.repeats, 1)
+    for s in run.stages:
+        step = _step_s(s)
+        if s.status != Status.OK or step is None or not s.wall_s or not s.rounds:
+            continue
+        firsts = first_step_s(s)
+        extra = sum(max(f - step, 0.0) for f in firsts) / max(len(firsts), 1) if compiles(s) else 0.0
+        if compiles(s) and firsts:
+            compile_.append(extra)
+        per_process = (s.wall_s - sum(s.times_ms) / 1e3) / len(s.rounds) - extra - warm_and_profiled * step
+        fixed.append(max(per_process, 0.0))
+    return (statistics.median(fixed) if fixed else None, statistics.median(compile_) if compile_ else None)
+
+
+def save_costs(run: RunResult) -> None:
+    """What this finished run measured, kept for the next estimate on this machine."""
+    stage_costs.save(run.device, *measured(run))
