@@ -11,7 +11,9 @@ TORCH_PIN := torch==2.13.0
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 NVIDIA_DRIVER := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo yes)
 # torch alone from that index, then its dependencies from PyPI (the pin is met by the +cpu build already there).
-CPU_TORCH := --no-deps $(TORCH_PIN) --extra-index-url $(TORCH_CPU_INDEX) && $(BIN)/pip install -q $(TORCH_PIN)
+# TORCH_CPU_INDEX= (empty) leaves the index to pip's own configuration (a machine whose wheel cache holds the +cpu build).
+CPU_TORCH := --no-deps $(TORCH_PIN) $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX)) && \
+	$(BIN)/pip install -q $(TORCH_PIN)
 
 .PHONY: app apex test lint venv deps-app deps-test browser torch-app torch-test
 
