@@ -109,6 +109,12 @@ class AnswerLine:
         return f"{self.label}: {self.word} here" + (f" — {body}" if body else "")
 
     @property
+    def short(self) -> str:
+        """Apex: not worth it (×0.70), for a list's column"""
+        p = self.paired
+        return f"{self.label}: {self.word}" + (f" ({times(p.ratio, decimals_of(p.ratio, p.interval))})" if p else "")
+
+    @property
     def markdown(self) -> str:
         return self.text.replace(f"{self.label}: {self.word} here", f"**{self.label}: {self.word} here**", 1)
 
@@ -131,6 +137,11 @@ class Answer:
     rows: tuple[ContributionRow, ...]
     combined: str | None             # what the levers measure together where none alone is measurable
     next_step: str | None            # a CPU run: its result does not carry over to a GPU, and what to do instead
+
+    @property
+    def short(self) -> str:
+        """Every vendor's word in a few characters: History's Answer column."""
+        return "; ".join(line.short for line in self.lines)
 
 
 
