@@ -50,8 +50,8 @@ def verdict_card(summary: RunSummary, cpu_switch: bool = False, key: str = "verd
         rest = verdict.lines[len(verdict.contributions):]
         if rest or not card.rows:
             st.markdown("#### Verdict" + ("" if card.rows else so_far))
-        for line in rest or (() if card.rows else ("No stage has finished yet.",)):
-            st.markdown(f"- {line}")
+        for said in rest or (() if card.rows else ("No stage has finished yet.",)):
+            st.markdown(f"- {said}")
         if cpu_switch and summary.run.device == "cpu" and summary.run.preset == "seed":
             st.button("Switch to the native ladder (runs on this CPU)", key="to_native",
                       on_click=lambda: st.session_state.update(stage_choice="native"))
