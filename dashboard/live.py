@@ -16,7 +16,7 @@ from dashboard.session import role
 
 CONTRIBUTION_COLUMNS = {
     "lever": st.column_config.TextColumn("Lever"), "against": st.column_config.TextColumn("Against"),
-    "effect": st.column_config.TextColumn("Effect (95% CI)", width="medium",
+    "effect": st.column_config.TextColumn("Effect (95% CI)", width="large",
                                           help="the against stage's step time ÷ the lever's, paired by round"),
     "bound": st.column_config.TextColumn("Bound", help="who set each stage's pace: the GPU, or the host CPU "
                                          "launching kernels"),
