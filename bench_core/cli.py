@@ -35,6 +35,7 @@ from bench_core.machine.probe import Probe, cached_probe
 from bench_core.machine.telemetry import has_nvidia_gpu
 from bench_core.models.families import FAMILIES, validate
 from bench_core.results.eta import run_estimate
+from bench_core.results.examples import EXAMPLES
 from bench_core.results.phase import Phase, compile_text, phase
 from bench_core.results.records import STAGE_FINISHED, RunResult, StageResult, Status
 from bench_core.results.summary import summarize
@@ -80,7 +81,9 @@ def parser() -> argparse.ArgumentParser:
     probe = sub.add_parser("probe", help="report what this machine can run")
     probe.add_argument("--json", action="store_true", help="print JSON")
     imp = sub.add_parser("import", help="import a CSV or JSON result into the history (exit 2 if rejected)")
-    imp.add_argument("file")
+    imp.add_argument("file", nargs="?", help="a CSV or JSON written by run --out/--json, sweep --json, components")
+    imp.add_argument("--example", help=f"instead of a file, an example GPU run shipped with the package: "
+                     f"{', '.join(EXAMPLES)} (bench_core/examples/README.md)")
     _db_args(imp, allow_none=False)
     apex_commands.add_parser(sub)
     sub.add_parser("sweep", add_help=False,
@@ -321,11 +324,18 @@ class RoundLog:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from bench_core.components.report import is_components_json, parse_report
+    from bench_core.results.examples import example_json
     from bench_core.results.formats import ImportRejected, incomplete_note, parse_upload
     limit = load_limits().max_upload_mib * 2**20
     from bench_core.sweep.records import is_sweep_json
     try:
-        data = read_import(args.file)
+        if (args.file is None) == (args.example is None):
+            raise ImportRejected("import: give a FILE or --example NAME (one of them)")
+        if args.example is not None:
+            args.file = f"{args.example}.json"
+            data = example_json(args.example)
+        else:
+            data = read_import(args.file)
         if is_sweep_json(data):
             return _import_sweep(args, data)
         components = is_components_json(data)

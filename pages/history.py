@@ -10,12 +10,14 @@ import streamlit as st
 
 from bench_core.cluster.compare import across_gpus
 from bench_core.config.bench_config import WORKLOADS
+from bench_core.results.answer import answer
 from bench_core.results.formats import ImportRejected, neutralise, to_csv
 from bench_core.results.headline import headline
 from bench_core.results.summary import summarize
 from bench_core.service.jobs import NotAllowed
 from bench_core.sweep.records import is_sweep_json
 from dashboard import job_view
+from dashboard.examples import example_buttons
 from dashboard.live import verdict_card
 from dashboard.routing import through_app
 from dashboard.session import (
@@ -59,6 +61,11 @@ def model_size(config_json: str) -> str:
     return f"d{cfg.get('width')}×L{cfg.get('depth')}"
 
 
+def _answer_of(run_id: str) -> str:
+    run = history().load_run(run_id)
+    return answer(summarize(run)).short if run is not None else ""
+
+
 def show_run(summary) -> None:
     """One run: its verdict first, then its key table, downloads."""
     run = summary.run
@@ -88,7 +95,8 @@ st.subheader("Runs")
 if not runs:
     # said of runs alone: above a table of sweeps, "No runs stored yet" read as an empty history (a new user's pass)
     st.info("No runs stored yet (sweeps are listed under Sweeps, below). A run's finished stages are saved here as "
-            "soon as they end; CLI runs land here too.")
+            "soon as they end; CLI runs land here too. Or see a GPU's answer in an example shipped with the package:")
+    example_buttons("examples_empty", on_history=True)
 else:
     df = pd.DataFrame(runs)
     df["created"] = pd.to_datetime(df["created_at"], utc=True, errors="coerce")
@@ -106,15 +114,22 @@ else:
         df = df[(df["created"].dt.date >= span[0]) & (df["created"].dt.date <= span[1])]
     # text that may come from an imported file is neutralised before display: the grid's own CSV download
     # must not carry a spreadsheet formula
-    for col in ("run_id", "gpu", "node", "preset", "headline"):
+    # a run saved before the answer card has none stored: its answer is read from the run itself, once a listing
+    missing = df["answer"].isna()
+    df.loc[missing, "answer"] = df.loc[missing, "run_id"].map(_answer_of)
+    for col in ("run_id", "gpu", "node", "preset", "headline", "answer"):
         df[col] = df[col].fillna("").map(neutralise)
     # a short time, as the sweeps table gives it: the full stamp took the room Model and GPU were cut for
     df["created_at"] = df["created_at"].str[:16].str.replace("T", " ")
-    view = df[["created_at", "run_id", "model", "gpu", "node", "preset", "headline", "status", "stages", "ok", "failed",
-               "best_speedup", "imported"]].reset_index(drop=True)
+    # the answer first: a phone shows about two columns (the sweeps table's lesson below)
+    view = df[["answer", "created_at", "run_id", "model", "gpu", "node", "preset", "headline", "status", "stages", "ok",
+               "failed", "best_speedup", "imported"]].reset_index(drop=True)
     st.caption("Select one or more runs to compare them: stages line up by stage, runs are colours.")
     picked = st.dataframe(view, key="runs", on_select="rerun", selection_mode="multi-row", hide_index=True,
                           width="stretch", column_config={
+                              "answer": st.column_config.TextColumn(
+                                  "Answer", width="medium", help="each vendor against its native twin: worth it "
+                                  "only where its 95% interval lies above ×1.00"),
                               "created_at": st.column_config.TextColumn("When (UTC)"),
                               "run_id": st.column_config.TextColumn("Run"),
                               "model": st.column_config.TextColumn("Model", width="medium"),
@@ -184,6 +199,9 @@ else:
 
 st.divider()
 st.subheader("Import a run from another machine")
+if runs:   # an empty history offers them above, where its list would be
+    st.caption("Or an example GPU run shipped with the package (two H100 seed runs, a minute apart):")
+    example_buttons("examples", on_history=True)
 if not is_operator():
     st.caption("Only operators may import runs.")
 else:

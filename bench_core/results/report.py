@@ -6,6 +6,7 @@ import html
 from pathlib import Path
 
 from bench_core.config.bench_config import describe_shape
+from bench_core.results.answer import answer
 from bench_core.results.columns import KEY_COLUMNS, key_cell, shown
 from bench_core.results.figures import ALL_FIGURES, KERNEL_GRID_CAPTION, not_applicable
 from bench_core.results.headline import headline
@@ -33,16 +34,42 @@ def _cell(text: str, key: str) -> str:
     return escaped.replace("+", "+<wbr>") if key == "stage" else escaped
 
 
+def _answer(summary: RunSummary) -> str:
+    """The card every view opens with (results.answer): each vendor's word, the contributions as a table whose
+    rows carry their two stages as a tooltip and in a fold, then a CPU run's next step."""
+    card = answer(summary)
+    parts = ["<section id='answer'><h2>Answer</h2><ul>"
+             + "".join(f"<li class='answer-line'>{_bold(line.markdown)}</li>" for line in card.lines) + "</ul>"]
+    if card.rows:
+        head = "".join(f"<th>{h}</th>" for h in ("Lever", "Against", "Effect (95% CI)", "Bound", "Proof"))
+        rows = "".join(f"<tr title='{html.escape(r.stages, quote=True)}'>" + "".join(
+            f"<td>{html.escape(cell)}</td>" for cell in (r.lever, r.against, r.effect, r.bound, r.proof)) + "</tr>"
+            for r in card.rows)
+        keys = "".join(f"<li>{html.escape(r.stages + (f'; {r.settle}' if r.settle else ''))}</li>" for r in card.rows)
+        parts.append(f"<h2>What each lever adds</h2><div class='scroll'><table class='contrib'><tr>{head}</tr>"
+                     f"{rows}</table></div><details><summary>The two stages of each row</summary><ol>{keys}</ol>"
+                     "</details>")
+    else:
+        parts.append("<p>No two stages that differ by one lever have a result.</p>")
+    if card.combined:
+        parts.append(f"<p>{_bold(card.combined)}</p>")
+    if card.next_step:
+        parts.append(f"<p class='next'><b>Next step:</b> {_code(card.next_step)}</p>")
+    return "".join(parts) + "</section>"
+
+
 def _verdict(summary: RunSummary) -> str:
-    """The same verdict every view opens with: what each lever adds, then the rest."""
-    def items(lines: tuple[str, ...]) -> str:
-        return "<ul>" + "".join(f"<li>{_bold(line)}</li>" for line in lines) + "</ul>"
+    """The rest of the verdict, after the answer card."""
     verdict = headline(summary)
     rest = verdict.lines[len(verdict.contributions):]
-    return ("<section id='verdict'><h2>What each lever adds</h2>"
-            + (items(verdict.contributions) if verdict.contributions else
-               "<p>No two stages that differ by one lever have a result.</p>")
-            + (f"<h2>Verdict</h2>{items(rest)}" if rest else "") + "</section>")
+    return ("<section id='verdict'><h2>Verdict</h2><ul>" + "".join(f"<li>{_bold(line)}</li>" for line in rest)
+            + "</ul></section>") if rest else ""
+
+
+def _code(text: str) -> str:
+    """`code` spans as HTML; everything else escaped."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
 def _bold(line: str) -> str:
@@ -53,7 +80,8 @@ def _bold(line: str) -> str:
 
 def render_html(run: RunResult) -> str:
     summary = summarize(run)
-    parts = [f"<h1>{html.escape(run.preset)} on {html.escape(run.gpu or run.device)}</h1>", _verdict(summary),
+    parts = [f"<h1>{html.escape(run.preset)} on {html.escape(run.gpu or run.device)}</h1>", _answer(summary),
+             _verdict(summary),
              f"<p>run {run.run_id} · {run.created_at} · torch {html.escape(str(run.machine.torch))} · "
              f"{html.escape(describe_shape(run.config))}</p>"]
     if summary.baseline_note:

@@ -18,7 +18,8 @@ from bench_core.results.summary import summarize
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, preset TEXT, device TEXT, gpu TEXT,
-    status TEXT NOT NULL, config_json TEXT NOT NULL, imported INTEGER NOT NULL DEFAULT 0, headline TEXT, node TEXT);
+    status TEXT NOT NULL, config_json TEXT NOT NULL, imported INTEGER NOT NULL DEFAULT 0, headline TEXT, node TEXT,
+    answer TEXT);
 CREATE TABLE IF NOT EXISTS environments (run_id TEXT PRIMARY KEY REFERENCES runs(run_id), env_json TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS stages (
     run_id TEXT NOT NULL REFERENCES runs(run_id), idx INTEGER NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL,
@@ -72,6 +73,8 @@ class Store:
                 db.execute("ALTER TABLE runs ADD COLUMN headline TEXT")
             if "node" not in columns:  # a history written before runs went to cluster nodes
                 db.execute("ALTER TABLE runs ADD COLUMN node TEXT")
+            if "answer" not in columns:  # a history written before the answer card: its runs list none
+                db.execute("ALTER TABLE runs ADD COLUMN answer TEXT")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -92,12 +95,14 @@ class Store:
         return run_id, renamed
 
     def _write_run(self, db: sqlite3.Connection, run: RunResult) -> None:
+        from bench_core.results.answer import answer
         from bench_core.results.headline import headline
+        summary = summarize(run)
         db.execute("INSERT OR REPLACE INTO runs (run_id, created_at, preset, device, gpu, status, config_json, "
-                   "imported, headline, node) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                   "imported, headline, node, answer) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                    (run.run_id, run.created_at, run.preset, run.device, run.gpu, run.status.value,
-                    json.dumps(run.config.to_dict()), int(run.imported), headline(summarize(run)).one_liner,
-                    run.node))
+                    json.dumps(run.config.to_dict()), int(run.imported), headline(summary).one_liner,
+                    run.node, answer(summary).short))
         db.execute("INSERT OR REPLACE INTO environments VALUES (?,?)",
                    (run.run_id, json.dumps(run.machine.to_dict(), default=str)))
         for stage in run.stages:
@@ -150,7 +155,7 @@ class Store:
             db.row_factory = sqlite3.Row
             rows = db.execute(
                 "SELECT r.run_id, r.created_at, r.preset, r.device, r.gpu, r.status, r.imported, r.config_json, "
-                "r.headline, r.node, "
+                "r.headline, r.answer, r.node, "
                 "COUNT(s.idx) AS stages, SUM(s.status=?) AS ok, "
                 # a best speedup counts measured, ok, proven stages of this machine only
                 "MAX(CASE WHEN s.status=? AND r.imported=0 AND COALESCE(s.verdict, '') != 'fallback' "

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench_core.machine.probe import Probe
+from bench_core.results.answer import Answer, answer
 from bench_core.results.columns import DisplayColumn, Layout, shown
 from bench_core.results.headline import headline
 from bench_core.results.summary import RunSummary
@@ -23,13 +24,13 @@ def print_table(summary: RunSummary, console: Any = None) -> None:
     console = console or Console(width=None if sys.stdout.isatty() else 200)
     run = summary.run
     verdict = headline(summary)
-    # the answer first: what each lever adds, then the rest of the verdict (plain text: no markdown stars)
+    # the answer first: the card, each lever's contribution as a row, then the rest of the verdict (plain text)
+    print_answer(answer(summary), console)
     rest = verdict.lines[len(verdict.contributions):]
-    for heading, lines in (("What each lever adds:", verdict.contributions), ("Verdict:", rest)):
-        if lines:  # the same two blocks as the HTML report and the dashboard
-            console.print(Text(heading, style="bold"))
-        for line in lines:
-            console.print(Text("  - " + line.replace("**", "")), soft_wrap=True)
+    if rest:  # the same blocks as the HTML report and the dashboard
+        console.print(Text("Verdict:", style="bold"))
+    for line in rest:
+        console.print(Text("  - " + line.replace("**", "")), soft_wrap=True)
     cols = shown(summary)
     in_table = [c for c in cols if c.layout != Layout.NOTE]
     table = Table(title=f"{run.preset} on {run.gpu} · run {run.run_id}", expand=False)
@@ -49,6 +50,29 @@ def print_table(summary: RunSummary, console: Any = None) -> None:
             note = c.text(s) if c.layout == Layout.NOTE else None
             if note:
                 console.print(Text(f"  {s.key}: {note}"), soft_wrap=True)
+
+
+def print_answer(card: Answer, console: Any) -> None:
+    """The answer card, the contributions table (each row's two stages in a numbered note under it), what the
+    levers measure together, and a CPU run's next step."""
+    from rich.table import Table
+    from rich.text import Text
+    console.print(Text("Answer:", style="bold"))
+    for line in card.lines:
+        console.print(Text("  " + line.text), soft_wrap=True)
+    if card.rows:
+        table = Table(title="What each lever adds", title_justify="left", expand=False)
+        for header in ("#", "Lever", "Against", "Effect (95% CI)", "Bound", "Proof"):
+            table.add_column(header, overflow="fold")
+        for i, row in enumerate(card.rows, 1):
+            table.add_row(str(i), row.lever, row.against, row.effect, row.bound, row.proof)
+        console.print(table)
+        for i, row in enumerate(card.rows, 1):
+            console.print(Text(f"  {i}. {row.stages}" + (f"; {row.settle}" if row.settle else "")), soft_wrap=True)
+    if card.combined:
+        console.print(Text("  " + card.combined), soft_wrap=True)
+    if card.next_step:
+        console.print(Text("Next step: ", style="bold") + Text(card.next_step.replace("`", "")), soft_wrap=True)
 
 
 def _longest_word(texts: list[str]) -> int:

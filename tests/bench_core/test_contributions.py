@@ -146,29 +146,32 @@ def test_seed_runs_its_native_twins_after_its_own_stages():
     assert Stage("adam-fused", "layernorm", "bf16").replace(precision="fp32") in seed
 
 
-def test_the_cli_and_the_report_open_with_the_same_contributions():
+def test_the_cli_and_the_report_open_with_the_same_answer_card_and_contributions():
+    import html
     import io
 
     from rich.console import Console
 
+    from bench_core.results.answer import answer
     from bench_core.results.report import render_html
     from bench_core.results.table import print_table
     summary = _h200_seed()
-    words = [c.words for c in contributions(summary)]
+    card = answer(summary)
     console = Console(record=True, width=300, file=io.StringIO())
     print_table(summary, console)
     cli = console.export_text()
-    assert cli.startswith("What each lever adds:")
-    assert all(cli.index(w) < cli.index("┃ Stage") for w in words)
+    assert cli.startswith("Answer:\n  " + card.lines[0].text)
+    # each contribution a row, its two stages in a numbered note under the table, before the stages' own table
+    assert card.rows and all(cli.index(r.effect) < cli.index(f"{i}. {r.stages}") < cli.index("┃ Stage")
+                             for i, r in enumerate(card.rows, 1))
     # the rest of the verdict under its own heading, as in the report: never listed as a lever's contribution
-    rest = headline(summary).lines[len(words):]
+    rest = headline(summary).lines[len(headline(summary).contributions):]
     assert rest and all(cli.index("Verdict:") < cli.index(line.replace("**", "")[:40]) for line in rest)
-    assert all(cli.index(w) < cli.index("Verdict:") for w in words)
-    page = render_html(summary.run)
-    verdict = page[page.index("<section id='verdict'>"):page.index("</section>")]
-    assert page.index("<section id='verdict'>") < page.index("<table>")
-    import html
-    assert [html.unescape(li) for li in re.findall(r"<li>(.*?)</li>", verdict)][:3] == words
+    page = html.unescape(render_html(summary.run))
+    assert page.index("<section id='answer'>") < page.index("<section id='verdict'>") < page.index("<table>")
+    assert re.findall(r"<li class='answer-line'>(.*?)</li>", page) == [
+        line.markdown.replace("**", "<b>", 1).replace("**", "</b>", 1) for line in card.lines]
+    assert re.findall(r"<tr title='(.*?)'>", page) == [r.stages for r in card.rows]
 
 
 def test_the_report_shows_no_cpu_rss_as_memory_and_scrolls_its_tables_inside_a_phone():

@@ -83,7 +83,8 @@ def test_every_column_shows_the_same_text_in_every_view_where_it_applies(make):
     cli = cli_text(summary)
     cli_header = next(line for line in cli.splitlines() if "Stage" in line)
     cli_heads = [h.strip() for h in cli_header.strip("┃ ").split("┃")]
-    cli_rows = [[c.strip() for c in line.strip("│ ").split("│")] for line in cli.splitlines()
+    stages_table = cli[cli.index(cli_header):]   # the contributions' own table comes before it
+    cli_rows = [[c.strip() for c in line.strip("│ ").split("│")] for line in stages_table.splitlines()
                 if line.startswith("│")]
     report_heads, report_rows = html_cells(render_html(run))
     page, config = table_rows(summary), column_config(summary)

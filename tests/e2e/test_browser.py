@@ -88,11 +88,13 @@ def test_seed_run_in_the_browser(page, server):
     assert rows[0]["stage"] == "adam+layernorm+fp32" and float(rows[0]["median_ms"]) > 0
     run_id = rows[0]["run_id"]
 
-    # the verdict card: what each lever adds comes first (on a CPU, the native twins' levers: Apex cannot run)
+    # the verdict card: the answer first (on a CPU Apex cannot run, and the run says what to do next), then what
+    # each lever adds (the native twins' levers)
     card = page.locator(".st-key-verdict")
     card.wait_for()
     verdict = card.inner_text()
-    assert verdict.startswith("What each lever adds") and "Adam fused in FP32 against Adam" in verdict, verdict
+    assert verdict.startswith("Apex: not measured here — ") and "What each lever adds" in verdict, verdict
+    assert "Next step: A CPU result does not carry over to a GPU" in verdict, verdict
     assert "Verdict" in verdict and "Did not run: 4 of 7 stages (Apex needs a CUDA GPU" in verdict, verdict
 
     page.get_by_role("link", name="History").click()
