@@ -246,7 +246,8 @@ def _cpu_ops_note(stages: list[StageSummary]) -> str:
 
 
 def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
-    """GPU busy share of each step, coloured by its verdict (which the host wait decides, not a busy line): one
+    """Kernel share of each step (kernel time ÷ step time), coloured by its verdict (which the host wait decides,
+    not a share line): one
     trace a verdict, so the legend names it; the bar says its share, short enough to sit whole inside the bar."""
     summaries = _summaries(runs)
     several = len(summaries) > 1
@@ -264,10 +265,10 @@ def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                              insidetextanchor="end", textfont=dict(color="white"),
                              outsidetextfont=dict(color="#2a3f5f"),
                              hovertext=[f"{verdict}: {s.bottleneck.sentence}" for _, s in mine]))
-    _finish(fig, "GPU busy share of the step<br><sup>kernel time ÷ step time; colour: what sets the pace</sup>",
-            _height(len(rows)) + 20, xaxis_title="% busy", xaxis_range=[0, 100], barmode="overlay")
+    _finish(fig, "Kernel share of the step<br><sup>kernel time ÷ step time; colour: what sets the pace</sup>",
+            _height(len(rows)) + 20, xaxis_title="% of the step in kernels", xaxis_range=[0, 100], barmode="overlay")
     fig.update_yaxes(categoryorder="array", categoryarray=labels)
-    return fig if rows else _empty(fig, "busy share needs a CUDA profile")
+    return fig if rows else _empty(fig, "the kernel share needs a CUDA profile")
 
 
 # What each column of the kernel grid proves, once: the dashboard and the HTML report print it under the grid.

@@ -16,7 +16,7 @@ H200 = Probe.from_dict({"torch": "2.11.0+cu130", "cuda_runtime": "13.0", "driver
 
 
 def profile(gemm: float, norm: float, cast: float, kernels: float, total: float, busy: float) -> StageProfile:
-    return StageProfile(source="cuda", steps=5, gpu_kernel_ms=total, gpu_busy=busy, kernels_per_step=kernels,
+    return StageProfile(source="cuda", steps=5, gpu_kernel_ms=total, trace_busy=busy, kernels_per_step=kernels,
                         breakdown_ms={"gemm": gemm, "normalization": norm, "cast/copy": cast,
                                       "elementwise/other": total - gemm - norm - cast}, top=())
 
