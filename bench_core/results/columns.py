@@ -215,7 +215,8 @@ DISPLAY_COLUMNS: tuple[DisplayColumn, ...] = (
                   "noisy: the step time broke a steadiness rule, or it was measured throttled, shared or with the "
                   "host busy, or a process's first timed steps were all slower than its own p90 (still warming up; "
                   "the reason is in Notes)",
-                  (_stage("noisy", "bool", lambda s: s.noisy),
+                  # a boolean in every row, so the column loads as one: a stage not measured is not flagged
+                  (_stage("noisy", "bool", lambda s: s.noisy is True),
                    _stage("noise_reason", "str", lambda s: s.noise_reason or ""),
                    _stage("warming_processes", "int?", lambda s: s.warming_processes)), Layout.TEXT),
     DisplayColumn("process_medians", "Per-process medians", lambda s: s.process_medians_text,

@@ -294,3 +294,17 @@ def test_one_busy_figure_in_every_view():
     assert "gpu_busy" not in csv_bf16 and "gpu_busy" not in json_bf16
     report = render_html(run)
     assert "launch-bound (GPU idle 50% of the step)" in report and "busy)" not in report
+
+
+def test_the_noisy_column_loads_as_booleans_with_an_unavailable_row():
+    """A stage that was not measured (unavailable, out of memory) is not flagged noisy: False, never a blank that
+    turns the column into text for pandas."""
+    import pandas as pd
+
+    run = sample_run()
+    assert {s.status for s in run.stages} >= {Status.UNAVAILABLE, Status.OOM}
+    frame = pd.read_csv(io.StringIO(to_csv(run)))
+    assert frame["noisy"].dtype == bool
+    assert json.loads(to_json(run))["summary"][2]["noisy"] is False
+    [back] = parse_csv(to_csv(run).encode())
+    assert [s.status for s in back.stages] == [s.status for s in run.stages]
