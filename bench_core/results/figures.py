@@ -152,8 +152,13 @@ def _bars(runs: list[RunSummary], value: Callable[[StageSummary], float | None],
 
 
 def peak_memory(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
-    return _bars(_summaries(runs), lambda s: s.peak_mem_mib, ",.0f",
-                 "Peak GPU memory per stage<br><sup>CUDA allocator, after warm-up</sup>", "MiB")
+    """The CUDA allocator's peak; on CPU the worker's peak RSS, titled as such (the CLI's Peak RSS column)."""
+    summaries = _summaries(runs)
+    title = ("Peak GPU memory per stage<br><sup>CUDA allocator, after warm-up</sup>"
+             if any(s.run.device == "cuda" for s in summaries) else
+             "Peak RSS per stage<br><sup>the worker's resident host memory</sup><br><sup>the whole process, "
+             "not the model alone</sup>")
+    return _bars(summaries, lambda s: s.peak_mem_mib, ",.0f", title, "MiB")
 
 
 def throughput(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
@@ -386,9 +391,6 @@ def not_applicable(name: str, runs: RunSummary | Sequence[RunSummary]) -> str | 
         return "Scaling efficiency needs stages at more than one GPU count (run with --gpus=1,2)."
     if name in ("mfu", "roofline") and not cuda:
         return "MFU is a GPU figure: there is no datasheet peak for a CPU."
-    if name == "memory" and not cuda:
-        return "Peak memory is the CUDA allocator's figure; on CPU it would be the whole process's RSS, alike " \
-               "for every stage."
     if name == "bottleneck" and not cuda:
         return "No GPU: the step runs on the CPU, so there is no launch/GPU split."
     return None
