@@ -93,7 +93,7 @@ else:
         host_bound = [r.label for r in report.rows if r.bound == Bound.LAUNCH]
         if host_bound:
             kernel_time = next(c.header for c in columns if c.key == "kernel_time")
-            st.caption(f"launch-bound (kernels busy the GPU less than {BUSY_THRESHOLD:.0%} of the call): "
+            st.caption(f"launch-bound (kernels fill less than {BUSY_THRESHOLD:.0%} of the call): "
                        f"{', '.join(host_bound)}. Their wall time follows the host CPU and moves between runs; "
                        f"{kernel_time} is the stable figure.")
         for row in report.rows:

@@ -15,7 +15,9 @@ from dashboard.session import access_panel, get_manager, is_operator, operator_t
 through_app()   # a deep link opened before app.py ran once: through app.py's menu
 
 DOT = {GREEN: ":green[●]", AMBER: ":orange[●]", "red": ":red[●]"}
-VERDICT_ICON = {Verdict.OK: "✅", Verdict.WARN: "⚠️", Verdict.FAIL: "❌"}
+# a word in a colour, not an emoji: without an emoji font ✅ and ❌ render as the same box
+VERDICT_MARK = {Verdict.OK: ":green[**PASS**]", Verdict.WARN: ":orange[**WARN**]", Verdict.FAIL: ":red[**FAIL**]"}
+BUILD_FIX = "make apex"   # the doctor's fix that builds Apex: no advice where there is nothing to build it for
 
 
 @st.cache_data(ttl=60, show_spinner=False)
@@ -48,6 +50,7 @@ def board() -> None:
     if probe.error:
         st.error(probe.error)
     rows = probe_board(probe)
+    nothing_to_build = not probe.apex_healthy and install_commands(probe) is None
     for section in dict.fromkeys(r.section for r in rows):
         st.subheader(section)
         for r in (r for r in rows if r.section == section):
@@ -72,8 +75,9 @@ def board() -> None:
     # fix ran off the screen (a new user's pass at 390 px)
     with st.container(key="doctor"):
         for c in checks:
-            fix = f"  \n**Fix:** {_plain(c.fix)}" if c.fix and c.verdict is not Verdict.OK else ""
-            st.markdown(f"{VERDICT_ICON[c.verdict]} **{_plain(c.name)}** — {_plain(c.message)}{fix}")
+            advised = c.fix and c.verdict is not Verdict.OK and not (nothing_to_build and BUILD_FIX in c.fix)
+            fix = f"  \n**Fix:** {_plain(c.fix)}" if advised else ""
+            st.markdown(f"{VERDICT_MARK[c.verdict]} **{_plain(c.name)}** — {_plain(c.message)}{fix}")
     st.caption("The same checks in a terminal: `python -m bench_core apex doctor`. Build: `make apex`.")
     if is_operator() and st.button("Probe again", help="re-run the probe, e.g. after installing Apex"):
         manager.reprobe(role=role())

@@ -98,8 +98,8 @@ After the timed steps, 5 more steps run under `torch.profiler` (untimed). From t
   communication — classified by kernel name with one rule table (`bench_core/measure/breakdown.py`), tested on kernel
   names recorded on an H200. Kernels launched inside `Optimizer.step` count as optimizer. On CPU, the
   profiler's CPU-op self times are classified the same way.
-* **GPU busy (trace)** = union of kernel intervals ÷ the span from the first kernel to the last. The profiler
-  slows the host, so this figure is lower than in unprofiled steps.
+* **Trace busy** (the JSON profile's `trace_busy`, never shown) = union of kernel intervals ÷ the span from the
+  first kernel to the last. The profiler slows the host, so this figure is lower than in unprofiled steps.
 * **Why the GPU idled** (`bench_core/measure/idle.py`), by Holistic Trace Analysis's idle-time rule: each
   idle interval of the GPU is *host wait* when the runtime call that enqueued the next kernel or copy
   (`cudaLaunchKernel`, `cudaMemcpyAsync`, `cudaGraphLaunch`…, matched by CUPTI's correlation id) started after
@@ -113,8 +113,10 @@ After the timed steps, 5 more steps run under `torch.profiler` (untimed). From t
   gaps is known to within 1 µs, and a gap whose launch call began within 1 µs of the GPU's last end may not be
   host wait at all. Host wait above N × 1 µs plus those unresolved gaps is host wait however the timestamps
   were rounded: then the stage is `launch-bound` (its time follows the host CPU, which differs between machines
-  and from minute to minute); otherwise `gpu-bound`. **GPU busy** (kernel time ÷ median step time) is still
-  shown. Records saved before this attribution keep the old verdict (busy under 90%, a line fitted to the
+  and from minute to minute); otherwise `gpu-bound`. Beside the verdict each view shows the figure that
+  decided it: a `launch-bound` stage's host wait, a `gpu-bound` one's **kernel share** (kernel time ÷ median
+  step time; the CSV's `kernel_share`), so no verdict sits beside a figure that reads otherwise. Records saved
+  before this attribution keep the old verdict (kernel share under 90%, a line fitted to the
   H200 runs of 2026-12-02), and say so only by having no host-wait share. The `graphs` lever removes launch
   overhead: the same kernels, replayed from one CUDA graph. On CPU the verdict is `unknown`.
 * **What changed from the previous stage**: Δ ms per category and Δ kernels per step, e.g. Apex FusedLayerNorm

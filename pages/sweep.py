@@ -183,10 +183,13 @@ def show(result: SweepResult, key: str, live: bool = False) -> None:
             [f"no crossover of ×1.00 among the {result.estimated} points done so far"]
     else:
         lines = [f"crossover: **{t}**" for t in line_answers(result)]
-    lines += [f"{e.label}: " + (f"**{e.text}**" if e.found else e.text) for e in error_figures(result)]
-    st.markdown("\n".join(f"- {line}" for line in [*lines, *result.shown_notes]))
+    # the answer first, then the map; how far the predictions landed is evidence, read after them
+    st.markdown("\n".join(f"- {line}" for line in lines))
     if any(p.estimate for p in result.points):
         st.plotly_chart(sweep_figure(result), width="stretch", key=f"sweep_chart_{key}")
+    stats = [f"{e.label}: " + (f"**{e.text}**" if e.found else e.text) for e in error_figures(result)]
+    if stats or result.shown_notes:
+        st.markdown("\n".join(f"- {line}" for line in [*stats, *result.shown_notes]))
     if has_memory(result):
         st.plotly_chart(peak_memory_map(result), width="stretch", key=f"sweep_memory_{key}")
     gaps = memory_gaps(result)

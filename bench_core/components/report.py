@@ -120,9 +120,14 @@ class ComponentRow:
         return breakdown.bottleneck(profile, self.median_ms)
 
     @property
-    def gpu_busy(self) -> float | None:
-        """Kernel time over the call's wall time, as for a stage."""
+    def kernel_share(self) -> float | None:
+        """Kernel time over the call's wall time, as a stage's kernel share."""
         return self._bottleneck().busy
+
+    @property
+    def bound_text(self) -> str | None:
+        """The verdict with its deciding figure, worded as a stage's (Bottleneck.cell_text)."""
+        return self._bottleneck().cell_text
 
     @property
     def kernel_gb_per_s(self) -> float | None:
@@ -216,7 +221,7 @@ class ComponentsReport:
             d = r.to_dict()
             d["kernel_names"] = " | ".join(r.kernel_names)
             d["extra_kernels"] = " | ".join(r.extra_kernels)
-            d["gpu_busy"], d["bound"], d["kernel_gb_per_s"] = r.gpu_busy, r.bound, r.kernel_gb_per_s
+            d["kernel_share"], d["bound"], d["kernel_gb_per_s"] = r.kernel_share, r.bound, r.kernel_gb_per_s
             out.append({"model": self.model, "device": self.device, "params": self.params,
                         "rows": self.rows_x_width[0], "width": self.rows_x_width[1], **d,
                         "copy_ceiling_gbps": ceil.get("copy_gbps"), "created_at": self.created_at})
@@ -272,10 +277,9 @@ COMPONENT_COLUMNS: tuple[ComponentColumn, ...] = (
     ComponentColumn("kernel_time", "Kernel time", lambda r: _unit(r.kernel_ms, ",.3f", " ms"),
                     "the kernels' summed GPU time in that call: the stable figure of a launch-bound row", on_gpu=True),
     ComponentColumn("bottleneck", _RUN["bottleneck"].header,
-                    lambda r: None if r.bound is None else r.bound + (
-                        f" ({r.gpu_busy:.0%} busy)" if r.gpu_busy is not None else ""),
-                    "by the stages' rule: launch-bound when the kernels keep the GPU busy for less of the call than "
-                    "the threshold; its wall time then follows the host CPU", on_gpu=True),
+                    lambda r: r.bound_text,
+                    "by the stages' rule: launch-bound when the kernels fill less of the call than the threshold "
+                    "(shown: how long the GPU idled); its wall time then follows the host CPU", on_gpu=True),
     ComponentColumn("proof", _RUN["verdict"].header, lambda r: r.proof,
                     "verified: the profiler saw the lever's own kernels; fallback: a library's lever ran PyTorch's"),
     ComponentColumn("notes", _RUN["reason"].header, lambda r: r.reason,

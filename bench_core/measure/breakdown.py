@@ -110,7 +110,8 @@ class StageProfile:
     source: str                               # "cuda" | "cpu"
     steps: int
     gpu_kernel_ms: float | None               # union of kernel time per step
-    gpu_busy: float | None                    # trace's union / span (the profiler slows the host: a low bound)
+    trace_busy: float | None                  # trace's union / span: the profiler slows the host, so a low bound,
+    #                                           never shown; the shown figure is Bottleneck.busy (kernel share)
     kernels_per_step: float | None
     breakdown_ms: dict[str, float] = field(default_factory=dict)  # category -> ms per step
     top: tuple[tuple[str, str, float, float], ...] = ()         # (name, category, ms/step, calls/step)
@@ -118,14 +119,15 @@ class StageProfile:
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "steps": self.steps, "gpu_kernel_ms": self.gpu_kernel_ms,
-                "gpu_busy": self.gpu_busy, "kernels_per_step": self.kernels_per_step,
+                "trace_busy": self.trace_busy, "kernels_per_step": self.kernels_per_step,
                 "breakdown_ms": dict(self.breakdown_ms), "top": [list(row) for row in self.top],
                 "idle": self.idle.to_dict() if self.idle else None}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> StageProfile:
         return cls(source=d["source"], steps=int(d["steps"]), gpu_kernel_ms=d.get("gpu_kernel_ms"),
-                   gpu_busy=d.get("gpu_busy"), kernels_per_step=d.get("kernels_per_step"),
+                   # files written before the rename call it gpu_busy
+                   trace_busy=d.get("trace_busy", d.get("gpu_busy")), kernels_per_step=d.get("kernels_per_step"),
                    breakdown_ms={str(k): float(v) for k, v in (d.get("breakdown_ms") or {}).items()},
                    top=tuple((str(n), str(c), float(ms), float(calls)) for n, c, ms, calls in d.get("top") or ()),
                    idle=IdleBreakdown.from_dict(d["idle"]) if d.get("idle") else None)  # older files have none
@@ -327,6 +329,24 @@ class Bottleneck:
     @property
     def busy_text(self) -> str | None:
         return None if self.busy is None else busy_text(self.busy)
+
+    @property
+    def figure_text(self) -> str | None:
+        """The figure that decided the verdict, shown beside it in every view: a launch-bound stage's host wait
+        (never its kernel share, which reads as busy); a gpu-bound one's kernel share (kernel time ÷ step time)."""
+        if self.verdict == Bound.GPU and self.busy is not None:
+            return f"kernels {busy_text(self.busy)} of the step"
+        if self.verdict == Bound.LAUNCH and self.host_wait_share is not None:
+            return f"host wait {share_text(self.host_wait_share)} of the step"
+        if self.verdict == Bound.LAUNCH and self.busy is not None:
+            return f"GPU idle {share_text(1 - self.busy)} of the step"
+        return None
+
+    @property
+    def cell_text(self) -> str | None:
+        if self.verdict == Bound.UNKNOWN:
+            return None
+        return str(self.verdict) + (f" ({self.figure_text})" if self.figure_text else "")
 
 
 def busy_text(busy: float) -> str:

@@ -70,11 +70,6 @@ def _unit(value: float | None, fmt: str, unit: str = "") -> str | None:
     return None if value is None else format(value, fmt) + unit
 
 
-def _bottleneck(s: StageSummary) -> str | None:
-    b = s.bottleneck
-    return None if b.verdict == Bound.UNKNOWN else str(b.verdict) + (f" ({b.busy_text} busy)" if b.busy_text else "")
-
-
 def _cond(name: str, kind: str, fn: Callable[[StageConditions], Any]) -> Field:
     return Field(name, kind, lambda summary, stage: fn(stage.conditions) if stage.conditions else None)
 
@@ -177,10 +172,11 @@ DISPLAY_COLUMNS: tuple[DisplayColumn, ...] = (
                   lambda s: None if s.skipped_steps is None or not _uses_grad_scaler(s) else str(s.skipped_steps),
                   "steps GradScaler skipped for inf/nan gradients",
                   (_stage("skipped_steps", "int?", lambda s: s.skipped_steps),), applies=_any(_uses_grad_scaler)),
-    DisplayColumn("bottleneck", "Bottleneck", _bottleneck,
+    DisplayColumn("bottleneck", "Bottleneck", lambda s: s.bottleneck.cell_text,
                   "launch-bound: the GPU waited for the host CPU more than the trace's timestamps can account for "
-                  "(Host wait); gpu-bound otherwise. Busy: kernel time ÷ step time",
-                  (_stage("gpu_busy", "float", lambda s: s.profile.gpu_busy if s.profile else None),
+                  "(host wait, shown beside it); gpu-bound otherwise, with its kernel share: kernel time ÷ median "
+                  "step time (the CSV's kernel_share)",
+                  (_stage("kernel_share", "float", lambda s: s.bottleneck.busy),
                    _stage("bottleneck", "str", lambda s: s.bottleneck.verdict)),
                   Layout.TEXT, applies=_on("cuda")),
     DisplayColumn("host_wait", "Host wait",
@@ -219,7 +215,8 @@ DISPLAY_COLUMNS: tuple[DisplayColumn, ...] = (
                   "noisy: the step time broke a steadiness rule, or it was measured throttled, shared or with the "
                   "host busy, or a process's first timed steps were all slower than its own p90 (still warming up; "
                   "the reason is in Notes)",
-                  (_stage("noisy", "bool", lambda s: s.noisy),
+                  # a boolean in every row, so the column loads as one: a stage not measured is not flagged
+                  (_stage("noisy", "bool", lambda s: s.noisy is True),
                    _stage("noise_reason", "str", lambda s: s.noise_reason or ""),
                    _stage("warming_processes", "int?", lambda s: s.warming_processes)), Layout.TEXT),
     DisplayColumn("process_medians", "Per-process medians", lambda s: s.process_medians_text,

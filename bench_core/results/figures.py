@@ -152,8 +152,13 @@ def _bars(runs: list[RunSummary], value: Callable[[StageSummary], float | None],
 
 
 def peak_memory(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
-    return _bars(_summaries(runs), lambda s: s.peak_mem_mib, ",.0f",
-                 "Peak GPU memory per stage<br><sup>CUDA allocator, after warm-up</sup>", "MiB")
+    """The CUDA allocator's peak; on CPU the worker's peak RSS, titled as such (the CLI's Peak RSS column)."""
+    summaries = _summaries(runs)
+    title = ("Peak GPU memory per stage<br><sup>CUDA allocator, after warm-up</sup>"
+             if any(s.run.device == "cuda" for s in summaries) else
+             "Peak RSS per stage<br><sup>the worker's resident host memory</sup><br><sup>the whole process, "
+             "not the model alone</sup>")
+    return _bars(summaries, lambda s: s.peak_mem_mib, ",.0f", title, "MiB")
 
 
 def throughput(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
@@ -246,7 +251,8 @@ def _cpu_ops_note(stages: list[StageSummary]) -> str:
 
 
 def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
-    """GPU busy share of each step, coloured by its verdict (which the host wait decides, not a busy line): one
+    """Kernel share of each step (kernel time ÷ step time), coloured by its verdict (which the host wait decides,
+    not a share line): one
     trace a verdict, so the legend names it; the bar says its share, short enough to sit whole inside the bar."""
     summaries = _summaries(runs)
     several = len(summaries) > 1
@@ -264,10 +270,10 @@ def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                              insidetextanchor="end", textfont=dict(color="white"),
                              outsidetextfont=dict(color="#2a3f5f"),
                              hovertext=[f"{verdict}: {s.bottleneck.sentence}" for _, s in mine]))
-    _finish(fig, "GPU busy share of the step<br><sup>kernel time ÷ step time; colour: what sets the pace</sup>",
-            _height(len(rows)) + 20, xaxis_title="% busy", xaxis_range=[0, 100], barmode="overlay")
+    _finish(fig, "Kernel share of the step<br><sup>kernel time ÷ step time; colour: what sets the pace</sup>",
+            _height(len(rows)) + 20, xaxis_title="% of the step in kernels", xaxis_range=[0, 100], barmode="overlay")
     fig.update_yaxes(categoryorder="array", categoryarray=labels)
-    return fig if rows else _empty(fig, "busy share needs a CUDA profile")
+    return fig if rows else _empty(fig, "the kernel share needs a CUDA profile")
 
 
 # What each column of the kernel grid proves, once: the dashboard and the HTML report print it under the grid.
@@ -385,9 +391,6 @@ def not_applicable(name: str, runs: RunSummary | Sequence[RunSummary]) -> str | 
         return "Scaling efficiency needs stages at more than one GPU count (run with --gpus=1,2)."
     if name in ("mfu", "roofline") and not cuda:
         return "MFU is a GPU figure: there is no datasheet peak for a CPU."
-    if name == "memory" and not cuda:
-        return "Peak memory is the CUDA allocator's figure; on CPU it would be the whole process's RSS, alike " \
-               "for every stage."
     if name == "bottleneck" and not cuda:
         return "No GPU: the step runs on the CPU, so there is no launch/GPU split."
     return None

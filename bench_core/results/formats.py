@@ -70,7 +70,7 @@ def file_columns(display: tuple[DisplayColumn, ...]) -> list[Column]:
         Column("loss_first", "float", _s(lambda s: s.loss_first)),
         Column("loss_last", "float", _s(lambda s: s.loss_last)),
         Column("host_ms", "float", _s(lambda s: s.host_ms)),
-        Column("gpu_kernel_ms", "float", _profile("gpu_kernel_ms")), shown["gpu_busy"],
+        Column("gpu_kernel_ms", "float", _profile("gpu_kernel_ms")), shown["kernel_share"],
         Column("kernels_per_step", "float", _profile("kernels_per_step")),
         shown["bottleneck"], shown["energy_j_per_token"], shown["skipped_steps"],
         Column("kernels_seen", "str", _s(lambda s: ";".join(sorted(k for k, v in s.result.kernels.items()

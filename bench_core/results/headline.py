@@ -58,7 +58,7 @@ def headline(summary: RunSummary) -> Headline:
     bound = [s for s in summary.stages if s.ok and s.bottleneck.verdict == "launch-bound"]
     if bound:
         lines.append("Launch-bound (GPU waits on the host CPU, so these times follow the CPU): "
-                     + ", ".join(f"{s.key} ({s.bottleneck.busy_text} busy{_per_process(s, ', ')})" for s in bound)
+                     + ", ".join(f"{s.key} ({s.bottleneck.figure_text}{_per_process(s, ', ')})" for s in bound)
                      + ".")
     noisy = [s for s in summary.stages if s.noisy]
     if noisy:

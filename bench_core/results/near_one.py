@@ -8,16 +8,33 @@ from __future__ import annotations
 NEAR_ONE = (0.98, 1.02)   # an interval inside this band is written with a third decimal
 
 
-def speedup_decimals(low: float, high: float, *outside: float) -> int:
-    """3 where the interval lies within ×0.98–1.02, where a bound other than 1 would print as 1.00 (faster or slower
-    beyond its interval read as a tie), or where a figure said beside it and lying outside it (a measurement the
-    prediction missed) would print inside it; else 2."""
+MAX_DECIMALS = 4
+
+
+def speedup_decimals(low: float, high: float, *beside: float) -> int:
+    """3 where the interval lies within ×0.98–1.02, or where a bound other than 1 would print as 1.00 (faster or
+    slower beyond its interval read as a tie); else 2. Then one more, up to 4, while a figure said beside it would
+    print on the wrong side of a bound: one outside it (a measurement the prediction missed) printed inside, or one
+    inside it (its own point) printed onto a bound it is not ("×1.02 (1.01–1.02)")."""
+    d = 2
     if NEAR_ONE[0] <= low and high <= NEAR_ONE[1]:
-        return 3
+        d = 3
     if any(v != 1 and f"{v:.2f}" == "1.00" for v in (low, high)):
-        return 3
-    printed = (float(f"{low:.2f}"), float(f"{high:.2f}"))
-    return 3 if any(not low <= v <= high and printed[0] <= float(f"{v:.2f}") <= printed[1] for v in outside) else 2
+        d = 3
+    while d < MAX_DECIMALS and not _clear(low, high, beside, d):
+        d += 1
+    return d
+
+
+def _clear(low: float, high: float, beside: tuple[float, ...], d: int) -> bool:
+    printed = (round(low, d), round(high, d))
+    for v in beside:
+        shown = round(v, d)
+        if not low <= v <= high and printed[0] <= shown <= printed[1]:
+            return False
+        if low < v < high and shown in printed:
+            return False
+    return True
 
 
 def decimals_of(value: float | None, interval: tuple[float, float] | None) -> int:

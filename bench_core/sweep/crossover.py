@@ -2,7 +2,8 @@
 value between the two neighbouring points whose speedups lie on either side, and the crossing's interval from the
 points' own intervals (the crossing of the upper bounds and of the lower bounds), never narrower than the two swept
 values around it (nothing between them was measured). A line may cross back: every crossing where the points'
-intervals change their reading (pays, costs, no measurable difference) is kept and said. Pure arithmetic, no torch.
+intervals change their reading (pays, costs, no measurable difference, can't tell yet) is kept and said. Pure
+arithmetic, no torch.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 
+from bench_core.measure.stats import Effect, effect_of
 from bench_core.results.near_one import span, speedup_decimals, times
 
 
@@ -22,7 +24,8 @@ class Verdict(StrEnum):
     """A point read from its 95% interval alone."""
     PAYS = "pays"                          # the interval lies above ×1.00
     COSTS = "costs"                        # below it
-    EVEN = "no measurable difference"      # it holds ×1.00
+    EVEN = "no measurable difference"      # it holds ×1.00 and lies within EQUIVALENCE of it
+    UNSURE = "can't tell yet"              # it holds ×1.00 but reaches past EQUIVALENCE (measure.stats.Effect)
 
 
 class Change(StrEnum):
@@ -46,7 +49,11 @@ class Estimate:
 
     @property
     def verdict(self) -> Verdict:
-        return Verdict.PAYS if self.low > 1 else Verdict.COSTS if self.high < 1 else Verdict.EVEN
+        """The engine's three outcomes (measure.stats.effect_of), the measured one split by its side of ×1.00."""
+        effect = effect_of(self.low, self.high)
+        if effect == Effect.MEASURED:
+            return Verdict.PAYS if self.low > 1 else Verdict.COSTS
+        return Verdict.EVEN if effect == Effect.NO_MEASURABLE_EFFECT else Verdict.UNSURE
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,10 @@ class Crossing:
     # It rests on a predicted point: one of the points its value or interval was read between was not run end to
     # end. A measured figure's interval holds only its own noise; a predicted one's, only the predictor's spread.
     predicted: bool = False
+
+    @property
+    def located(self) -> bool:
+        return self.low is not None or self.high is not None
 
     @classmethod
     def from_dict(cls, data: dict) -> Crossing:
@@ -124,9 +135,9 @@ class Crossover:
         # a bound past the swept values is open: "at most 1,608" ("(below the range–1,608)" read oddly, a new
         # user's pass); past the points with a figure, it says so, not claiming the values that never ran
         beyond = ", its other end beyond the last point with a figure"
-        if c.low is None and c.high is None:
+        if c.low is None and c.high is None:   # no value: "≈ 12" beside "not located" read as a place
             every = "point with a figure" if self._beyond(False) or self._beyond(True) else "swept value"
-            span = f"(not located: its interval spans every {every})"
+            return f"(not located: its interval spans every {every})"
         elif c.low is None:
             span = f"(at most {_number(c.high or 0.0, d)}{beyond if self._beyond(False) else ''})"
         elif c.high is None:
@@ -145,7 +156,10 @@ class Crossover:
         where = f"{self.axis} {self._at(self.crossings[0])}"
         side = "above" if self.direction == Direction.PAYS_ABOVE else "below"
         first = f"{self.direction.value} {where}" if self.pays else f"reaches ×1.00 {side} {where}"
-        back = "".join(f", and {c.change or c.direction} {self._at(c)}" for c in self.later)
+        if not self.located:   # never a value, nor a side of one: "above batch_size ≈ 12" named a place
+            first = f"{'pays' if self.pays else 'reaches ×1.00'} somewhere along {where}"
+        back = "".join(f", and {c.change or c.direction} {'' if c.located else 'somewhere '}{self._at(c)}"
+                       for c in self.later)
         said = first + back + (f" at {self.fixed}" if self.fixed else "")
         if self.pays or any(c.change in (Change.PAYS, Change.PAYS_AGAIN) for c in self.later):
             # a predicted best says so: call 25's FP8 map read "×1.44 (1.24–1.68) at best" of a point never run

@@ -109,8 +109,10 @@ def sweep_line(result: SweepResult | Sequence[SweepResult]) -> go.Figure:
             for lo, hi in c.shaded:
                 fig.add_vrect(x0=lo, x1=hi, fillcolor=color or CROSS_COLOR, opacity=0.12, line_width=0)
             # the sentence in the hover and beside the chart: as a legend entry it ran off a phone's screen
-            fig.add_trace(go.Scatter(x=[x.value for x in c.crossings], y=[1.0] * len(c.crossings), mode="markers",
-                                     hovertext=[f"crossover: {c.text}"] * len(c.crossings), hoverinfo="text",
+            # a crossing no interval places gets no marker: a mark at its value read as a place
+            marked = [x.value for x in c.crossings if x.located]
+            fig.add_trace(go.Scatter(x=marked, y=[1.0] * len(marked), mode="markers",
+                                     hovertext=[f"crossover: {c.text}"] * len(marked), hoverinfo="text",
                                      name=f"{label} crossover, its interval shaded".strip(),
                                      marker=dict(symbol="x", size=13, color=color or CROSS_COLOR)))
     fig.add_hline(y=1.0, line=dict(color="#757575", dash="dot"))
@@ -222,13 +224,21 @@ def _room_for_colorbar(fig: go.Figure) -> go.Figure:
                              margin_b=fig.layout.margin.b + X_TITLE_ROOM_PX)
 
 
+def _colour_value(result: SweepResult, p: PointResult, est: tuple[float, float, float]) -> float:
+    """log2 of the point's speedup, or 0 (neutral) where its interval as shown holds ×1.00."""
+    est = result.best_estimate(p) or est
+    return 0.0 if est[1] <= 1.0 <= est[2] else math.log2(est[0])
+
+
 def sweep_heatmap(result: SweepResult) -> go.Figure:
     """Two axes: colour is log2 of the speedup, centred on ×1.00, the figure written in each cell, a predicted
     cell paler than a measured one; a marker in the cell's corner says measured or predicted."""
     ax, ay = (a.name for a in result.spec.axes[:2])
     xs, ys = list(result.spec.axes[0].values), list(result.spec.axes[1].values)
     # each cell's figure with its row's decimals (results.near_one): a cell read ×1.00 where the table read ×1.003
-    cells = {(ys.index(p.value(ay)), xs.index(p.value(ax))): (math.log2(p.estimate[0]),
+    # a cell whose interval holds ×1.00 is drawn neutral (×1.00's colour), its figure still written: batch 4's
+    # ×0.67 (0.42–1.07) was deep red, as if it measurably cost
+    cells = {(ys.index(p.value(ay)), xs.index(p.value(ax))): (_colour_value(result, p, p.estimate),
                                                               times(p.estimate[0], result.decimals(p)),
                                                               _text(result, p), p.source)
              for p in result.points if p.estimate and p.source}

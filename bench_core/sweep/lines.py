@@ -2,7 +2,7 @@
 it keeps at every swept value; the CLI, the page, the report, the history and the side-by-side compare read these."""
 from __future__ import annotations
 
-from bench_core.sweep.crossover import Crossover
+from bench_core.sweep.crossover import Crossover, Estimate, Verdict
 from bench_core.sweep.records import SweepResult, crossovers
 
 NOT_SWEPT = "not swept"
@@ -15,14 +15,23 @@ def line_answer(result: SweepResult, found: list[Crossover], fixed: tuple[str, i
     on_line = [c for c in found if c.fixed == said]
     if on_line:
         return "; ".join(c.text for c in on_line)
-    estimates = [e for p in result.points if fixed is None or p.value(fixed[0]) == fixed[1]
+    axis = result.spec.axes[0].name
+    estimates = [Estimate(p.value(axis), *e) for p in result.points if fixed is None or p.value(fixed[0]) == fixed[1]
                  if (e := result.best_estimate(p))]
     if not estimates:
         return NOT_SWEPT
     if len(estimates) < 2:
         return "one point: no line to cross ×1.00"
-    side = "above" if all(e[0] > 1 for e in estimates) else "below" if all(e[0] < 1 for e in estimates) else "at"
-    return f"no crossing: {side} ×1.00 at every swept {result.spec.axes[0].name}"
+    # a side of ×1.00 is claimed only where every point's interval lies on it: "above ×1.00 at every swept width"
+    # beside ×0.77–1.92 at one of them contradicted itself
+    verdicts = {e.verdict for e in estimates}
+    if verdicts == {Verdict.PAYS}:
+        return f"no crossing: above ×1.00 at every swept {axis}"
+    if verdicts == {Verdict.COSTS}:
+        return f"no crossing: below ×1.00 at every swept {axis}"
+    by = {v: [e.x for e in sorted(estimates, key=lambda e: e.x) if e.verdict == v] for v in Verdict if v in verdicts}
+    return "no crossing measured: " + "; ".join(
+        f"{v.value} at {axis}={', '.join(f'{x:,.0f}' for x in xs)}" for v, xs in by.items())
 
 
 def line_answers(result: SweepResult) -> list[str]:

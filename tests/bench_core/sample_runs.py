@@ -16,7 +16,7 @@ H200 = Probe.from_dict({"torch": "2.11.0+cu130", "cuda_runtime": "13.0", "driver
 
 
 def profile(gemm: float, norm: float, cast: float, kernels: float, total: float, busy: float) -> StageProfile:
-    return StageProfile(source="cuda", steps=5, gpu_kernel_ms=total, gpu_busy=busy, kernels_per_step=kernels,
+    return StageProfile(source="cuda", steps=5, gpu_kernel_ms=total, trace_busy=busy, kernels_per_step=kernels,
                         breakdown_ms={"gemm": gemm, "normalization": norm, "cast/copy": cast,
                                       "elementwise/other": total - gemm - norm - cast}, top=())
 
@@ -86,15 +86,16 @@ def cpu_run() -> RunResult:
     from bench_core.levers.stage import Stage
     cfg = BenchConfig(depth=2, width=64, heads=4, seq_len=32, batch_size=2, vocab_size=256, iters=4, repeats=3,
                       device="cpu")
-    cases = ((Stage("adam", "layernorm", "fp32"), (13.6, 13.6, 13.6), 12.0),
-             (Stage("adam-fused", "layernorm", "fp32"), (12.9, 13.6, 12.5), 12.0),
-             (Stage("adam-fused", "layernorm", "bf16"), (12.37, 12.37, 12.37 * 1.01), 35.1))
+    cases = ((Stage("adam", "layernorm", "fp32"), (13.6, 13.6, 13.6), 12.0, 412.0),
+             (Stage("adam-fused", "layernorm", "fp32"), (12.9, 13.6, 12.5), 12.0, 415.0),
+             (Stage("adam-fused", "layernorm", "bf16"), (12.37, 12.37, 12.37 * 1.01), 35.1, 468.0))
     stages = tuple(replace(initial_stage(i, stage, 4), status=Status.OK, verdict="verified", rounds=(4, 4, 4),
+                           peak_rss_mib=rss,
                            times_ms=tuple(m for m in medians for _ in range(4)), losses=(5.5, 5.4, 5.3, 5.2) * 3,
                            profile=StageProfile("cpu", 5, None, None, None,
                                                 {"gemm": ops * 0.6, "optimizer": ops * 0.1,
                                                  "elementwise/other": ops * 0.3}))
-                   for i, (stage, medians, ops) in enumerate(cases))
+                   for i, (stage, medians, ops, rss) in enumerate(cases))
     return RunResult(config=cfg, machine=Probe.from_dict({"torch": "2.13.0+cpu", "cuda": {"available": False}}),
                      device="cpu", preset="native", stages=stages, status=Status.DONE, run_id="cpu0run0abcd",
                      created_at="2026-12-06T10:00:00+00:00")

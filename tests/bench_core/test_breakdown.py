@@ -94,7 +94,7 @@ def test_profile_from_kernels_two_steps():
     p = profile_from_kernels(TWO_STEPS, steps=2)
     assert p.source == "cuda" and p.steps == 2
     assert p.gpu_kernel_ms == pytest.approx(0.030)      # union [0, 30] + [40, 70] = 60 us over 2 steps
-    assert p.gpu_busy == pytest.approx(60 / 70)
+    assert p.trace_busy == pytest.approx(60 / 70)
     assert p.kernels_per_step == 4
     assert p.breakdown_ms == pytest.approx({"gemm": 0.010, "attention": 0.0, "normalization": 0.004, "optimizer": 0.0,
                                             "cast/copy": 0.002, "elementwise/other": 0.0, "communication": 0.018})
@@ -123,7 +123,7 @@ def test_profile_from_cpu_ops():
     ops = [("aten::addmm", 400.0), ("aten::addmm", 200.0), ("aten::native_layer_norm", 100.0),
            ("aten::mul_", 60.0, "optimizer"), ("aten::mul_", 40.0), ("Optimizer.step#Adam.step", 20.0)]
     p = profile_from_cpu_ops(ops, steps=2)
-    assert (p.source, p.gpu_kernel_ms, p.gpu_busy, p.kernels_per_step) == ("cpu", None, None, None)
+    assert (p.source, p.gpu_kernel_ms, p.trace_busy, p.kernels_per_step) == ("cpu", None, None, None)
     assert p.breakdown_ms["gemm"] == pytest.approx(0.3)
     assert p.breakdown_ms["normalization"] == pytest.approx(0.05)
     assert p.breakdown_ms["optimizer"] == pytest.approx(0.04)
@@ -186,7 +186,7 @@ def test_collect_cuda_links_kernels_to_the_optimizer(event_cls):
     assert profile.breakdown_ms["optimizer"] == pytest.approx(0.0005)  # an add, launched inside Optimizer.step
     assert profile.breakdown_ms["communication"] == pytest.approx(0.001)
     assert profile.gpu_kernel_ms == pytest.approx(0.0014)   # [2500, 2900] + [3000, 4000] ns
-    assert profile.gpu_busy == pytest.approx(1.4 / 1.5)
+    assert profile.trace_busy == pytest.approx(1.4 / 1.5)
     assert {"ProfilerStep*", "aten::mm", "cudaLaunchKernel", GEMM, ADD, NCCL} <= names
 
 

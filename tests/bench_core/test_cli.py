@@ -112,7 +112,7 @@ def test_repeats_fill_the_new_columns_without_making_up_gpu_figures(cli, home, t
     assert {r["repeats"] for r in rows} == {"2"}
     for r in rows:
         # GPU figures: nothing on a CPU, never a made-up 0
-        for col in ("host_ms", "gpu_kernel_ms", "gpu_busy", "kernels_per_step", "energy_j_per_token", "mfu"):
+        for col in ("host_ms", "gpu_kernel_ms", "kernel_share", "kernels_per_step", "energy_j_per_token", "mfu"):
             assert r[col] == "", (r["stage"], col, r[col])
         # no launch/GPU split on a CPU: the verdict says it is unknown, never gpu- or launch-bound
         assert r["bottleneck"] == "unknown", (r["stage"], r["bottleneck"])

@@ -377,10 +377,10 @@ def test_bound_splits_rows_at_the_stage_busy_threshold():
     def row(kernel_ms, median_ms):
         return ComponentRow("layernorm", "x", "fp32", "ok", median_ms=median_ms, kernel_ms=kernel_ms)
 
-    assert row(None, 0.2).bound is None and row(None, 0.2).gpu_busy is None     # CPU: no kernel time
+    assert row(None, 0.2).bound is None and row(None, 0.2).kernel_share is None     # CPU: no kernel time
     assert row(BUSY_THRESHOLD, 1.0).bound == "gpu-bound"                          # the threshold itself is busy
     assert row(BUSY_THRESHOLD - 1e-9, 1.0).bound == "launch-bound"                # the stages' word for it
-    assert row(1.2, 1.0).gpu_busy == 1.0                                          # clipped: one call's jitter
+    assert row(1.2, 1.0).kernel_share == 1.0                                          # clipped: one call's jitter
     # Recorded on the H200 (docs/data/h200_2026-12-03_call2_components_gpt2-small_run1.json): LayerNorm fp32
     # 0.090 ms of kernels in a 0.256 ms call; torch fused Adam 1.013 ms of kernels in 1.027 ms.
     assert row(0.090, 0.256).bound == "launch-bound" and row(1.013, 1.027).bound == "gpu-bound"
@@ -388,4 +388,4 @@ def test_bound_splits_rows_at_the_stage_busy_threshold():
 
 def test_cpu_rows_have_no_bound(cpu_report):
     assert all(r.bound is None for r in cpu_report.rows)
-    assert {"gpu_busy", "bound"} <= set(cpu_report.to_csv_rows()[0])
+    assert {"kernel_share", "bound"} <= set(cpu_report.to_csv_rows()[0])

@@ -15,6 +15,7 @@ from bench_core.results import contributions as contributions_module
 from bench_core.results import formats
 from bench_core.results.contributions import contributions, vendor_effects
 from bench_core.results.headline import headline
+from bench_core.results.near_one import percent, times
 from bench_core.results.records import Status, initial_stage
 from bench_core.results.summary import summarize
 
@@ -200,7 +201,8 @@ def test_the_apex_sentence_sets_the_apex_bf16_stage_against_native_bf16():
     assert (apex.ratio, apex.interval) == (point, (paired.low, paired.high))
     assert apex.measurable
     way = "adds about" if apex.ratio > 1 else "costs about"
-    assert apex.words.startswith(f"Apex {way} {abs(apex.ratio - 1):.0%} here (×{apex.ratio:.2f}; 95% CI")
+    d = apex.decimals   # as many as keep its point off its bounds (results.near_one)
+    assert apex.words.startswith(f"Apex {way} {percent(apex.ratio - 1, d)} here ({times(apex.ratio, d)}; 95% CI")
     assert "launch-bound" in apex.words   # this Apex BF16 stage is launch-bound on the H200
     lines = headline(summary)
     assert lines.contributions[-1] == apex.words == lines.lines[len(lines.contributions) - 1]
@@ -324,7 +326,9 @@ def test_a_ladder_speedup_near_one_takes_the_third_decimal_the_sweep_gives_it():
     lo, hi = fastest.speedup_ci
     assert fastest.key == "adam-fused+layernorm+bf16" and 1.0 < lo < hi < 1.01
     lines = headline(together).lines
-    said = f"×{fastest.speedup:.3f} (95% CI ×{lo:.3f}–{hi:.3f}, across 3 processes"
+    d = fastest.decimals   # three near ×1.00, a fourth where three would print its point on a bound
+    assert d >= 3
+    said = f"×{fastest.speedup:.{d}f} (95% CI ×{lo:.{d}f}–{hi:.{d}f}, across 3 processes"
     assert any(line.startswith("No single lever's effect is measurable") and f"measure {said}" in line
                for line in lines), lines
     assert any(line.startswith("Fastest: ") and said in line for line in lines), lines

@@ -198,7 +198,7 @@ def test_busy_labels_are_whole_and_the_verdict_is_a_legend_entry():
     or beyond a short one with the rest of the axis free; the verdict is the bar's colour, named in the legend."""
     from dataclasses import replace
     run = gpu_run()
-    low = replace(run.stages[3], profile=replace(run.stages[3].profile, gpu_busy=0.1, gpu_kernel_ms=2.0))
+    low = replace(run.stages[3], profile=replace(run.stages[3].profile, trace_busy=0.1, gpu_kernel_ms=2.0))
     summary = summarize(run.with_stage(low))
     fig = figures.bottleneck(summary)
     assert {t.name for t in fig.data} == {"gpu-bound", "launch-bound"} and all(t.showlegend for t in fig.data)

@@ -34,7 +34,7 @@ def test_csv_has_the_required_columns_and_rows():
     for col in ["stage", "optimizer", "norm", "precision", "compile", "gpus", "status", "reason", "verdict",
                 "baseline_stage", "partial", "median_ms", "p10_ms", "p90_ms", "noisy", "noise_reason", "tokens_per_s",
                 "speedup", "speedup_ci_low", "speedup_ci_high", "scaling_efficiency", "peak_mem_mib", "tflops", "mfu",
-                "loss_first", "loss_last", "host_ms", "gpu_kernel_ms", "gpu_busy", "kernels_per_step", "bottleneck",
+                "loss_first", "loss_last", "host_ms", "gpu_kernel_ms", "kernel_share", "kernels_per_step", "bottleneck",
                 "energy_j_per_token", "skipped_steps", "kernels_seen", "device", "gpu", "torch", "apex", *INT_FIELDS]:
         assert col in header, col
     assert header == CSV_COLUMNS and len(text.strip().splitlines()) == 5
@@ -50,7 +50,7 @@ def test_csv_figures_are_the_summary_figures():
     assert float(apex["speedup_ci_low"]) == float(apex["speedup_ci_high"]) == 2.0  # constant series
     assert float(bf16["tokens_per_s"]) == pytest.approx(64 / 0.020)
     assert float(bf16["host_ms"]) == 19.5 and float(bf16["gpu_kernel_ms"]) == 10.0
-    assert float(bf16["gpu_busy"]) == 0.35 and float(bf16["kernels_per_step"]) == 870
+    assert float(bf16["kernel_share"]) == 0.5 and float(bf16["kernels_per_step"]) == 870
     assert bf16["bottleneck"] == "launch-bound" and base["bottleneck"] == "gpu-bound"
     assert failed["partial"] == "True" and failed["speedup"] == "" and failed["tokens_per_s"] == ""
     assert failed["bottleneck"] == "unknown"
@@ -273,3 +273,38 @@ def test_a_non_finite_json_number_is_refused_naming_its_stage_and_field(field, v
         parse_json(text.encode())
     assert "is not a finite number" in str(info.value)
     assert f"stage 0, field {field}" in str(info.value), str(info.value)
+
+
+def test_one_busy_figure_in_every_view():
+    """The Bottleneck cell, the CSV, the JSON and the report show one figure: the kernel share (10 ms of kernels
+    in the 20 ms step: 0.5), never the profiled trace's busy share (0.35); a launch-bound stage shows how long the
+    GPU idled, not a share that reads as busy."""
+    from bench_core.results.columns import DISPLAY_COLUMNS
+    from bench_core.results.report import render_html
+
+    run = gpu_run()
+    summary = summarize(run)
+    base, bf16 = summary.stages[0], summary.stages[3]
+    cell = next(c for c in DISPLAY_COLUMNS if c.key == "bottleneck").cell
+    assert cell(bf16) == "launch-bound (GPU idle 50% of the step)"
+    assert cell(base) == "gpu-bound (kernels 99% of the step)"          # 99 ms of kernels in a 100 ms step
+    csv_bf16 = csv_rows(to_csv(run))[3]
+    json_bf16 = json.loads(to_json(run))["summary"][3]
+    assert float(csv_bf16["kernel_share"]) == json_bf16["kernel_share"] == 0.5
+    assert "gpu_busy" not in csv_bf16 and "gpu_busy" not in json_bf16
+    report = render_html(run)
+    assert "launch-bound (GPU idle 50% of the step)" in report and "busy)" not in report
+
+
+def test_the_noisy_column_loads_as_booleans_with_an_unavailable_row():
+    """A stage that was not measured (unavailable, out of memory) is not flagged noisy: False, never a blank that
+    turns the column into text for pandas."""
+    import pandas as pd
+
+    run = sample_run()
+    assert {s.status for s in run.stages} >= {Status.UNAVAILABLE, Status.OOM}
+    frame = pd.read_csv(io.StringIO(to_csv(run)))
+    assert frame["noisy"].dtype == bool
+    assert json.loads(to_json(run))["summary"][2]["noisy"] is False
+    [back] = parse_csv(to_csv(run).encode())
+    assert [s.status for s in back.stages] == [s.status for s in run.stages]

@@ -18,7 +18,7 @@ def test_gpu_run_headline_names_fastest_apex_twin_launch_bound_and_failure():
     per_process = ", ".join(f"{m:.1f}" for m in bound.round_medians)
     assert len(bound.round_medians) == 2
     assert "Launch-bound" in text
-    assert f"apex-fusedadam+apex-fusedln+bf16 (50% busy, per process {per_process} ms)" in text
+    assert f"apex-fusedadam+apex-fusedln+bf16 (GPU idle 50% of the step, per process {per_process} ms)" in text
     assert "Failed: apex-fusedadam+apex-fusedln+fp32 (failed" in text
 
 

@@ -257,7 +257,9 @@ def test_a_crossing_interval_beyond_the_swept_values_is_open():
     assert found is not None and found.value == pytest.approx(1000)
     assert found.low is None and found.high is None and not found.located
     # an interval open at both ends places the crossing nowhere: the sentence says so instead of a bold "≈ 1,000"
-    assert "width ≈ 1,000 (not located: its interval spans every swept value)" in found.text
+    # and gives it no value: "reaches ×1.00 above batch_size ≈ 12 (not located…)" named a place, the last swept one
+    assert found.text.startswith("reaches ×1.00 somewhere along width (not located: its interval spans every swept "
+                                 "value)") and "≈" not in found.text
     # one side open: the upper bounds (×1.5) cross at 667; the lower ones (w / 1,500) stay below ×1.00 to 1,400
     half = crossover("width", _line(lambda w: w / 1000, [600, 700, 1200, 1400], 1.5))
     assert half is not None and half.located and half.low == pytest.approx(1000 / 1.5) and half.high is None

@@ -126,13 +126,14 @@ def test_a_missed_prediction_near_one_does_not_read_as_a_hit():
 
 
 def test_a_points_speedups_share_its_decimals_in_the_table_and_the_terminal():
-    """Batch 8 at width 768, ×1.005 (1.005–1.006): its row read ×1.00, ×1.00, ×1.01 and predicted ×1.01."""
+    """Batch 8 at width 768, ×1.0053 (1.0048–1.0058): its row read ×1.00, ×1.00, ×1.01 and predicted ×1.01; at
+    three decimals its point printed onto its lower bound, ×1.005 (1.005–1.006), so it takes a fourth."""
     result = from_json(APEX_33.read_text())
     row = next(r for r in shown_text_rows(result) if (r["batch_size"], r["width"]) == ("8", "768"))
     assert (row["speedup (B over A)"], row["95% low"], row["95% high"], row["predicted"], row["measured"]) == \
-        ("×1.005", "×1.005", "×1.006", "×1.013", "×1.005")
+        ("×1.0053", "×1.0048", "×1.0058", "×1.0131", "×1.0053")
     line = next(t for t in summary_lines(result) if t.strip().startswith("batch_size=8, width=768"))
-    assert "×1.005 (1.005–1.006)" in line and "predicted ×1.013," in line
+    assert "×1.0053 (1.0048–1.0058)" in line and "predicted ×1.0131," in line
 
 
 # ---------------------------------------------------------------- a cancelled sweep

@@ -47,3 +47,14 @@ def test_a_cpu_runs_result_explains_its_verdict_and_its_longer_bars(app, manager
     assert any(line.startswith("- Fastest: **adam-fused+layernorm+bf16** at 12.37 ms a step, ×1.10") for line in lines)
     title = re.sub(r"<[^>]+>", " ", figure(at, "Where the time goes")["layout"]["title"]["text"])
     assert "no contradiction" in title and "35.1 ms of ops in a 12.37 ms step" in " ".join(title.split()), title
+
+
+def test_a_cpu_runs_peak_rss_is_charted_as_the_cli_shows_it(app, manager, monkeypatch):
+    """The CLI's Peak RSS column on a CPU run, charted on the page under its own name (never as GPU memory)."""
+    monkeypatch.setattr(manager, "_run_all", replay_cpu_run)
+    stages = [s.stage for s in sample_runs().cpu_run().stages]
+    wait(manager, manager.submit(CFG, stages, "native", session_id="s").job_id)
+    chart = figure(app(), "Peak RSS per stage")
+    [bars] = chart["data"]
+    expected = {s.key: s.peak_rss_mib for s in sample_runs().cpu_run().stages}
+    assert dict(zip(bars["y"], bars["x"], strict=True)) == expected

@@ -83,8 +83,12 @@ def test_every_page_renders_without_a_gpu(app):
     assert any("not installed — and Apex's kernels need a CUDA build of torch" in m for m in texts(kernels, "markdown"))
     assert [b.label for b in kernels.button if b.label == "Probe again"] == ["Probe again"]  # an operator
     doctor = doctor_lines(kernels)  # the Apex build doctor: a line a check, its finding and fix under its name
-    [torch] = [line for line in doctor if line.startswith("❌ **torch** — ")]  # a CPU torch cannot build Apex
+    [torch] = [line for line in doctor if line.startswith(":red[**FAIL**] **torch** — ")]  # a CPU torch: no Apex
     assert "is a CPU build" in torch and "**Fix:** install a CUDA build of torch" in torch
+    # each mark a word in a colour, readable without an emoji font; no build advised where nothing is to be built
+    assert all(line.split(" ", 1)[0] in (":green[**PASS**]", ":orange[**WARN**]", ":red[**FAIL**]")
+               for line in doctor), doctor
+    assert not any("make apex" in line for line in doctor), doctor
     assert "python -m bench_core apex doctor" in captions
 
 
@@ -98,7 +102,7 @@ def test_kernels_page_gives_the_one_apex_command_on_a_gpu_without_apex(app_env, 
     at.switch_page("pages/kernels.py").run()
     assert not at.exception, at.exception
     assert "make apex    # or: APEX_SRC=/path/to/apex make apex" in texts(at, "code")
-    assert "✅ **GPU** — NVIDIA H200 (compute capability 9.0)" in doctor_lines(at)
+    assert ":green[**PASS**] **GPU** — NVIDIA H200 (compute capability 9.0)" in doctor_lines(at)
 
 
 def test_validation_error_shows_under_its_field_and_clears_once_fixed(app, manager):

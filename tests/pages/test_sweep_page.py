@@ -264,3 +264,31 @@ def test_which_levers_run_the_same_here_is_read_from_the_registry():
     adam = LEVERS["adam"]
     both = replace(adam, name="adam-both", expects=(*adam.expects, replace(adam.expects[0], on="cpu")))
     assert not same_here(both, LEVERS["adam-loop"], "cpu")
+
+
+def _in_order(node):
+    """The page's elements in the order they are drawn."""
+    children = getattr(node, "children", None)
+    if not children:
+        return [node]
+    return [leaf for key in sorted(children) for leaf in _in_order(children[key])]
+
+
+def test_the_crossing_sentence_comes_first_and_the_prediction_statistics_below_the_map(app):
+    from pathlib import Path
+
+    from bench_core.sweep.errors import error_figures
+    from bench_core.sweep.records import from_json
+    data = Path(__file__).parents[2] / "docs/data/h200_2026-12-05_call33_sweep_apex_gpt_2.json"
+    sweep_id, _ = dashboard.session.get_sweeps().import_sweep(data.read_bytes(), "operator")
+    at = app("pages/sweep.py")
+    at.query_params["sweep"] = sweep_id
+    at.run()
+    labels = [e.label for e in error_figures(from_json(data.read_text()))]
+    assert labels
+    drawn = _in_order(at.main)
+    kinds = [(n.type, getattr(n, "value", "")) for n in drawn]
+    crossing = next(i for i, (t, v) in enumerate(kinds) if t == "markdown" and "crossover:" in str(v))
+    chart = next(i for i, n in enumerate(drawn) if n.type == "plotly_chart")
+    stats = next(i for i, (t, v) in enumerate(kinds) if t == "markdown" and f"{labels[0]}:" in str(v))
+    assert crossing < chart < stats
