@@ -264,12 +264,15 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
           && ls -la "$OUT/inductor_cache.tar.xz" | tee -a "$OUT/steps.log" || rm -f "$OUT/inductor_cache.tar.xz"; fi ;;
     ttr1:*)  # ttr1:NAME[:VAR=VALUE,...,EXTRA,ARGS] (e.g. ttr1:seed4_1:--stages,SEED4): one time-to-result run of the seed ladder on gpt2-small, 3 processes
       # a stage, probe cached; VAR=VALUE items set the run's environment (e.g. BENCH_WARMUP_MIN_S=0.25)
-      IFS=: read -r _ name extra <<< "$mode"; python3 -m bench_core probe > /dev/null 2>&1
+      IFS=: read -r _ name extra <<< "$mode"
+      left=$(( CALL_BUDGET_S - ($(date +%s) - START) ))
+      if [ "$left" -lt 80 ]; then log "ttr1 $name skipped: ${left} s left in this call"; continue; fi
+      python3 -m bench_core probe > /dev/null 2>&1
       envs=(); args=(); for item in ${extra//,/ }; do case $item in --*) args+=("$item") ;; *=*) envs+=("$item") ;;
         SEED4) args+=("$SEED4") ;; *) args+=("$item") ;; esac; done  # SEED4: the seed ladder's own four stages
       log "time to result $name: ${envs[*]} ${args[*]}"
       case " ${args[*]} " in *" --stages "*) ;; *) args=(--preset seed "${args[@]}") ;; esac
-      env "${envs[@]}" python3 benchmarks/time_to_result.py -- --model gpt2-small --no-db \
+      env "${envs[@]}" timeout $(( left - 15 )) python3 benchmarks/time_to_result.py -- --model gpt2-small --no-db \
         --json "$OUT/$name.json" "${args[@]}" > "$OUT/$name.log" 2>&1; tail -1 "$OUT/$name.log" | tee -a "$OUT/steps.log" ;;
     buildprof:*)  # buildprof:PRESET:MODEL: one round of a ladder with each worker's imports timed and its build under
       # cProfile (BENCH_BUILD_PROFILE, run/worker.py), into $OUT/buildprof/: where the seconds before a stage's
