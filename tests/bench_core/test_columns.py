@@ -48,8 +48,11 @@ def test_terminal_table_fits_and_breaks_names_only_after_a_plus(width):
     print_table(summary, console)
     out = console.file.getvalue()
     assert "\u200b" not in out
-    table = [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
-    assert table and all(len(line) <= width for line in table)
+    framed = [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
+    assert framed and all(len(line) <= width for line in framed)  # every table printed fits, the answer's too
+    # the stage table is the last one printed (the answer card's contributions table comes first)
+    start = max(i for i, line in enumerate(framed) if line.startswith("┏"))
+    table = framed[start:]
     first_cells = [line.split("│")[1].strip() for line in table if line.startswith("│")]
     # the stage column read top to bottom spells every key whole: no lever name is cut
     assert "".join(first_cells) == "".join(s.key for s in summary.stages)
