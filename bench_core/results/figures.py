@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from bench_core.measure.breakdown import CATEGORIES
 from bench_core.measure.proof import CELL_STATES, KEY_KERNELS
 from bench_core.results.chart_layout import (  # noqa: F401 (re-exported: the figures' own names)
+    BOUND_COLORS,
     BUSY_TEXT_INSIDE,
     CATEGORY_COLORS,
     CELL_COLORS,
@@ -263,7 +264,7 @@ def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
         mine = [(label, s) for label, (_, s) in zip(labels, rows, strict=True) if s.bottleneck.verdict == verdict]
         busy = [100 * (s.bottleneck.busy or 0) for _, s in mine]
         fig.add_trace(go.Bar(y=[label for label, _ in mine], x=busy, orientation="h", name=str(verdict),
-                             marker_color=FASTER if verdict == "gpu-bound" else SLOWER, showlegend=True,
+                             marker_color=BOUND_COLORS[verdict], showlegend=True,
                              text=[s.bottleneck.busy_text for _, s in mine], cliponaxis=False,
                              # inside a bar long enough to hold '100%', else just beyond its end: never cut
                              textposition=["inside" if b >= BUSY_TEXT_INSIDE else "outside" for b in busy],
