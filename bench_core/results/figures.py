@@ -101,7 +101,7 @@ def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
         ranked = [(k, (v or 0) + h, st) for k, v, h, st in zip(y, x, hi, summary.stages, strict=True) if st.ranked]
         fig.add_trace(go.Scatter(y=[k for k, _, _ in ranked], x=[e for _, e, _ in ranked],
                                  text=[f" {st.speedup_point_text}" for _, _, st in ranked], mode="text",
-                                 textposition="middle right", cliponaxis=False, showlegend=False,
+                                 textposition="middle right", cliponaxis=False, showlegend=False, orientation="h",
                                  hovertext=[st.speedup_text for _, _, st in ranked], hoverinfo="text",
                                  offsetgroup=str(n)))
     fig.update_layout(scattermode="group")
