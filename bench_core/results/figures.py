@@ -363,7 +363,8 @@ def components_bars(report: HasComponentRows) -> go.Figure:
         y=labels, x=[r.median_ms for r in rows], orientation="h", cliponaxis=False, textposition="outside",
         marker_color=[SLOWER if "apex" in r.name else NEUTRAL for r in rows], name="call (median)",
         text=[f"{r.median_ms:.3f} ms" + (f" · {r.copy_fraction:.0%} of copy" if r.copy_fraction else "")
-              + (f" · {r.bound}" if r.bound == "launch-bound" else "") for r in rows]))
+              + (f" · {r.bound}" if r.bound == "launch-bound" else "") + (" · noisy" if r.noisy else "")
+              for r in rows]))
     if any(r.kernel_ms is not None for r in rows):  # the GPU's own share; the rest of the bar is host launch cost
         fig.add_trace(go.Scatter(y=labels, x=[r.kernel_ms for r in rows], mode="markers", name="kernels alone",
                                  marker=dict(symbol="diamond", size=11, color="#212121")))
