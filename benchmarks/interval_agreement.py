@@ -16,50 +16,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
+from bench_core.results.agreement import Agreement, StageFigures, agreements, figures_of
 from bench_core.results.formats import ImportRejected, parse_json
 from bench_core.results.summary import summarize
-
-
-@dataclass(frozen=True)
-class StageFigures:
-    key: str
-    speedup: float | None
-    low: float | None
-    high: float | None
-    covers: str            # what the interval covers, as the run says it
-    noise: str = ""        # the stage's noise reason as the run gives it ("" where steady)
-    baseline_noise: str = ""  # the baseline stage's, which the speedup shares
-
-
-@dataclass(frozen=True)
-class Agreement:
-    pair: str
-    key: str
-    a: StageFigures
-    b: StageFigures
-
-    @property
-    def inside(self) -> bool:
-        assert self.a.low is not None and self.a.high is not None and self.b.speedup is not None
-        return self.a.low <= self.b.speedup <= self.a.high
-
-    @property
-    def overlap(self) -> bool | None:
-        if self.b.low is None or self.b.high is None or self.a.low is None or self.a.high is None:
-            return None
-        return self.a.low <= self.b.high and self.b.low <= self.a.high
 
 
 def computed(path: Path) -> dict[str, StageFigures]:
     """The run's intervals as this engine computes them from the file's raw series."""
     [run] = parse_json(path.read_bytes())
-    summary = summarize(run)
-    base = next((s.noise_reason or "" for s in summary.stages if s.key == summary.baseline_key), "")
-    return {s.key: StageFigures(s.key, s.speedup, *(s.speedup_ci or (None, None)), s.interval_text or "",
-                                s.noise_reason or "", base) for s in summary.stages}
+    return figures_of(summarize(run))
 
 
 def stored(path: Path) -> dict[str, StageFigures]:
@@ -73,35 +40,30 @@ def stored(path: Path) -> dict[str, StageFigures]:
                                      noise.get(r.get("baseline_stage") or "", "")) for r in rows}
 
 
-def agreements(pairs: list[tuple[Path, Path]], read=computed) -> list[Agreement]:
-    out = []
-    for path_a, path_b in pairs:
-        a, b = read(path_a), read(path_b)
-        name = f"{path_a.stem} / {path_b.stem}"
-        for key, fa in a.items():
-            fb = b.get(key)
-            if fb is not None and fa.low is not None and fa.high is not None and fb.speedup is not None:
-                out.append(Agreement(name, key, fa, fb))
-    return out
+def pair_agreements(pairs: list[tuple[Path, Path]], read=computed) -> list[tuple[str, Agreement]]:
+    """Each pair's stages (results.agreement), named by the pair's files."""
+    return [(f"{path_a.stem} / {path_b.stem}", g) for path_a, path_b in pairs
+            for g in agreements(read(path_a), read(path_b))]
 
 
-def report(found: list[Agreement]) -> str:
+def report(named: list[tuple[str, Agreement]]) -> str:
+    found = [g for _, g in named]
     lines = ["| runs A / B | stage | A: speedup (interval, covers) | B: speedup (interval) | B inside A | overlap |",
              "| --- | --- | --- | --- | --- | --- |"]
-    for g in found:
+    for pair, g in named:
         b_ci = f" ({g.b.low:.3f}–{g.b.high:.3f})" if g.b.low is not None and g.b.high is not None else ""
-        lines.append(f"| {g.pair} | `{g.key}` | ×{g.a.speedup:.3f} ({g.a.low:.3f}–{g.a.high:.3f}, {g.a.covers}) | "
+        lines.append(f"| {pair} | `{g.key}` | ×{g.a.speedup:.3f} ({g.a.low:.3f}–{g.a.high:.3f}, {g.a.covers}) | "
                      f"×{g.b.speedup:.3f}{b_ci} | {'yes' if g.inside else 'NO'} | "
                      f"{'—' if g.overlap is None else 'yes' if g.overlap else 'NO'} |")
     inside = sum(g.inside for g in found)
     judged = [g for g in found if g.overlap is not None]
     apart = sum(not g.overlap for g in judged)
     share = f" ({inside / len(found):.0%})" if found else ""
-    misses = [g for g in found if not g.inside]
+    misses = [(pair, g) for pair, g in named if not g.inside]
     if misses:
         lines += ["", "Outside A's interval, and what each run's noise column said (stage; baseline):"]
-        lines += [f"- {g.pair} `{g.key}`: A: {_said(g.a.noise)}; baseline {_said(g.a.baseline_noise)} | "
-                  f"B: {_said(g.b.noise)}; baseline {_said(g.b.baseline_noise)}" for g in misses]
+        lines += [f"- {pair} `{g.key}`: A: {_said(g.a.noise)}; baseline {_said(g.a.baseline_noise)} | "
+                  f"B: {_said(g.b.noise)}; baseline {_said(g.b.baseline_noise)}" for pair, g in misses]
     lines += ["", f"{inside} of {len(found)} stages: run B's median speedup inside run A's interval{share}",
               f"{apart} of {len(judged)} stage pairs: intervals that do not overlap"]
     return "\n".join(lines)
@@ -121,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     paths = [Path(p) for p in args.runs]
     try:
-        found = agreements(list(zip(paths[::2], paths[1::2], strict=True)), stored if args.stored else computed)
+        found = pair_agreements(list(zip(paths[::2], paths[1::2], strict=True)), stored if args.stored else computed)
     except (OSError, ImportRejected, KeyError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -96,6 +96,9 @@ else:
             st.caption(f"launch-bound (kernels fill less than {BUSY_THRESHOLD:.0%} of the call): "
                        f"{', '.join(host_bound)}. Their wall time follows the host CPU and moves between runs; "
                        f"{kernel_time} is the stable figure.")
+        noisy = [f"{r.label} ({r.noise_reason})" for r in report.rows if r.noisy]
+        if noisy:   # the Benchmark page's rule (ComponentRow.noise_reason): such a median is not a steady figure
+            st.caption(f"noisy: {'; '.join(noisy)}. Measure again on a quieter machine before reading these.")
         for row in report.rows:
             if row.extra_kernels:
                 st.caption(f"{row.label}: its wrapper adds {'; '.join(row.extra_kernels)}")

@@ -10,6 +10,7 @@ import streamlit as st
 
 from bench_core.cluster.compare import across_gpus
 from bench_core.config.bench_config import WORKLOADS
+from bench_core.results.agreement import compare_sentences
 from bench_core.results.answer import answer
 from bench_core.results.formats import ImportRejected, neutralise, to_csv
 from bench_core.results.headline import headline
@@ -156,6 +157,11 @@ else:
         st.subheader("Across GPUs: what each lever adds on each")
         st.dataframe(pd.DataFrame([{"lever": f"{row.lever} against {row.against} ({row.context})", **row.by_gpu}
                                    for row in across_gpus(loaded)]), hide_index=True, key="across_gpus")
+    if len(summaries) > 1:  # in words first: which stages the runs agree on (results.agreement)
+        with st.container(key="agreement"):
+            st.subheader("Do the runs agree?")
+            for run_a, run_b, sentence in compare_sentences(summaries):
+                st.markdown(f"**Run {run_b.run.run_id[:6]} against run {run_a.run.run_id[:6]}:** {sentence}")
     if summaries:
         job_view.charts(summaries if len(summaries) > 1 else summaries[0], key="history",
                         version=tuple((r.run_id, r.status.value) for r in loaded))

@@ -78,7 +78,8 @@ def board() -> None:
             advised = c.fix and c.verdict is not Verdict.OK and not (nothing_to_build and BUILD_FIX in c.fix)
             fix = f"  \n**Fix:** {_plain(c.fix)}" if advised else ""
             st.markdown(f"{VERDICT_MARK[c.verdict]} **{_plain(c.name)}** — {_plain(c.message)}{fix}")
-    st.caption("The same checks in a terminal: `python -m bench_core apex doctor`. Build: `make apex`.")
+    st.caption("The same checks in a terminal: `python -m bench_core apex doctor`."
+               + ("" if nothing_to_build else f" Build: `{BUILD_FIX}`."))
     if is_operator() and st.button("Probe again", help="re-run the probe, e.g. after installing Apex"):
         manager.reprobe(role=role())
         st.rerun()

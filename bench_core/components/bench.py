@@ -30,6 +30,7 @@ from bench_core.components.report import (
 )
 from bench_core.config.bench_config import BenchConfig, ConfigError
 from bench_core.levers.registry import KERNEL_PACKAGES, LEVERS, Lever, NormLever, OptimizerLever, names_of
+from bench_core.levers.same_code import same_here
 from bench_core.levers.stage import Stage
 from bench_core.machine import cache as machine_cache
 from bench_core.machine.ceilings import Ceilings
@@ -136,9 +137,16 @@ def optimizer_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: i
         p.grad = torch.randn(shape, device=device, generator=gen) * 1e-2  # random, never zeros
         params.append(p)
     nbytes = adam_bytes(sum(p.numel() for p in params))
-    rows = []
+    rows: list[ComponentRow] = []
     for name in optimizer_levers():
         lever: OptimizerLever = LEVERS[name]  # type: ignore[assignment]
+        twin = next((i for i, r in enumerate(rows) if r.status == "ok" and same_here(LEVERS[r.name], lever, device)),
+                    None)
+        if twin is not None:   # the same code here as a row already measured: one row, saying so
+            rows[twin] = _with(rows[twin], reason="; ".join(filter(None, (
+                rows[twin].reason, f"{lever.title} (`{name}`) runs this same code on {device.upper()}: "
+                                   "measured once"))))
+            continue
         stage = Stage(optimizer=name)
         reason = lever.requires(probe, device, stage)
         if reason:

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers import kernels as kk
-from bench_core.measure import breakdown
+from bench_core.measure import breakdown, stats
 from bench_core.results.columns import DISPLAY_COLUMNS, NA
 
 VIEWS = ("optimizer", "norm")
@@ -130,6 +130,17 @@ class ComponentRow:
         return self._bottleneck().cell_text
 
     @property
+    def noise_reason(self) -> str | None:
+        """The Benchmark page's noise rule (stats.spread_reason, the part one series of calls can break): None for
+        a steady row or one that did not run."""
+        return stats.spread_reason(self.median_ms, self.p10_ms, self.p90_ms) if self.status == "ok" else None
+
+    @property
+    def noisy(self) -> bool | None:
+        """As a stage's: None where the row has no timings."""
+        return None if self.status != "ok" or self.median_ms is None else self.noise_reason is not None
+
+    @property
     def kernel_gb_per_s(self) -> float | None:
         """bytes_moved over the kernels' own time: what the GPU achieves once the host's launch cost is left out."""
         return None if self.bytes_moved is None else gbps(self.bytes_moved, self.kernel_ms)
@@ -222,6 +233,7 @@ class ComponentsReport:
             d["kernel_names"] = " | ".join(r.kernel_names)
             d["extra_kernels"] = " | ".join(r.extra_kernels)
             d["kernel_share"], d["bound"], d["kernel_gb_per_s"] = r.kernel_share, r.bound, r.kernel_gb_per_s
+            d["noisy"], d["noise_reason"] = r.noisy is True, r.noise_reason or ""
             out.append({"model": self.model, "device": self.device, "params": self.params,
                         "rows": self.rows_x_width[0], "width": self.rows_x_width[1], **d,
                         "copy_ceiling_gbps": ceil.get("copy_gbps"), "created_at": self.created_at})
@@ -267,6 +279,10 @@ COMPONENT_COLUMNS: tuple[ComponentColumn, ...] = (
     ComponentColumn("spread", _RUN["spread"].header,
                     lambda r: None if r.p10_ms is None or r.p90_ms is None else f"{r.p10_ms:,.3f}–{r.p90_ms:,.3f} ms",
                     _RUN["spread"].help.replace("step time", "call's time")),
+    ComponentColumn("noise", _RUN["noise"].header,
+                    lambda r: None if r.noisy is None else "noisy" if r.noisy else "steady",
+                    f"noisy: the call's p10–p90 spread is over {stats.NOISE_SPREAD:.0%} of its median, the Benchmark "
+                    "page's rule; its median and bandwidth are not a steady figure (the spread: in Notes)"),
     ComponentColumn("bandwidth", "Bandwidth", lambda r: _unit(r.gb_per_s, ",.1f", " GB/s"),
                     "the bytes the call must move (each tensor once, counted in the notes below) ÷ its median time"),
     ComponentColumn("copy_fraction", "Of copy ceiling", lambda r: _unit(r.copy_fraction, ".0%"),
@@ -282,7 +298,9 @@ COMPONENT_COLUMNS: tuple[ComponentColumn, ...] = (
                     "(shown: how long the GPU idled); its wall time then follows the host CPU", on_gpu=True),
     ComponentColumn("proof", _RUN["verdict"].header, lambda r: r.proof,
                     "verified: the profiler saw the lever's own kernels; fallback: a library's lever ran PyTorch's"),
-    ComponentColumn("notes", _RUN["reason"].header, lambda r: r.reason,
+    ComponentColumn("notes", _RUN["reason"].header,
+                    lambda r: "; ".join(filter(None, (r.reason, r.noise_reason and f"noisy: {r.noise_reason}")))
+                    or None,
                     "why a row did not run; a fallback or compile note of one that did", in_terminal=False),
     ComponentColumn("lever", "Lever", lambda r: r.name, "the row's key, as the CLI, the CSV and the JSON name it"),
 )

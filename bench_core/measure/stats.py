@@ -61,16 +61,24 @@ def _pct(fraction: float) -> str:
     return f"{value:.0f}%" if value >= 20 else f"{value:.1f}%"
 
 
+def spread_reason(median: float | None, p10: float | None, p90: float | None) -> str | None:
+    """The noise rule's spread half, from the three figures a record keeps (a component row keeps no series):
+    noise_reason's own words where the p10-p90 spread is over NOISE_SPREAD of the median; else None."""
+    if median is None or p10 is None or p90 is None or median <= 0:
+        return None
+    spread = (p90 - p10) / median
+    return f"p10–p90 spread {_pct(spread)} of the median (limit {NOISE_SPREAD * 100:.0f}%)" \
+        if spread > NOISE_SPREAD else None
+
+
 def noise_reason(times_ms: Sequence[float], round_medians: Sequence[float] | None = None) -> str | None:
     """Why a stage's timing is noisy, in words with the figures; None when it is not.
 
     A limit reached exactly is not noisy: only a spread or a disagreement beyond it is."""
     reasons = []
-    median = statistics.median(times_ms) if times_ms else 0.0
-    if median > 0:
-        spread = (quantile(times_ms, 0.90) - quantile(times_ms, 0.10)) / median
-        if spread > NOISE_SPREAD:
-            reasons.append(f"p10–p90 spread {_pct(spread)} of the median (limit {NOISE_SPREAD * 100:.0f}%)")
+    if times_ms:
+        spread = spread_reason(statistics.median(times_ms), quantile(times_ms, 0.10), quantile(times_ms, 0.90))
+        reasons += [spread] if spread else []
     medians = [m for m in (round_medians or ()) if m is not None]
     if len(medians) >= 2:
         centre = statistics.median(medians)

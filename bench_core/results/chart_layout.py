@@ -8,12 +8,20 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from bench_core.measure.breakdown import CATEGORIES
+from bench_core.measure.breakdown import CATEGORIES, Bound
 from bench_core.measure.proof import CELL_STATES
 from bench_core.results.summary import RunSummary
 
 FASTER, SLOWER, FAILED, UNAVAILABLE, NEUTRAL = "#2e7d32", "#e65100", "#c62828", "#bdbdbd", "#1565c0"
-RUN_COLORS = ["#1565c0", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457", "#558b2f", "#4e342e", "#283593"]
+# Who sets a step's pace, in the kernel-share chart: the colours a verdict has wherever it is drawn.
+BOUND_COLORS = {Bound.GPU: FASTER, Bound.LAUNCH: SLOWER, Bound.UNKNOWN: UNAVAILABLE}
+# Colours that mean something wherever they appear (faster, slower, a bottleneck, failed, unavailable). A run's
+# colour in a comparison is only a name: it keeps MIN_COLOR_DISTANCE from each of these and from the other runs'.
+MEANING_COLORS = (FASTER, SLOWER, FAILED, UNAVAILABLE, *BOUND_COLORS.values())
+RUN_COLORS = ["#1565c0", "#6a1b9a", "#00838f", "#4e342e", "#ad1457", "#fbc02d", "#ba68c8", "#4fc3f7"]
+# CIELAB ΔE (1976): about 13 just-noticeable differences (2.3 each), so two colours are told apart at a glance
+# and not only side by side
+MIN_COLOR_DISTANCE = 30.0
 # A loss curve's line, and its key under the chart drawn alike: equal curves lie on one another, and only a later
 # one's gaps show the one beneath (seed's reference curve vanished under its twin's)
 DASHES = ("solid", "dash", "dot", "dashdot")
@@ -49,6 +57,21 @@ SUB_OPEN, SUB_CLOSE = '<span style="font-size:12px">', "</span>"
 MODEBAR_PX = 40   # the toolbar is 25 px tall; a title box starts 13 px above its pad (plotly)
 LABEL_LINE_PX = 14   # a 12 px axis label's line
 FRAME_PX, ROW_PX = 130, 34   # a bar chart's height: its frame (axes, margins), and a row a stage (two label lines)
+
+
+def _lab(color: str) -> tuple[float, float, float]:
+    """A '#rrggbb' sRGB colour in CIELAB (D65)."""
+    rgb = [int(color[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb)
+    xyz = ((0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047, 0.2126 * r + 0.7152 * g + 0.0722 * b,
+           (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883)
+    fx, fy, fz = (t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in xyz)
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def color_distance(a: str, b: str) -> float:
+    """CIELAB ΔE (1976) between two '#rrggbb' colours: 0 for the same colour, about 2.3 just noticeable."""
+    return sum((p - q) ** 2 for p, q in zip(_lab(a), _lab(b), strict=True)) ** 0.5
 
 
 def _wrap(text: str, width: int) -> list[str]:

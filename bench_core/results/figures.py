@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from bench_core.measure.breakdown import CATEGORIES
 from bench_core.measure.proof import CELL_STATES, KEY_KERNELS
 from bench_core.results.chart_layout import (  # noqa: F401 (re-exported: the figures' own names)
+    BOUND_COLORS,
     BUSY_TEXT_INSIDE,
     CATEGORY_COLORS,
     CELL_COLORS,
@@ -100,7 +101,7 @@ def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
         ranked = [(k, (v or 0) + h, st) for k, v, h, st in zip(y, x, hi, summary.stages, strict=True) if st.ranked]
         fig.add_trace(go.Scatter(y=[k for k, _, _ in ranked], x=[e for _, e, _ in ranked],
                                  text=[f" {st.speedup_point_text}" for _, _, st in ranked], mode="text",
-                                 textposition="middle right", cliponaxis=False, showlegend=False,
+                                 textposition="middle right", cliponaxis=False, showlegend=False, orientation="h",
                                  hovertext=[st.speedup_text for _, _, st in ranked], hoverinfo="text",
                                  offsetgroup=str(n)))
     fig.update_layout(scattermode="group")
@@ -263,7 +264,7 @@ def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
         mine = [(label, s) for label, (_, s) in zip(labels, rows, strict=True) if s.bottleneck.verdict == verdict]
         busy = [100 * (s.bottleneck.busy or 0) for _, s in mine]
         fig.add_trace(go.Bar(y=[label for label, _ in mine], x=busy, orientation="h", name=str(verdict),
-                             marker_color=FASTER if verdict == "gpu-bound" else SLOWER, showlegend=True,
+                             marker_color=BOUND_COLORS[verdict], showlegend=True,
                              text=[s.bottleneck.busy_text for _, s in mine], cliponaxis=False,
                              # inside a bar long enough to hold '100%', else just beyond its end: never cut
                              textposition=["inside" if b >= BUSY_TEXT_INSIDE else "outside" for b in busy],
@@ -362,7 +363,8 @@ def components_bars(report: HasComponentRows) -> go.Figure:
         y=labels, x=[r.median_ms for r in rows], orientation="h", cliponaxis=False, textposition="outside",
         marker_color=[SLOWER if "apex" in r.name else NEUTRAL for r in rows], name="call (median)",
         text=[f"{r.median_ms:.3f} ms" + (f" · {r.copy_fraction:.0%} of copy" if r.copy_fraction else "")
-              + (f" · {r.bound}" if r.bound == "launch-bound" else "") for r in rows]))
+              + (f" · {r.bound}" if r.bound == "launch-bound" else "") + (" · noisy" if r.noisy else "")
+              for r in rows]))
     if any(r.kernel_ms is not None for r in rows):  # the GPU's own share; the rest of the bar is host launch cost
         fig.add_trace(go.Scatter(y=labels, x=[r.kernel_ms for r in rows], mode="markers", name="kernels alone",
                                  marker=dict(symbol="diamond", size=11, color="#212121")))

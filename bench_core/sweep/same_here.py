@@ -2,36 +2,21 @@
 a sweep between them maps only noise. On a CPU adam and adam-loop both ran torch's for-loop Adam (foreach kernels
 are CUDA's), the page offered that comparison first and said nothing, and two such sweeps disagreed.
 
-Torch-free: the Sweep page asks before a sweep starts (and offers first a lever that differs here); the command
-line says it before it starts.
+The rule is the registry's (levers.same_code). Torch-free: the Sweep page asks before a sweep starts (and offers
+first a lever that differs here); the command line says it before it starts.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from bench_core.levers.registry import Lever
+from bench_core.levers.same_code import proofs_here, same_here  # noqa: F401 (same_here: this module's rule)
 from bench_core.sweep.spec import Comparison
-
-
-def _proofs_here(lever: Lever, device: str) -> frozenset[str]:
-    return frozenset(p.kernel.key for p in lever.expects if p.on in (None, device))
-
-
-def _class(lever: Lever) -> str | None:
-    return getattr(lever, "expected_class", None)   # optimizers and model parts name the class they build
-
-
-def same_here(a: Lever, b: Lever, device: str) -> bool:
-    """Two levers of one kind that build the same class from the same source and whose proofs (the kernels each
-    must show) differ only on another device: the registry tells them apart there, and nothing does here."""
-    return (a.name != b.name and a.kind == b.kind and a.vendor == b.vendor and _class(a) is not None
-            and _class(a) == _class(b) and a.betrayed_by == b.betrayed_by
-            and _proofs_here(a, device) == _proofs_here(b, device))
 
 
 def _what_runs(a: Lever, b: Lever, device: str) -> str:
     """What both run here: the lever whose every proof holds on this device is itself here (adam-loop)."""
-    plain = [lv for lv in (a, b) if _proofs_here(lv, device) == frozenset(p.kernel.key for p in lv.expects)]
+    plain = [lv for lv in (a, b) if proofs_here(lv, device) == frozenset(p.kernel.key for p in lv.expects)]
     return plain[0].title if len(plain) == 1 else "code"
 
 

@@ -18,10 +18,10 @@ from bench_core.results.columns import DISPLAY_COLUMNS, NA
 def test_headers_are_words_with_units_and_shared_with_the_run_table():
     cells = component_cells(cpu_components_report())
     headers = list(cells[0])
-    assert headers == ["Component", "Precision", "Status", "Runs as", "Median", "p10–p90", "Bandwidth",
+    assert headers == ["Component", "Precision", "Status", "Runs as", "Median", "p10–p90", "Noise", "Bandwidth",
                        "Kernel proof", "Notes", "Lever"]   # no GPU figures on a CPU report
     run_headers = {c.key: c.header for c in DISPLAY_COLUMNS}
-    assert {run_headers[k] for k in ("status", "median_ms", "spread", "verdict", "reason")} <= set(headers)
+    assert {run_headers[k] for k in ("status", "median_ms", "spread", "noise", "verdict", "reason")} <= set(headers)
     adam = cells[0]
     assert (adam["Median"], adam["p10–p90"], adam["Bandwidth"]) == ("0.959 ms", "0.900–1.100 ms", "13.7 GB/s")
     gpu = [c.header for c in component_columns("cuda")]

@@ -117,23 +117,38 @@ def _assert_measured(row: ComponentRow):
     assert row.proof == "verified", row.reason
 
 
-def test_a_row_per_registry_optimizer_lever(cpu_report):
+def test_a_row_per_registry_optimizer_lever_that_runs_its_own_code_here(cpu_report):
+    """On a CPU torch's default Adam is the for-loop (foreach kernels are CUDA's): adam and adam-loop are one row,
+    which names the other (the registry's rule, levers.same_code), not "Adam · for-loop" beside "Adam (for-loop)"."""
     from bench_core.levers.registry import LEVERS
     rows = [r for r in cpu_report.rows if r.view == "optimizer"]
-    assert [r.name for r in rows] == optimizer_levers() == [n for n, lv in LEVERS.items() if lv.kind == "optimizer"]
-    assert {"adam-loop", "adam", "adam-fused", "apex-fusedadam"} <= {r.name for r in rows}
+    assert optimizer_levers() == [n for n, lv in LEVERS.items() if lv.kind == "optimizer"]
+    assert [r.name for r in rows] == [n for n in optimizer_levers() if n != "adam-loop"]
+    assert {"adam", "adam-fused", "apex-fusedadam"} <= {r.name for r in rows}
     assert all(r.title == LEVERS[r.name].title for r in rows)
+    adam = cpu_report.row("optimizer", "adam")
+    assert adam.runs_as == "for-loop" and "Adam (for-loop) (`adam-loop`) runs this same code on CPU" in adam.reason
+
+
+def test_every_components_row_is_a_distinct_thing(cpu_report):
+    """No two measured rows build the same class and run it the same way at the same precision (as their traces
+    show), and no two rows read alike."""
+    from bench_core.levers.registry import LEVERS
+    things = [(r.view, r.dtype, getattr(LEVERS.get(r.name), "expected_class", r.name), r.runs_as)
+              for r in cpu_report.rows if r.status == "ok"]
+    assert len(things) == len(set(things)), things
+    labels = [r.label for r in cpu_report.rows]
+    assert len(labels) == len(set(labels)), labels
 
 
 def test_cpu_optimizer_rows(cpu_report):
     r = cpu_report
     assert r.device == "cpu" and r.model == "tiny" and r.params == param_count(TINY) and r.ceilings is None
-    for name in ("adam-loop", "adam"):
-        row = r.row("optimizer", name)
-        _assert_measured(row)
-        assert row.bytes_moved == 28 * param_count(TINY)
-        assert row.gb_per_s == pytest.approx(row.bytes_moved / row.median_ms / 1e6)
-    assert not any(n.startswith("aten::_foreach_") for n in r.row("optimizer", "adam-loop").kernel_names)
+    row = r.row("optimizer", "adam")
+    _assert_measured(row)
+    assert row.bytes_moved == 28 * param_count(TINY)
+    assert row.gb_per_s == pytest.approx(row.bytes_moved / row.median_ms / 1e6)
+    assert not any(n.startswith("aten::_foreach_") for n in row.kernel_names)
     fused = r.row("optimizer", "adam-fused")
     if _fused_adam_on_cpu():
         _assert_measured(fused)
@@ -216,7 +231,8 @@ def test_report_round_trips_and_flattens(cpu_report):
     data = json.loads(json.dumps(cpu_report.to_dict()))
     assert ComponentsReport.from_dict(data) == cpu_report
     flat = cpu_report.to_csv_rows()
-    assert len(flat) == len(cpu_report.rows) == 6 + 4 * 2   # 6 optimizer levers; 3 norm levers + compiled, x2
+    # 6 optimizer levers, adam-loop one row with adam on a CPU; 3 norm levers + compiled, x2
+    assert len(flat) == len(cpu_report.rows) == 5 + 4 * 2
     assert {"model", "device", "view", "name", "dtype", "status", "median_ms", "gb_per_s"} <= set(flat[0])
     assert any("28 bytes per parameter" in n for n in cpu_report.notes)
 
@@ -241,7 +257,7 @@ def test_cli_json_path_writes_the_file_and_it_imports(tmp_path, capsys):
                             "--warmup", "0", "--no-db"])
     assert code == 0 and not capsys.readouterr().out.lstrip().startswith("{")   # the table, not the JSON
     data = json.loads(path.read_text())
-    assert data["model"] == "tiny" and len(data["rows"]) == 14
+    assert data["model"] == "tiny" and len(data["rows"]) == 13   # adam-loop one row with adam on a CPU
     proc = subprocess.run([sys.executable, "-m", "bench_core", "import", str(path), "--db", str(db)],
                           capture_output=True, text=True, timeout=120, cwd=ROOT, env=_env())
     assert proc.returncode == 0, proc.stderr
