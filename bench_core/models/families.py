@@ -306,6 +306,8 @@ def collect_errors(cfg: BenchConfig, limits: Limits, cuda_available: bool,
     if errors:
         return errors
     errors = limit_errors(cfg, limits, family(cfg.family).errors)
+    if errors and not family(cfg.family).built_with_parts:
+        return errors     # a sourced family's facts are read from a shape that must first pass its rules
     params = param_count(cfg)
     if params > limits.max_params:
         errors.append(ConfigError("width", cfg.width,

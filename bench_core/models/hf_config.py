@@ -85,7 +85,7 @@ def config_errors(config: Any, limits: Limits) -> list[ConfigError]:
                             f"{model_type} is not one of them yet")]
     try:
         conf = _config_class(model_type)(**_without_provenance(config))
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:   # noqa: BLE001 (transformers' validators raise their own error classes)
         return [ConfigError("config", model_type, f"transformers refused it: {exc}")]
     errors = []
     for name in ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"):
@@ -220,7 +220,10 @@ def resolved_config(cfg: BenchConfig) -> Any:
             values[token] = None
     if "max_window_layers" in values:
         values["max_window_layers"] = min(values["max_window_layers"], cfg.depth)
-    return _config_class(conf.model_type)(**values)
+    try:
+        return _config_class(conf.model_type)(**values)
+    except Exception as exc:   # noqa: BLE001 (transformers' validators raise their own error classes)
+        raise ConfigError("config", conf.model_type, f"transformers refused this shape: {exc}") from None
 
 
 def hf_errors(cfg: BenchConfig) -> list[ConfigError]:
