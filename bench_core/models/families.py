@@ -41,8 +41,11 @@ PART_NOUNS: dict[str, str] = {NormType.LAYERNORM: "a LayerNorm", NormType.RMSNOR
 
 class LanguageModel(Protocol):
     """The contract a family's model keeps: step.py, FP8 conversion and the loss heads rely on nothing else."""
-    blocks: Any               # the repeated blocks (FP8 converts their modules; torchao filters on "blocks.")
-    lm_head: Any              # its .weight is what a loss head multiplies the final hidden states with
+    @property
+    def blocks(self) -> Any: ...      # the repeated blocks (FP8 converts their modules; torchao filters on "blocks.")
+
+    @property
+    def lm_head(self) -> Any: ...     # its .weight is what a loss head multiplies the final hidden states with
 
     def forward(self, idx: Any, targets: Any = None) -> tuple[Any, Any]: ...   # (logits | None, loss | None)
 

@@ -41,4 +41,5 @@ def sourced_config(args: argparse.Namespace, base: BenchConfig, sizes: dict[str,
     if getattr(args, "attention", None):
         raise ConfigError("attention", args.attention, "applies only with --hf")
     from bench_core.models.factory import factory_source
-    return replace(base, family="factory", source=factory_source(factory), **sizes)
+    shaped = BenchConfig.from_dict({**base.to_dict(), **sizes, "family": "factory"})
+    return replace(shaped, source=factory_source(str(factory)))

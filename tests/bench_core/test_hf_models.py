@@ -153,9 +153,20 @@ def test_each_catalog_architecture_runs_the_native_ladder_on_cpu(name):
     Conv1D, Llama's rotary), as it costs a minute a model on this CPU."""
     from bench_core.run.step import build_stage, measure
     cfg = tiny_hf(name, iters=2, warmup=1)
+    compiles = name in ("gpt2", "llama-3.2-1b")
     for stage in PRESETS["native"]:
-        if stage.unavailable_reason(PROBE, "cpu") or (stage.compile != "eager" and name not in ("gpt2", "llama-3.2-1b")):
+        if stage.unavailable_reason(PROBE, "cpu") or (stage.compile != "eager" and not compiles):
             continue
         built = build_stage(StageJob(cfg, stage, "cpu", profile=False), stage, torch)
         timed = measure(built, lambda step: None, torch)
         assert len(timed.steps) == 2 and all(s.loss == s.loss and s.loss > 0 for s in timed.steps), stage.key
+
+
+def test_liger_and_transformers_versions_are_checked_against_ligers_own_range():
+    from bench_core.models.compat import liger_transformers_check
+    requires = lambda name: ['torch>=2.1.2', 'transformers>=5.0.0; extra == "dev"']   # noqa: E731
+    versions = {"liger-kernel": "0.8.5", "transformers": "4.46.0"}
+    old = liger_transformers_check(versions.__getitem__, requires)
+    assert not old.ok and "tested with transformers>=5.0.0; transformers 4.46.0 is installed" in old.message
+    assert liger_transformers_check({**versions, "transformers": "5.17.0"}.__getitem__, requires).ok
+    assert liger_transformers_check().ok            # the pinned pair this repository installs
