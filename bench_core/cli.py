@@ -34,6 +34,7 @@ from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe, cached_probe
 from bench_core.machine.telemetry import has_nvidia_gpu
 from bench_core.models.families import FAMILIES, validate
+from bench_core.models.sources import model_source_args, sourced_config
 from bench_core.results.eta import run_estimate
 from bench_core.results.examples import EXAMPLES
 from bench_core.results.phase import Phase, compile_text, phase
@@ -58,6 +59,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--model", default=None, help=f"a model size: {', '.join(WORKLOADS)}")
     run.add_argument("--device", default="auto", help="auto, cuda or cpu")
     run.add_argument("--family", default=None, help=f"{', '.join(FAMILIES)} (default: the model size's, else gpt)")
+    model_source_args(run)
     for name in INT_FIELDS:
         run.add_argument("--" + name.replace("_", "-"), dest=name, type=str, default=None,
                          help=FIELD_HELP[name].replace("%", "%%"))   # argparse formats help with %
@@ -117,7 +119,8 @@ def build_config(args: argparse.Namespace, probe: Probe) -> BenchConfig:
             raise ConfigError("family", args.family, f"must be one of {', '.join(FAMILIES)}")
         cfg = replace(cfg, family=args.family)
     sizes = {n: _int(n, getattr(args, n)) for n in INT_FIELDS if getattr(args, n) is not None}
-    return BenchConfig.from_dict({**cfg.to_dict(), **sizes})
+    sourced = sourced_config(args, cfg, sizes)
+    return sourced if sourced is not None else BenchConfig.from_dict({**cfg.to_dict(), **sizes})
 
 
 def chosen_stages(args: argparse.Namespace, family: str, device: str) -> tuple[str, list[Stage]]:

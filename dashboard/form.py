@@ -50,7 +50,8 @@ def labelled(error: ConfigError) -> str:
 
 def parse() -> tuple[BenchConfig | None, dict[str, str]]:
     """The config the fields say, and every error by field. Recomputed on each rerun: no stale message."""
-    values, errors = {}, {}
+    values: dict[str, int] = {}
+    errors = {}
     for name in FORM_FIELDS:
         raw = str(st.session_state.get(f"cfg_{name}", "")).strip()
         try:
@@ -59,8 +60,8 @@ def parse() -> tuple[BenchConfig | None, dict[str, str]]:
             errors[name] = labelled(ConfigError(name, raw, "must be an integer" if raw else "is empty: enter a number"))
     if errors:
         return None, errors
-    return BenchConfig(**values, seed=1234, device=st.session_state["cfg_device"],
-                       family=st.session_state.get("cfg_family", "gpt")), {}
+    return BenchConfig.from_dict({**values, "seed": 1234, "device": st.session_state["cfg_device"],
+                                  "family": st.session_state.get("cfg_family", "gpt")}), {}
 
 
 def validate(limits: Limits, probe: Probe | None) -> tuple[BenchConfig | None, dict[str, str]]:

@@ -38,7 +38,7 @@ from bench_core.machine.probe import Probe
 from bench_core.machine.timer import time_calls
 from bench_core.measure import breakdown, proof
 from bench_core.measure.stats import quantile
-from bench_core.models.families import family, param_count
+from bench_core.models.families import NormType, architecture, param_count
 
 COMPILE_CPU_REASON = "compiled norm row runs on CUDA only (CPU inductor compile takes minutes on small machines)"
 DTYPES = ("fp32", "bf16-autocast")
@@ -63,7 +63,7 @@ def optimizer_levers() -> list[str]:
 
 def norm_levers(cfg: BenchConfig) -> list[str]:
     """The family's norm levers, native first (the registry's order)."""
-    takes = family(cfg.family).takes.get("norm")
+    takes = architecture(cfg).norm
     return [n for n in names_of("norm") if getattr(LEVERS[n], "part_type", None) == takes]
 
 
@@ -230,7 +230,7 @@ def norm_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: int, p
                 out.append(ComponentRow("norm", name, dtype, "failed", title=title,
                                         reason=f"{type(exc).__name__}: {exc}"[:500]))
                 continue
-            nbytes = norm_bytes(rows_n, width, io_bytes, cfg.family)
+            nbytes = norm_bytes(rows_n, width, io_bytes, architecture(cfg).norm)
             row, profile = measure_row(
                 torch, "norm", name, title, dtype, step, nbytes, cuda, warmup, repeats, copy_gbps,
                 lambda seen, s=stage, lvs=levers, f=facts: _judge(lvs, s, device, seen, f))
@@ -281,7 +281,7 @@ def _env(torch, device: str) -> dict:
 def notes(cfg: BenchConfig, n_tensors: int, n_params: int, rows_n: int, width: int, warmup: int, repeats: int,
           cuda: bool, ceilings: Ceilings | None) -> tuple[str, ...]:
     timer = "CUDA events around each call" if cuda else "time.perf_counter around each call"
-    affine = "gamma/beta" if cfg.family == "gpt" else "gamma (RMSNorm has no beta)"
+    affine = "gamma/beta" if architecture(cfg).norm is NormType.LAYERNORM else "gamma (RMSNorm has no beta)"
     out = [f"optimizer: one step over the {n_tensors} fp32 tensors of the {cfg.family} model, {n_params:,} "
            f"parameters, random grads; {adam_bytes_per_param()} bytes per parameter moved (param read+write 8, grad "
            f"read 4, exp_avg read+write 8, exp_avg_sq read+write 8) = {adam_bytes(n_params):,} bytes per step",

@@ -15,6 +15,7 @@ from typing import Any
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers import kernels as kk
 from bench_core.measure import breakdown, stats
+from bench_core.models.families import NormType
 from bench_core.results.columns import DISPLAY_COLUMNS, NA
 
 VIEWS = ("optimizer", "norm")
@@ -77,9 +78,9 @@ def rmsnorm_bytes(rows: int, width: int, dtype_bytes: int = 4, stat_bytes: int =
     return 5 * r * w * dtype_bytes + 2 * r * stat_bytes + 3 * w * param_bytes
 
 
-def norm_bytes(rows: int, width: int, dtype_bytes: int, family: str) -> int:
-    """The family's norm: LayerNorm for gpt, RMSNorm for llama."""
-    count = rmsnorm_bytes if family == "llama" else layernorm_bytes
+def norm_bytes(rows: int, width: int, dtype_bytes: int, norm: NormType) -> int:
+    """The architecture's norm type (LayerNorm for gpt and GPT-2, RMSNorm for llama and most others)."""
+    count = rmsnorm_bytes if norm is NormType.RMSNORM else layernorm_bytes
     return count(rows, width, dtype_bytes=dtype_bytes)
 
 

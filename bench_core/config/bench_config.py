@@ -6,10 +6,13 @@ Torch-free on purpose: the dashboard validates input without importing torch.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
+from enum import StrEnum
 from typing import Any, NoReturn, TypedDict
 
 from bench_core.config.settings import Limits
@@ -86,6 +89,54 @@ DEFAULT_WARMUP_STEPS = 3
 WARMUP_MIN_S = float(os.environ.get("BENCH_WARMUP_MIN_S", "0.25"))
 
 
+class SourceKind(StrEnum):
+    """Where a model that is not a built-in family comes from."""
+    CATALOG = "catalog"      # an architecture config shipped with the package (bench_core/models/catalog)
+    CONFIG = "config"        # a config.json the user gave (a path, or uploaded bytes)
+    CACHE = "cache"          # a model id's config.json in the local Hugging Face cache
+    FACTORY = "factory"      # the user's own module: module:function (CLI only)
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A model's source, recorded with every result so a run can be repeated from its file: the config as read
+    (canonical JSON text, so the config stays hashable), the attention implementation it was built with."""
+    kind: SourceKind
+    name: str                    # catalog entry, config path or file name, model id, module:function
+    config_json: str = ""        # the architecture's config.json, canonical; "" for a factory
+    attention: str = "sdpa"
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return json.loads(self.config_json) if self.config_json else {}
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.config_json.encode()).hexdigest()
+
+    @property
+    def label(self) -> str:
+        """One cell naming the source: "catalog gpt2", "config sha256:1a2b3c4d5e6f (my.json)", "factory m:f"."""
+        if self.kind is SourceKind.CATALOG or self.kind is SourceKind.FACTORY:
+            return f"{self.kind.value} {self.name}"
+        return f"{self.kind.value} sha256:{self.sha256[:12]} ({self.name})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "name": self.name, "config": self.config, "sha256": self.sha256,
+                "attention": self.attention}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelSource:
+        config = data.get("config") or {}
+        return cls(SourceKind(data["kind"]), str(data["name"]), canonical_json(config) if config else "",
+                   str(data.get("attention") or "sdpa"))
+
+
+def canonical_json(config: dict[str, Any]) -> str:
+    """The one text of a config: its hash names it in the history and CSV."""
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
 def _int(default: int, label: str, group: str, help: str = "", minimum: int = 1) -> Any:
     """A config field with what every form, table and parser needs to know about it."""
     return field(default=default, metadata={"label": label, "group": group, "help": help, "minimum": minimum})
@@ -115,14 +166,23 @@ class BenchConfig:
                         "process, and says so")
     seed: int = _int(1234, "Seed", "run", minimum=0)
     device: str = field(default="auto", metadata={"label": "Device", "group": "run", "help": "auto, cuda or cpu"})
+    source: ModelSource | None = field(default=None, metadata={
+        "label": "Model source", "group": "source",
+        "help": "a Hugging Face architecture (catalog entry, config.json, cached model id) or your own module; "
+                "none for the built-in families"})
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        data["source"] = self.source.to_dict() if self.source else None
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> BenchConfig:
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        if isinstance(values.get("source"), dict):
+            values["source"] = ModelSource.from_dict(values["source"])
+        return cls(**values)
 
     @property
     def tokens_per_step(self) -> int:
@@ -167,7 +227,8 @@ WORKLOADS: dict[str, Shape] = {
 
 def describe_shape(cfg: BenchConfig) -> str:
     """One line naming every model and run field, for headers, reports and the CLI."""
-    return " · ".join([cfg.family] + [f"{FIELD_LABELS[n].split(' (')[0].lower()} {getattr(cfg, n)}"
+    name = cfg.source.label if cfg.source else cfg.family
+    return " · ".join([name] + [f"{FIELD_LABELS[n].split(' (')[0].lower()} {getattr(cfg, n)}"
                                       for n in INT_FIELDS if n != "seed"])
 
 

@@ -48,3 +48,10 @@ def load_limits(env: Mapping[str, str] | None = None) -> Limits:
             raise ValueError(f"BENCH_{f.name.upper()}={raw!r} must be positive")
         overrides[f.name] = value
     return replace(Limits(), **overrides)
+
+
+def allowed_model_dirs(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The folders a shared server may read a config.json from (BENCH_MODEL_DIRS, separated by os.pathsep);
+    none by default: there, a model comes from the catalog or an upload."""
+    source: Mapping[str, str] = os.environ if env is None else env
+    return tuple(os.path.realpath(d) for d in source.get("BENCH_MODEL_DIRS", "").split(os.pathsep) if d)

@@ -5,6 +5,7 @@ from typing import Any
 
 from bench_core.levers.registry import names_of
 from bench_core.levers.stage import Stage
+from bench_core.models.families import FAMILIES
 
 PRESETS: dict[str, tuple[Stage, ...]] = {
     "seed": (
@@ -84,9 +85,9 @@ def default_preset(device: str) -> str:
 
 def is_twin(name: str, stage: Stage) -> bool:
     """A stage the preset `name` runs only as a native twin of its own stages."""
-    own = {s.for_family(f) for s in PRESETS.get(name, ()) for f in ("gpt", "llama")}
+    own = {s.for_family(f) for s in PRESETS.get(name, ()) for f in FAMILIES}
     return stage.replace(gpus="1") not in own and any(stage.replace(gpus="1") == t.for_family(f)
-                                                       for t in TWINS.get(name, ()) for f in ("gpt", "llama"))
+                                                       for t in TWINS.get(name, ()) for f in FAMILIES)
 
 
 def preset(name: str, family: str = "gpt") -> tuple[Stage, ...]:

@@ -1,5 +1,7 @@
-"""The model-family registry: each family's builder, exact parameter count, matmul parameters (for FLOPs), MLP
-width, validation and the model parts it takes (norm type, MLP type). A new family is one entry in FAMILY_SPECS.
+"""The model-family registry: each family's builder, its architecture (linear shapes, norm type, attention shape
+with KV heads, MLP: the parameter count, matmul parameters and GEMM shapes are derived from it), validation and the
+model parts it takes (norm type, MLP type). A new family is one entry in FAMILY_SPECS; a Hugging Face architecture
+is the "hf" family, its facts read from its config.
 
 Torch-free at import: the dashboard validates input with it; builders import their model lazily.
 """
@@ -10,7 +12,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from bench_core.config.bench_config import GIB, BenchConfig, ConfigError, field_errors, limit_errors, resolve_device
+from bench_core.config.bench_config import (
+    GIB,
+    BenchConfig,
+    ConfigError,
+    SourceKind,
+    field_errors,
+    limit_errors,
+    resolve_device,
+)
 from bench_core.config.settings import Limits
 
 
@@ -31,8 +41,11 @@ PART_NOUNS: dict[str, str] = {NormType.LAYERNORM: "a LayerNorm", NormType.RMSNOR
 
 class LanguageModel(Protocol):
     """The contract a family's model keeps: step.py, FP8 conversion and the loss heads rely on nothing else."""
-    blocks: Any               # the repeated blocks (FP8 converts their modules; torchao filters on "blocks.")
-    lm_head: Any              # its .weight is what a loss head multiplies the final hidden states with
+    @property
+    def blocks(self) -> Any: ...      # the repeated blocks (FP8 converts their modules; torchao filters on "blocks.")
+
+    @property
+    def lm_head(self) -> Any: ...     # its .weight is what a loss head multiplies the final hidden states with
 
     def forward(self, idx: Any, targets: Any = None) -> tuple[Any, Any]: ...   # (logits | None, loss | None)
 
@@ -49,29 +62,120 @@ class ModelParts:
 
 
 @dataclass(frozen=True)
+class Linear:
+    """One linear layer of a block: (fan_in, fan_out), and whether it has a bias."""
+    name: str
+    fan_in: int
+    fan_out: int
+    bias: bool
+
+    @property
+    def params(self) -> int:
+        return self.fan_in * self.fan_out + (self.fan_out if self.bias else 0)
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """Query heads, key/value heads (fewer under grouped-query attention, one under multi-query) and head size."""
+    heads: int
+    kv_heads: int
+    head_dim: int
+
+    @property
+    def q_width(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        return self.kv_heads * self.head_dim
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A model's facts, from which its parameter count, FLOPs and GEMM shapes are derived (and which the
+    dashboard shows). Every family states them; the tests check them against the built model."""
+    layers: int
+    hidden: int
+    attention: AttentionShape
+    mlp_width: int
+    vocab: int
+    norm: NormType
+    activation: str
+    gated_mlp: bool                       # SwiGLU/GeGLU: gate and up projections
+    tied_embeddings: bool
+    block_linears: tuple[Linear, ...]
+    positions: int = 0                    # rows of a learned position table; 0 with rotary embeddings
+    block_extra_params: int = 0           # per block, beyond its linears and two norms (Qwen3's q/k norms)
+    # A module the tool did not build from these facts (a factory's): its parameters as counted on it
+    counted_params: int = 0
+    counted_lookup_params: int = 0
+
+    @property
+    def norm_params(self) -> int:
+        return self.hidden * (2 if self.norm is NormType.LAYERNORM else 1)
+
+    @property
+    def lookup_params(self) -> int:
+        """Weights only looked up, never in a matmul: positions, and the token embedding unless it is the head."""
+        if self.counted_params:
+            return self.counted_lookup_params
+        return self.positions * self.hidden + (0 if self.tied_embeddings else self.vocab * self.hidden)
+
+    @property
+    def params(self) -> int:
+        if self.counted_params:
+            return self.counted_params
+        block = sum(linear.params for linear in self.block_linears) + 2 * self.norm_params + self.block_extra_params
+        head = self.vocab * self.hidden
+        return head + self.layers * block + self.norm_params + self.lookup_params
+
+
+def block_linears(d: int, attn: AttentionShape, mlp: int, gated: bool, fused_qkv: bool,
+                  qkv_bias: bool = False, out_bias: bool = False, mlp_bias: bool = False) -> tuple[Linear, ...]:
+    """A decoder block's linears: attention (fused QKV, or q, k, v), its output, then the MLP."""
+    if fused_qkv:
+        qkv = [Linear("qkv", d, attn.q_width + 2 * attn.kv_width, qkv_bias)]
+    else:
+        qkv = [Linear("q", d, attn.q_width, qkv_bias), Linear("k", d, attn.kv_width, qkv_bias),
+               Linear("v", d, attn.kv_width, qkv_bias)]
+    inner = [Linear("gate", d, mlp, mlp_bias)] if gated else []
+    return (*qkv, Linear("o", attn.q_width, d, out_bias), *inner, Linear("up", d, mlp, mlp_bias),
+            Linear("down", mlp, d, mlp_bias))
+
+
+@dataclass(frozen=True)
 class FamilySpec:
     name: str
     summary: str
     takes: Mapping[str, str]                        # model-part kind -> the type it takes (norm: rmsnorm, ...)
-    mlp_hidden: Callable[[BenchConfig], int]
-    param_count: Callable[[BenchConfig], int]       # exact, checked against the built model by the tests
-    lookup_params: Callable[[BenchConfig], int]     # weights only looked up, never in a matmul
+    architecture: Callable[[BenchConfig], Architecture]
     build: Callable[[BenchConfig, ModelParts], LanguageModel] = field(repr=False)
     errors: Callable[[BenchConfig], list[ConfigError]] = field(default=lambda cfg: [], repr=False)
+    # The sources this family is built from (none: chosen by name). A family not built with the stage's parts
+    # gets the levers by module surgery (levers.surgery).
+    sources: tuple[SourceKind, ...] = ()
+
+    @property
+    def built_with_parts(self) -> bool:
+        return not self.sources
 
 
-def _gpt_params(cfg: BenchConfig) -> int:
-    d, L, v = cfg.width, cfg.depth, cfg.vocab_size
-    return v * d + cfg.seq_len * d + L * (12 * d * d + 13 * d) + 2 * d   # LM head tied to the token embedding
+def _gpt_architecture(cfg: BenchConfig) -> Architecture:
+    d = cfg.width
+    attn = AttentionShape(cfg.heads, cfg.heads, d // cfg.heads)
+    return Architecture(cfg.depth, d, attn, 4 * d, cfg.vocab_size, NormType.LAYERNORM, "gelu_tanh", False, True,
+                        block_linears(d, attn, 4 * d, False, True, True, True, True), positions=cfg.seq_len)
 
 
 def _llama_hidden(cfg: BenchConfig) -> int:
     return -(-8 * cfg.width // 3 // 256) * 256   # 2/3 of 4·d, rounded up to a multiple of 256
 
 
-def _llama_params(cfg: BenchConfig) -> int:
-    d, L, v, h = cfg.width, cfg.depth, cfg.vocab_size, _llama_hidden(cfg)
-    return 2 * v * d + L * (4 * d * d + 3 * d * h + 2 * d) + d          # no biases, RMSNorm weights, untied head
+def _llama_architecture(cfg: BenchConfig) -> Architecture:
+    d, h = cfg.width, _llama_hidden(cfg)
+    attn = AttentionShape(cfg.heads, cfg.heads, d // cfg.heads)
+    return Architecture(cfg.depth, d, attn, h, cfg.vocab_size, NormType.RMSNORM, "silu", True, False,
+                        block_linears(d, attn, h, True, True))
 
 
 def _build_gpt(cfg: BenchConfig, parts: ModelParts) -> LanguageModel:
@@ -98,45 +202,93 @@ def _llama_errors(cfg: BenchConfig) -> list[ConfigError]:
     return []
 
 
+def _hf_architecture(cfg: BenchConfig) -> Architecture:
+    from bench_core.models.hf_config import hf_architecture
+    return hf_architecture(cfg)
+
+
+def _hf_errors(cfg: BenchConfig) -> list[ConfigError]:
+    from bench_core.models.hf_config import hf_errors
+    return hf_errors(cfg)
+
+
+def _build_hf(cfg: BenchConfig, parts: ModelParts) -> LanguageModel:
+    from bench_core.models.hf import build_hf
+    return build_hf(cfg)
+
+
+def _factory_architecture(cfg: BenchConfig) -> Architecture:
+    from bench_core.models.factory import factory_architecture
+    return factory_architecture(cfg)
+
+
+def _build_factory(cfg: BenchConfig, parts: ModelParts) -> LanguageModel:
+    from bench_core.models.factory import build_factory
+    return build_factory(cfg)
+
+
 FAMILY_SPECS: dict[str, FamilySpec] = {spec.name: spec for spec in [
     FamilySpec("gpt", "LayerNorm, GELU MLP, learned positions, tied head",
-               {"norm": NormType.LAYERNORM, "mlp": MlpType.GELU}, mlp_hidden=lambda cfg: 4 * cfg.width,
-               param_count=_gpt_params, lookup_params=lambda cfg: cfg.seq_len * cfg.width, build=_build_gpt),
+               {"norm": NormType.LAYERNORM, "mlp": MlpType.GELU}, _gpt_architecture, build=_build_gpt),
     FamilySpec("llama", "RMSNorm, SwiGLU MLP, rotary embeddings, no biases, untied head",
-               {"norm": NormType.RMSNORM, "mlp": MlpType.SWIGLU}, mlp_hidden=_llama_hidden,
-               param_count=_llama_params, lookup_params=lambda cfg: cfg.vocab_size * cfg.width,
-               build=_build_llama, errors=_llama_errors),
+               {"norm": NormType.RMSNORM, "mlp": MlpType.SWIGLU}, _llama_architecture, build=_build_llama,
+               errors=_llama_errors),
+    FamilySpec("hf", "a Hugging Face causal-LM architecture, read from its config.json", {}, _hf_architecture,
+               build=_build_hf, errors=_hf_errors,
+               sources=(SourceKind.CATALOG, SourceKind.CONFIG, SourceKind.CACHE)),
+    FamilySpec("factory", "your own nn.Module, from a module:function factory (docs/MODELS.md)", {},
+               _factory_architecture, build=_build_factory, sources=(SourceKind.FACTORY,)),
 ]}
-FAMILIES = tuple(FAMILY_SPECS)
+# The families chosen by name (a form's choices, --family); the others come with their source.
+FAMILIES = tuple(name for name, spec in FAMILY_SPECS.items() if spec.built_with_parts)
+ALL_FAMILIES = tuple(FAMILY_SPECS)
 
 
 def family(name: str) -> FamilySpec:
     if name not in FAMILY_SPECS:
-        raise ConfigError("family", name, f"must be one of {', '.join(FAMILIES)}")
+        raise ConfigError("family", name, f"must be one of {', '.join(ALL_FAMILIES)}")
     return FAMILY_SPECS[name]
+
+
+def architecture(cfg: BenchConfig) -> Architecture:
+    """The config's model facts, as its family states them."""
+    return family(cfg.family).architecture(cfg)
 
 
 def mlp_hidden(cfg: BenchConfig) -> int:
     """The MLP's inner width: 4·d for GPT; Llama's SwiGLU takes 2/3 of 4·d, rounded up to a multiple of 256
-    (d 2048 -> 5632, d 768 -> 2048)."""
-    return family(cfg.family).mlp_hidden(cfg)
+    (d 2048 -> 5632, d 768 -> 2048); a Hugging Face config's own (intermediate_size)."""
+    return architecture(cfg).mlp_width
 
 
 def param_count(cfg: BenchConfig) -> int:
     """Exact parameter count of the family's model."""
-    return family(cfg.family).param_count(cfg)
+    return architecture(cfg).params
 
 
 def matmul_params(cfg: BenchConfig) -> int:
     """Weights that take part in a matmul (the N of 6·N·tokens): all but the lookup-only embeddings. GPT's token
     embedding counts (it is the tied LM head), its position embedding does not; Llama's input embedding does not,
     its own head does."""
-    return param_count(cfg) - family(cfg.family).lookup_params(cfg)
+    return param_count(cfg) - architecture(cfg).lookup_params
 
 
 def build_model(cfg: BenchConfig, parts: ModelParts) -> LanguageModel:
     """The config's model family, with the stage's parts (norm class, MLP class, loss head)."""
     return family(cfg.family).build(cfg, parts)
+
+
+def source_errors(cfg: BenchConfig) -> list[ConfigError]:
+    """A family chosen by name takes no source; one built from a source needs one of its kinds."""
+    spec = family(cfg.family)
+    kind = cfg.source.kind if cfg.source else None
+    if not spec.sources and kind is not None:
+        return [ConfigError("source", cfg.source.label if cfg.source else None,
+                            f"the {spec.name} family is built by name, from no source")]
+    if spec.sources and kind not in spec.sources:
+        return [ConfigError("source", kind, f"the {spec.name} family needs a source of kind "
+                            f"{' or '.join(k.value for k in spec.sources)}")]
+    return []
 
 
 def estimate_memory(cfg: BenchConfig) -> dict[str, int]:
@@ -153,10 +305,12 @@ def estimate_memory(cfg: BenchConfig) -> dict[str, int]:
 def collect_errors(cfg: BenchConfig, limits: Limits, cuda_available: bool,
                    free_bytes: dict[str, int | None]) -> list[ConfigError]:
     """Every rule the config breaks, in field order. ``free_bytes`` maps device kind to free memory."""
-    errors = field_errors(cfg, FAMILIES)
+    errors = field_errors(cfg, ALL_FAMILIES) or source_errors(cfg)
     if errors:
         return errors
     errors = limit_errors(cfg, limits, family(cfg.family).errors)
+    if errors and not family(cfg.family).built_with_parts:
+        return errors     # a sourced family's facts are read from a shape that must first pass its rules
     params = param_count(cfg)
     if params > limits.max_params:
         errors.append(ConfigError("width", cfg.width,

@@ -86,6 +86,10 @@ def file_columns(display: tuple[DisplayColumn, ...]) -> list[Column]:
         Column("driver", "str", _r(lambda r: r.machine.driver or "")),
         Column("apex", "str", _r(lambda r: r.machine.apex.label)),
         *[Column(name, "int", (lambda n: _r(lambda r: getattr(r.config, n)))(name)) for name in INT_FIELDS],
+        # the model: a built-in family's name, or its source (catalog name, config hash, factory); the JSON
+        # holds the source's config itself, so a run can be repeated from its file
+        Column("model_source", "str", _r(lambda r: r.config.source.label if r.config.source else r.config.family)),
+        Column("attention", "str", _r(lambda r: r.config.source.attention if r.config.source else "")),
     ]
     placed = {c.name for c in ordered}
     return ordered + [f for name, f in shown.items() if name not in placed]

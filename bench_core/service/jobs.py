@@ -20,7 +20,7 @@ from bench_core.cluster.executor import Executor
 from bench_core.cluster.nodes import Retry
 from bench_core.config.bench_config import BenchConfig
 from bench_core.config.environment import child_env
-from bench_core.config.settings import Limits
+from bench_core.config.settings import Limits, allowed_model_dirs
 from bench_core.levers.presets import family_errors
 from bench_core.levers.registry import KERNEL_PACKAGES
 from bench_core.levers.stage import Stage
@@ -31,6 +31,7 @@ from bench_core.results.formats import ImportRejected, incomplete_note, parse_up
 from bench_core.results.records import RUN_ACTIVE, RunResult, Status
 from bench_core.results.store import Store
 from bench_core.run.runner import RunHooks, new_run, run_all
+from bench_core.service.sources import server_source_errors
 
 RunAll = Callable[[RunResult, Probe, RunHooks], RunResult]
 
@@ -230,7 +231,8 @@ class JobManager:
                                 f"{self.limits.max_stages_per_job} stages per job")
         node_probe = self.executor.node_probe(machine) if self.executor is not None and machine else None
         probe = node_probe or self.probe(timeout=180) or Probe.from_dict({})
-        errors = collect_errors(cfg, self.limits, probe.cuda_available, probe.free_bytes) or \
+        errors = server_source_errors(cfg, allowed_model_dirs()) or \
+            collect_errors(cfg, self.limits, probe.cuda_available, probe.free_bytes) or \
             family_errors(stages, cfg.family)
         if errors:
             raise errors[0]

@@ -13,7 +13,7 @@ from bench_core.components.bench import param_shapes
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.registry import LEVERS, HeadLever, NormLever, OptimizerLever
 from bench_core.levers.stage import Stage
-from bench_core.models.families import mlp_hidden
+from bench_core.models.families import architecture, mlp_hidden
 from bench_core.sweep.predict import block_gemms, split_compiled
 from bench_core.sweep.timings import STEP_BLOCKS, STEP_PARTS, Part
 
@@ -51,7 +51,7 @@ def gemm_fn(torch, cfg: BenchConfig, device: str, rate: str, gen, compiled: bool
     dtype = getattr(torch, DTYPES.get(rate, "bfloat16"))
     cast = rate in ("bf16", "fp16")
     layers = []
-    for k, n in block_gemms(cfg.family, cfg.width, mlp_hidden(cfg)):
+    for k, n in block_gemms(architecture(cfg)):
         x = torch.randn(m, k, device=device, dtype=dtype, generator=gen)
         w = torch.randn(n, k, device=device, dtype=torch.float32 if cast else dtype, generator=gen) * 0.02
         dy = torch.randn(m, n, device=device, dtype=dtype, generator=gen)
@@ -89,14 +89,18 @@ def gemm_fn(torch, cfg: BenchConfig, device: str, rate: str, gen, compiled: bool
 
 
 def attention_fn(torch, cfg: BenchConfig, device: str, dtype: str, gen) -> Callable[[], Any]:
-    shape = (cfg.batch_size, cfg.heads, cfg.seq_len, cfg.width // cfg.heads)
+    attn = architecture(cfg).attention   # keys and values at the KV heads: grouped-query attention as built
+    q_shape = (cfg.batch_size, attn.heads, cfg.seq_len, attn.head_dim)
+    kv_shape = (cfg.batch_size, attn.kv_heads, cfg.seq_len, attn.head_dim)
     t = getattr(torch, DTYPES[dtype])
-    q, k, v = (torch.randn(shape, device=device, dtype=t, generator=gen).requires_grad_() for _ in range(3))
-    dy = torch.randn(shape, device=device, dtype=t, generator=gen)
+    q, k, v = (torch.randn(shape, device=device, dtype=t, generator=gen).requires_grad_()
+               for shape in (q_shape, kv_shape, kv_shape))
+    dy = torch.randn(q_shape, device=device, dtype=t, generator=gen)
+    gqa = {"enable_gqa": True} if attn.kv_heads != attn.heads else {}
 
     def run() -> None:
         q.grad = k.grad = v.grad = None
-        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).backward(dy)
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa).backward(dy)
     return run
 
 

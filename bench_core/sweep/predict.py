@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from bench_core.levers.stage import Stage
 from bench_core.measure.breakdown import Bound
+from bench_core.models.families import Architecture
 from bench_core.sweep.timings import STEP_BLOCKS, KernelTime, Part, PointTimings
 
 
@@ -275,10 +276,8 @@ def predict(timings: PointTimings, a: Stage, b: Stage) -> Prediction:
     return Prediction(predict_stage(timings, a), predict_stage(timings, b))
 
 
-def block_gemms(family: str, width: int, hidden: int) -> list[tuple[int, int]]:
-    """(K, N) of each linear layer in one block, as the family's model builds it: the fused QKV projection, the
-    attention output, then the MLP's (GPT: fc, proj; Llama: gate, up, proj)."""
-    d, h = width, hidden
-    mlp = [(d, h), (h, d)] if family == "gpt" else [(d, h), (d, h), (h, d)]
-    return [(d, 3 * d), (d, d), *mlp]
+def block_gemms(arch: Architecture) -> list[tuple[int, int]]:
+    """(K, N) of each linear layer in one block, as the family's architecture states it: the QKV projection(s)
+    at the attention's KV heads, the attention output, then the MLP's."""
+    return [(linear.fan_in, linear.fan_out) for linear in arch.block_linears]
 

@@ -148,7 +148,7 @@ def test_field_lists_are_derived_from_the_dataclass():
 
     from bench_core.config.bench_config import FIELD_LABELS, INT_FIELDS, MODEL_FIELDS
     names = [f.name for f in fields(BenchConfig)]
-    assert INT_FIELDS == tuple(n for n in names if n not in ("device", "family"))
+    assert INT_FIELDS == tuple(n for n in names if n not in ("device", "family", "source"))
     assert MODEL_FIELDS == ("family", "depth", "width", "heads", "seq_len", "batch_size", "vocab_size")
     assert set(FIELD_LABELS) == set(names) and FIELD_LABELS["depth"] == "Depth (layers)"
     assert BenchConfig.from_dict({**OK.to_dict(), "unknown": 1}) == OK

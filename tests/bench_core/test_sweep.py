@@ -16,7 +16,7 @@ from bench_core.config.bench_config import BenchConfig, ConfigError
 from bench_core.config.settings import Limits
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe
-from bench_core.models.families import mlp_hidden
+from bench_core.models.families import architecture, mlp_hidden
 from bench_core.results.chart_layout import LAYOUT, LEGEND_ROW_PX
 from bench_core.results.records import Status
 from bench_core.sweep import plan
@@ -491,15 +491,17 @@ def test_a_compiled_gemm_returns_its_products():
                       device="cpu")
     gen = torch.Generator().manual_seed(0)
     out = gemm_fn(torch, cfg, "cpu", "bf16", gen, compiled=False)()
-    m, d, h = 32, 32, mlp_hidden(cfg)
+    m, d = 32, 32
     # per layer: forward (M, N), dX (M, K), dW (N, K) in fp32
     assert [tuple(t.shape) for t in out[:3]] == [(m, 3 * d), (m, d), (3 * d, d)] and out[2].dtype == torch.float32
-    assert len(out) == 3 * len(block_gemms("llama", d, h)) == 15
+    assert len(out) == 3 * len(block_gemms(architecture(cfg))) == 15
 
 
 def test_block_gemms_follow_the_family():
-    assert block_gemms("gpt", 768, 3072) == [(768, 2304), (768, 768), (768, 3072), (3072, 768)]
-    assert block_gemms("llama", 2048, 5632) == [(2048, 6144), (2048, 2048), (2048, 5632), (2048, 5632),
+    gpt = BenchConfig(family="gpt", width=768, heads=12)
+    llama = BenchConfig(family="llama", width=2048, heads=32)
+    assert block_gemms(architecture(gpt)) == [(768, 2304), (768, 768), (768, 3072), (3072, 768)]
+    assert block_gemms(architecture(llama)) == [(2048, 6144), (2048, 2048), (2048, 5632), (2048, 5632),
                                                 (5632, 2048)]
 
 
