@@ -118,14 +118,16 @@ def _eps(module: Any, torch: Any) -> float:
 
 
 def norm_swap_bound(x: Any, weight: Any, bias: Any, centered: bool, torch: Any) -> float:
-    """The largest |a - b| two float32 implementations of one norm may differ by on input `x` (rows of n):
-    2 (n + K) u (kappa max|w| (max|x_hat| + 1) + max|b|), u = 2^-24, K = NORM_ELEMENTWISE_OPS.
+    """The largest |a - b| two float32 implementations of one norm may differ by on input `x` (rows of n), with
+    u = 2^-24, K = NORM_ELEMENTWISE_OPS and c = 2:
+    RMSNorm: c (n + K) u max|w| max|x_hat|; LayerNorm: c (n + K) u (kappa max|w| (max|x_hat| + 1) + max|b|).
 
-    Why: each computes y = w (x - mu) / sqrt(v + eps) + b. An n-term float32 sum errs by at most n u times the sum
-    of its terms' magnitudes (Higham, recursive summation; a parallel tree only does better), and each of the K
-    elementwise steps adds one rounding u. For the mean, that error is n u max|x|, which divided by sigma is
-    n u kappa, kappa = max|x| / sigma (for RMS: max|x| / rms, >= 1), so |y_hat - y| <= (n + K) u (kappa |w|
-    (|x_hat| + 1) + |b|). Each implementation is within that of the exact value, hence the factor c = 2."""
+    Why: each computes y = w (x - mu) / sqrt(v + eps) + b (mu = 0 for RMS). An n-term float32 sum errs by at most
+    n u times the sum of its terms' magnitudes (Higham, recursive summation; a parallel tree only does better), and
+    each of the K elementwise steps adds one rounding u. RMS sums squares, all >= 0: v's relative error is <= n u,
+    so |y_hat - y| <= (n + K) u |y|. LayerNorm's mean errs by n u max|x|, which divided by sigma is n u kappa,
+    kappa = max|x| / sigma, so |y_hat - y| <= (n + K) u (kappa |w| (|x_hat| + 1) + |b|). Each implementation is
+    within that of the exact value: two of them within twice that of each other (c = 2)."""
     x64 = x.detach().double()
     n = x64.shape[-1]
     centred = x64 - x64.mean(-1, keepdim=True) if centered else x64
@@ -134,7 +136,8 @@ def norm_swap_bound(x: Any, weight: Any, bias: Any, centered: bool, torch: Any) 
     x_hat = float((centred / spread).abs().max())
     w = float(weight.detach().double().abs().max()) if weight is not None else 1.0
     b = float(bias.detach().double().abs().max()) if bias is not None else 0.0
-    return 2 * (n + NORM_ELEMENTWISE_OPS) * FP32_UNIT_ROUNDOFF * (kappa * w * (x_hat + 1) + b)
+    scale = kappa * w * (x_hat + 1) + b if centered else w * x_hat
+    return 2 * (n + NORM_ELEMENTWISE_OPS) * FP32_UNIT_ROUNDOFF * scale
 
 
 def _make_norm(cls: type, old: Any, source: NormType, torch: Any) -> Any:
