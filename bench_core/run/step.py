@@ -42,6 +42,8 @@ class Built:
     optimizer_class: str
     norm_class: str
     norm_modules: dict[str, int]   # the norm modules the model holds, class -> count (what the proof judges)
+    surgery: SurgeryReport         # what each lever changed in the model (levers.surgery)
+    own_parts: bool                # a built-in family's model, built with the stage's parts
     tf32: bool
     scaler: Any
     cuda: bool
