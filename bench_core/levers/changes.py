@@ -31,6 +31,7 @@ class LeverChange:
     entry_points: tuple[str, ...] = ()             # the library functions applied (Liger's apply_liger_kernel_to_*)
     unavailable: str | None = None                 # why this lever cannot act on this model: the stage does not run
     note: str = ""                                 # a fact the verdict should know (what was checked, what stayed)
+    built_in: bool = False                         # a built-in family's part, built with the stage's parts: no surgery
 
     @property
     def changed(self) -> bool:
@@ -46,13 +47,14 @@ class LeverChange:
             parts.append(f"{self.converted} of {self.candidates} layers converted" + (f" (not: {why})" if why else ""))
         parts += [f"via {e}" for e in self.entry_points]
         parts += [self.note] if self.note else []
+        parts += ["built in"] if self.built_in else []
         return f"{self.lever}: " + ("; ".join(parts) if parts else "changed nothing")
 
     def to_dict(self) -> dict[str, Any]:
         return {"lever": self.lever, "swaps": [[s.source, s.target, s.count] for s in self.swaps],
                 "converted": self.converted, "candidates": self.candidates,
                 "not_converted": dict(self.not_converted), "entry_points": list(self.entry_points),
-                "unavailable": self.unavailable, "note": self.note}
+                "unavailable": self.unavailable, "note": self.note, "built_in": self.built_in}
 
     @classmethod
     def from_dict(cls, data: Any) -> LeverChange:
@@ -65,7 +67,8 @@ class LeverChange:
                    converted=data.get("converted"), candidates=data.get("candidates"),
                    not_converted={str(k): int(v) for k, v in (data.get("not_converted") or {}).items()},
                    entry_points=tuple(str(e) for e in data.get("entry_points") or ()),
-                   unavailable=data.get("unavailable"), note=str(data.get("note") or ""))
+                   unavailable=data.get("unavailable"), note=str(data.get("note") or ""),
+                   built_in=bool(data.get("built_in")))
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,11 @@ class SurgeryReport:
     @property
     def text(self) -> str:
         return " | ".join(c.text for c in self.changes)
+
+    @property
+    def by_surgery(self) -> bool:
+        """Some lever acted on the model by surgery (or could not): not only a built-in family's parts."""
+        return any(not c.built_in for c in self.changes)
 
     def to_dict(self) -> dict[str, Any]:
         return {"changes": [c.to_dict() for c in self.changes]}

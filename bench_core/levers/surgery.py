@@ -98,9 +98,9 @@ def _built_part(model: Any, lever: Any, parts: ModelParts | None) -> LeverChange
         return None
     if isinstance(part, type):
         n = sum(1 for m in model.modules() if isinstance(m, part))
-        return LeverChange(lever.name, swaps=(Swap(part.__name__, part.__name__, n),), note="built in")
+        return LeverChange(lever.name, swaps=(Swap(part.__name__, part.__name__, n),), built_in=True)
     return LeverChange(lever.name, swaps=(Swap("loss head", getattr(part, "__qualname__", str(part)), 1),),
-                       note="built in")
+                       built_in=True)
 
 
 # ---------------------------------------------------------------- norm swap
