@@ -74,6 +74,7 @@ def apply_levers(model: Any, stage: Any, torch: Any, parts: ModelParts | None = 
     own = built_with_parts(model)
     for lever in stage.levers:
         surgery = getattr(lever, "surgery", None)
+        change: LeverChange | None
         if isinstance(surgery, Float8Convert):
             change = convert_float8(model, lever.name, surgery, torch)
         elif own:
@@ -140,9 +141,14 @@ def norm_swap_bound(x: Any, weight: Any, bias: Any, centered: bool, torch: Any) 
     return 2 * (n + NORM_ELEMENTWISE_OPS) * FP32_UNIT_ROUNDOFF * scale
 
 
-def _make_norm(cls: type, old: Any, source: NormType, torch: Any) -> Any:
+def _shape(old: Any) -> tuple[int, ...] | None:
+    weight = getattr(old, "weight", None)
+    shape = getattr(old, "normalized_shape", None) or (tuple(weight.shape) if weight is not None else None)
+    return tuple(shape) if shape else None
+
+
+def _make_norm(cls: type, old: Any, shape: tuple[int, ...], source: NormType, torch: Any) -> Any:
     weight, bias = getattr(old, "weight", None), getattr(old, "bias", None)
-    shape = tuple(getattr(old, "normalized_shape", None) or tuple(weight.shape))
     kwargs: dict[str, Any] = {"eps": _eps(old, torch), "elementwise_affine": weight is not None}
     new = cls(shape, **kwargs)
     device = weight.device if weight is not None else None
@@ -166,9 +172,13 @@ def swap_norms(model: Any, lever: str, swap: NormSwap, torch: Any) -> LeverChang
     counts: Counter[str] = Counter()
     worst = 0.0
     for name, old in found:
-        new = _make_norm(cls, old, swap.source, torch)
+        shape = _shape(old)
+        if shape is None:
+            return LeverChange(lever, unavailable=f"{type(old).__name__} at {name} has no weight or normalized_shape "
+                                                  f"to build {cls.__name__} from")
+        new = _make_norm(cls, old, shape, swap.source, torch)
         weight = getattr(old, "weight", None)
-        n = new.weight.shape[-1] if weight is not None else old.normalized_shape[-1]
+        n = shape[-1]
         gen = torch.Generator(device="cpu").manual_seed(PROBE_SEED)
         x = torch.randn(PROBE_ROWS, n, generator=gen).to(weight.device if weight is not None else "cpu")
         with torch.no_grad():

@@ -24,44 +24,14 @@ from bench_core.levers.surgery import (
 )
 from bench_core.measure.proof import Facts, Verdict, lever_verdict
 from bench_core.models.families import NormType
+from helpers import tiny_hf
 
 transformers = pytest.importorskip("transformers")
 DEPTH = 2
 
 
-class Adapter(torch.nn.Module):
-    """The engine's contract for a Hugging Face model, as models.hf keeps it: `.hf`, `.model_type`, `lm_head`."""
-
-    def __init__(self, hf):
-        super().__init__()
-        self.hf = hf
-        self.model_type = hf.config.model_type
-        self.lm_head = hf.get_output_embeddings()
-
-    def forward(self, idx, targets=None):
-        out = self.hf(input_ids=idx, labels=targets, use_cache=False)
-        return out.logits, out.loss
-
-
-def hf_model(kind: str, **over) -> Adapter:
-    torch.manual_seed(0)
-    if kind == "gpt2":
-        cfg = transformers.GPT2Config(n_embd=64, n_layer=DEPTH, n_head=4, vocab_size=256, n_positions=64,
-                                      bos_token_id=0, eos_token_id=0)
-    elif kind == "gemma":
-        cfg = transformers.GemmaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=DEPTH,
-                                       num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=256,
-                                       max_position_embeddings=64)
-    else:
-        cfg = transformers.LlamaConfig(**{"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": DEPTH,
-                                          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
-                                          "max_position_embeddings": 64, **over})
-    model = Adapter(transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32))
-    with torch.no_grad():   # norm weights away from 1: a swap that dropped them would change the output
-        for name, p in model.named_parameters():
-            if "norm" in name or "ln_" in name:
-                p.uniform_(0.5, 1.5)
-    return model
+def hf_model(kind: str, **over):
+    return tiny_hf(kind, depth=DEPTH, **over)
 
 
 class StandInRMSNorm(torch.nn.Module):
