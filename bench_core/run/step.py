@@ -18,6 +18,7 @@ from typing import Any
 
 from bench_core.config.bench_config import STOP_CHECK_EVERY, STOP_HALF_WIDTH, WARMUP_MIN_S, BenchConfig
 from bench_core.levers.changes import SurgeryReport
+from bench_core.levers.registry import LEVERS
 from bench_core.levers.stage import Stage
 from bench_core.levers.surgery import SurgeryUnavailable, apply_levers, built_with_parts
 from bench_core.machine.conditions import Conditions
@@ -99,8 +100,9 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
             model = plan.convert(model)
         # every lever's surgery (norm swap, Liger, float8), before DDP, optimizer and compile see the modules
         surgery = apply_levers(model, stage.for_family(cfg.family) or stage, torch, parts)
-    if surgery.unavailable:
-        raise SurgeryUnavailable(surgery.unavailable)
+    blocked = next((c for c in surgery.changes if c.unavailable), None)
+    if blocked is not None:
+        raise SurgeryUnavailable(f"{LEVERS[blocked.lever].title}: {blocked.unavailable}")
     own_parts = built_with_parts(model)
     norms = norm_modules(model)
     if not stage.optimizer_lever.reduces_gradients:

@@ -130,7 +130,7 @@ def run(job: StageJob, emit: Emitter, torch: Any) -> None:
     try:
         built = profiled_build(job, stage, torch)
     except SurgeryUnavailable as exc:  # a lever that cannot act on this model: refused before any measured work
-        return emit(ev.Unavailable(reason=f"{stage.label}: {exc}"))
+        return emit(ev.Unavailable(reason=str(exc)))
     except (ImportError, RuntimeError, TypeError) as exc:  # a lever whose extension cannot be built here
         if is_oom(exc):
             raise

@@ -175,7 +175,7 @@ def test_build_stage_refuses_a_stage_whose_surgery_cannot_act(monkeypatch):
     monkeypatch.setattr(step, "build_model", lambda cfg, parts: hf_model("gpt2"))
     stage = Stage("adam", "layernorm", "fp8-torchao")
     cfg = BenchConfig(depth=DEPTH, width=64, heads=4, seq_len=16, batch_size=2, vocab_size=256, device="cpu")
-    with pytest.raises(SurgeryUnavailable, match="Conv1D"):
+    with pytest.raises(SurgeryUnavailable, match=rf"^FP8 \(torchao\): 0 of {4 * DEPTH} layers convertible"):
         step.build_stage(StageJob(cfg, stage, "cpu"), stage, torch)
 
 
@@ -219,3 +219,18 @@ def test_the_report_survives_the_stage_file():
     result = StageResult(index=0, stage=Stage("adam", "rmsnorm", "fp8-torchao"), surgery=report)
     assert StageResult.from_dict(result.to_dict()).surgery == report
     assert "8 of 14 layers converted" in report.text and "5 LlamaRMSNorm → LigerRMSNorm" in report.text
+
+
+def test_the_worker_reports_a_refused_surgery_as_unavailable_before_any_step(monkeypatch):
+    from bench_core.config.bench_config import BenchConfig
+    from bench_core.run import events as ev
+    from bench_core.run import step, worker
+    from bench_core.run.processes import StageJob
+    monkeypatch.setattr(step, "build_model", lambda cfg, parts: hf_model("gpt2"))
+    monkeypatch.setattr(worker, "wait_for_line", lambda: None)
+    monkeypatch.setattr(worker, "wait_for_go", lambda: None)
+    stage = Stage("adam", "layernorm", "fp32", head="liger-flce")
+    cfg = BenchConfig(depth=DEPTH, width=64, heads=4, seq_len=16, batch_size=2, vocab_size=256, device="cpu")
+    emitted: list = []
+    worker.run(StageJob(cfg, stage, "cpu"), emitted.append, torch)
+    assert emitted == [ev.Unavailable(reason="Liger fused linear CE: Liger has no kernels for model_type gpt2")]
