@@ -234,3 +234,14 @@ def test_the_worker_reports_a_refused_surgery_as_unavailable_before_any_step(mon
     emitted: list = []
     worker.run(StageJob(cfg, stage, "cpu"), emitted.append, torch)
     assert emitted == [ev.Unavailable(reason="Liger fused linear CE: Liger has no kernels for model_type gpt2")]
+
+
+def test_every_vendor_part_lever_declares_how_it_acts_on_a_model_of_its_own():
+    """A model not built with parts gets a vendor's norm, MLP or loss head only through the surgery its registry
+    entry declares: one missing would be a lever applied to nothing, silently."""
+    from bench_core.levers.registry import PartLever
+    for lever in LEVERS.values():
+        if isinstance(lever, PartLever) and lever.vendor is not None:
+            assert lever.surgery is not None, lever.name
+    assert isinstance(LEVERS["fp8-torchao"].surgery, Float8Convert)
+    assert LEVERS["fp8-torchao"].plan.convert is None   # one conversion: the surgery's, for every model
