@@ -246,3 +246,52 @@ def plain_title(fig) -> str:
     """A chart's title as one line of text: its wrapped lines joined, the subtitle's size tags left out."""
     import re
     return re.sub(r"<[^>]+>", "", fig.layout.title.text.replace("<br>", " "))
+
+
+# ---------------------------------------------------------------- Hugging Face models from tiny configs
+class HFAdapter:
+    """The engine's model contract around a Hugging Face causal LM, as bench_core/models/hf.py keeps it (`.hf`,
+    `.model_type`, `lm_head`, forward(idx, targets) -> (logits | None, loss | None), labels passed, no cache): the
+    surgery tests build their own until that adapter is merged. A factory, so torch is imported only when used."""
+
+    def __new__(cls, hf):
+        import torch
+
+        class Adapter(torch.nn.Module):
+            def __init__(self, hf):
+                super().__init__()
+                self.hf = hf
+                self.model_type = hf.config.model_type
+                self.lm_head = hf.get_output_embeddings()
+
+            def forward(self, idx, targets=None):
+                out = self.hf(input_ids=idx, labels=targets, use_cache=False)
+                return out.logits, out.loss
+        return Adapter(hf)
+
+
+def tiny_hf(kind: str, depth: int = 2, width: int = 64, vocab: int = 256, **over):
+    """A tiny random Hugging Face model (nothing downloaded, float32), its norm weights drawn away from 1 so a swap
+    that dropped them would change the output. kind: llama, gpt2 or gemma; `over` sets Llama's config fields."""
+    import torch
+    import transformers
+    torch.manual_seed(0)
+    heads = width // 16
+    if kind == "gpt2":
+        cfg = transformers.GPT2Config(n_embd=width, n_layer=depth, n_head=heads, vocab_size=vocab, n_positions=512,
+                                      bos_token_id=0, eos_token_id=0)
+    elif kind == "gemma":
+        cfg = transformers.GemmaConfig(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=depth,
+                                       num_attention_heads=heads, num_key_value_heads=heads // 2, head_dim=16,
+                                       vocab_size=vocab, max_position_embeddings=512)
+    else:
+        cfg = transformers.LlamaConfig(**{"hidden_size": width, "intermediate_size": 2 * width,
+                                          "num_hidden_layers": depth, "num_attention_heads": heads,
+                                          "num_key_value_heads": heads // 2, "vocab_size": vocab,
+                                          "max_position_embeddings": 512, **over})
+    model = HFAdapter(transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name or "ln_" in name:
+                p.uniform_(0.5, 1.5)
+    return model

@@ -110,13 +110,6 @@ def liger_flce_head() -> Any:
     return head
 
 
-def torchao_float8(model: Any) -> Any:
-    """torchao float8 training: every nn.Linear in the blocks becomes Float8Linear (dynamic tensorwise scaling);
-    the LM head stays in BF16, as torchao recommends for the output layer."""
-    from torchao.float8 import convert_to_float8_training
-    return convert_to_float8_training(model, module_filter_fn=lambda module, fqn: fqn.startswith("blocks."))
-
-
 def transformer_engine_fp8(model: Any) -> Any:
     """Transformer Engine: each block's Linear and norm become te.Linear / te.LayerNorm / te.RMSNorm, weights
     copied; the step then runs under te.fp8_autocast (see precision lever te-fp8)."""

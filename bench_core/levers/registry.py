@@ -2,7 +2,8 @@
 KIND_SPECS, one lever class and its levers. Everything else (Stage, the CSV's columns, the kernel grid, the proof's
 key kernels, the old-file defaults, the vendors' titles, the twins) is derived from these two.
 
-One class per kind, each with its own typed `build`. Every entry knows what it requires (a reason when it is
+One class per kind, each with its own typed `build`; a model not built with parts (a Hugging Face one) gets the
+lever by the `surgery` its entry declares (levers.surgery). Every entry knows what it requires (a reason when it is
 unavailable, judged from the probe), which key kernels prove it ran and which betray a fallback (kernels.py), and the
 code snippet it changes. torch is imported lazily, so the dashboard can import this module.
 """
@@ -17,6 +18,7 @@ from bench_core.levers import kernels as kk
 from bench_core.levers import requirements as impl
 from bench_core.levers.kernels import GemmShareRule, KeyKernel
 from bench_core.levers.requirements import Requirement, Stage
+from bench_core.levers.surgery import Float8Convert, LigerEntryPoint, NormSwap, Surgery
 from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe
 from bench_core.models.families import MlpType, NormType
@@ -96,6 +98,7 @@ class Lever:
     plain: bool = False                         # changes nothing a stage's key or label must name (eager, 1 GPU)
     graph_blocker: str | None = None            # why a stage with this lever cannot be captured in a CUDA graph
     share_of: GemmShareRule | None = None       # the share of GEMM time that must run in the lever's own GEMMs
+    surgery: Surgery | None = None              # how it acts on a model not built with parts (levers.surgery)
 
     @property
     def is_apex(self) -> bool:
@@ -195,6 +198,7 @@ class CompileLever(Lever):
 @dataclass(frozen=True)
 class HeadLever(PartLever):
     kind: ClassVar[str] = "head"
+    returns_logits: bool = True      # False: a fused head; logits coming back means it did not run
 
     def build(self) -> Callable[..., Any]:
         """(hidden, lm_head weight, targets) -> (logits or None, loss): see model.LossHead."""
@@ -289,13 +293,15 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
               requires=impl.requires_apex_norm("FusedLayerNorm", "F.layer_norm", Probe.apex_ln_reason),
               expects=_both(kk.APEX_LAYERNORM),
               betrayed_by=(kk.ATEN_LAYER_NORM,), vendor=APEX, native="layernorm",
-              factory=builders.apex_fused_ln, expected_class=APEX_LN_CLASS, part_type=NormType.LAYERNORM),
+              factory=builders.apex_fused_ln, expected_class=APEX_LN_CLASS, part_type=NormType.LAYERNORM,
+              surgery=NormSwap(NormType.LAYERNORM, builders.apex_fused_ln)),
     NormLever("liger-ln", "Liger LayerNorm",
               "from liger_kernel.transformers import LigerLayerNorm\n"
               "norm = LigerLayerNorm(width, eps=1e-5)  # Triton kernels, instead of torch.nn.LayerNorm\n",
               requires=_NEEDS_LIGER,
               expects=_both(kk.LIGER_LAYERNORM), betrayed_by=(kk.ATEN_LAYER_NORM,), vendor=LIGER,
-              native="layernorm", factory=builders.liger_ln, part_type=NormType.LAYERNORM),
+              native="layernorm", factory=builders.liger_ln, part_type=NormType.LAYERNORM,
+              surgery=LigerEntryPoint(("layer_norm",))),
     NormLever("rmsnorm", "RMSNorm", "norm = torch.nn.RMSNorm(width)\n", factory=builders.rmsnorm,
               expects=(Proof(kk.ATEN_RMS_NORM, hidden_when=_native_norm_gone),),
               expected_class="torch.nn.modules.normalization.RMSNorm", part_type=NormType.RMSNORM),
@@ -305,13 +311,15 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
               requires=impl.requires_apex_norm("FusedRMSNorm", "its Python manual_rms_norm", Probe.apex_rms_reason),
               expects=_both(kk.APEX_RMSNORM),
               betrayed_by=(kk.ATEN_RMS_NORM,), vendor=APEX, native="rmsnorm", factory=builders.apex_fused_rms,
-              expected_class=APEX_RMS_CLASS, part_type=NormType.RMSNORM),
+              expected_class=APEX_RMS_CLASS, part_type=NormType.RMSNORM,
+              surgery=NormSwap(NormType.RMSNORM, builders.apex_fused_rms)),
     NormLever("liger-rms", "Liger RMSNorm",
               "from liger_kernel.transformers import LigerRMSNorm\n"
               "norm = LigerRMSNorm(width, eps=1e-6)  # Triton kernels, instead of torch.nn.RMSNorm\n",
               requires=_NEEDS_LIGER,
               expects=_both(kk.LIGER_RMSNORM), betrayed_by=(kk.ATEN_RMS_NORM,), vendor=LIGER,
-              native="rmsnorm", factory=builders.liger_rms, part_type=NormType.RMSNORM),
+              native="rmsnorm", factory=builders.liger_rms, part_type=NormType.RMSNORM,
+              surgery=LigerEntryPoint(("rms_norm",))),
     PrecisionLever("fp32", "FP32", "torch.backends.cuda.matmul.allow_tf32 = False  # true FP32 baseline\n"
                    "torch.backends.cudnn.allow_tf32 = False\n", expects=_gemm(kk.GEMM_FP32),
                    betrayed_by=(kk.GEMM_BF16, kk.GEMM_FP16), plan=PrecisionPlan(None, False, False)),
@@ -331,14 +339,15 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                                  "in one graph"),
     PrecisionLever("fp8-torchao", "FP8 (torchao)",
                    "from torchao.float8 import convert_to_float8_training\n"
-                   "convert_to_float8_training(model, module_filter_fn=lambda m, fqn: fqn.startswith(\"blocks.\"))\n"
+                   "convert_to_float8_training(model, module_filter_fn=lambda m, fqn: m is not model.lm_head\n"
+                   "                           and m.in_features % 16 == 0 and m.out_features % 16 == 0)\n"
                    + _AUTOCAST.format(dtype="bfloat16"),
                    requires=impl.all_of(impl.needs_fp8("torchao float8"),
                                         impl.needs_package(_TORCHAO_PACKAGE, _TORCHAO), impl.requires_dtype("bf16")),
                    expects=_both(kk.FP8_GEMM), share_of=kk.FP8_SHARE, vendor=TORCHAO, native="bf16", mfu_peak="bf16",
                    gemm_rate="fp8",
-                   graph_blocker=_FP8_HOST,
-                   plan=PrecisionPlan("bfloat16", False, False, convert=builders.torchao_float8)),
+                   graph_blocker=_FP8_HOST, surgery=Float8Convert(),
+                   plan=PrecisionPlan("bfloat16", False, False)),
     PrecisionLever("te-fp8", "FP8 (Transformer Engine)",
                    "import transformer_engine.pytorch as te  # blocks built from te.Linear / te.LayerNorm\n"
                    "with te.fp8_autocast(enabled=True), torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
@@ -368,7 +377,8 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
               "  # no logits tensor\n",
               requires=_NEEDS_LIGER,
               expects=_both(kk.LIGER_FLCE), betrayed_by=(kk.LOG_SOFTMAX, kk.FULL_LOGITS), vendor=LIGER, native="ce",
-              factory=builders.liger_flce_head),
+              factory=builders.liger_flce_head, returns_logits=False,
+              surgery=LigerEntryPoint(("fused_linear_cross_entropy",))),
     MlpLever("gelu", "GELU MLP", "", factory=builders.gelu_mlp, part_type=MlpType.GELU, plain=True),
     MlpLever("swiglu", "SwiGLU MLP", "", factory=builders.swiglu_mlp, part_type=MlpType.SWIGLU, plain=True,
              expects=(Proof(kk.ATEN_SILU, hidden_when=_eager_ops),)),
@@ -376,7 +386,8 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
              "from liger_kernel.transformers import LigerSwiGLUMLP\n"
              "mlp = LigerSwiGLUMLP(config)  # hidden_size, intermediate_size, hidden_act=\"silu\": one Triton kernel\n",
              requires=_NEEDS_LIGER, expects=_both(kk.LIGER_SWIGLU), betrayed_by=(kk.ATEN_SILU,), vendor=LIGER,
-             native="swiglu", factory=builders.liger_swiglu, part_type=MlpType.SWIGLU),
+             native="swiglu", factory=builders.liger_swiglu, part_type=MlpType.SWIGLU,
+             surgery=LigerEntryPoint(("swiglu",))),
     GpusLever("1", "1 GPU", "", world=1, plain=True),
 ] + [
     GpusLever(str(n), f"{n} GPUs",

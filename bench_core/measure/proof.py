@@ -9,8 +9,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from bench_core.levers.changes import SurgeryReport
 from bench_core.levers.kernels import KeyKernel
-from bench_core.levers.registry import KEY_KERNELS, Lever
+from bench_core.levers.registry import KEY_KERNELS, Lever, PartLever
 from bench_core.levers.stage import Stage
 from bench_core.measure.gemms import GemmShare, GemmTrace, gemm_operand_dtype, gemm_share
 
@@ -73,13 +74,17 @@ def sdpa_backend(names: Iterable[str]) -> str | None:
 @dataclass(frozen=True)
 class Facts:
     """What the worker saw, beyond the trace's names: the optimizer object's class, the norm modules the model
-    holds (class -> count), the switches it set, and the share of GEMM time a lever's rule counts."""
+    holds (class -> count), the switches it set, the share of GEMM time a lever's rule counts, what each lever
+    changed in the model, whether the model was built with the stage's parts, and whether the forward gave logits."""
     optimizer_class: str | None = None
     norm_class: str | None = None          # one norm module alone (components); a stage reads norm_modules
     tf32_matmul: bool | None = None
     grad_scaler: bool | None = None
     norm_modules: Mapping[str, int] | None = None
     gemm_share: GemmShare | None = None
+    surgery: SurgeryReport | None = None
+    own_parts: bool = True                 # False: a model of its own (Hugging Face): its own parts are no lever's
+    logits_returned: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -119,9 +124,12 @@ def lever_verdict(levers: Iterable[Lever], stage: Stage, device: str, seen: Mapp
     warnings: list[str] = []
     state = Verdict.VERIFIED
     for lever in levers:
+        if not facts.own_parts and isinstance(lever, PartLever) and lever.surgery is None:
+            continue   # the model's own part (its norm, its MLP, its loss): no lever acted, no kernel to expect
         missing = [k for k in lever.expected(device, stage) if not seen.get(k)]
         betrayed = [k.key for k in lever.betrayed_by if seen.get(k.key)]
-        wrong_class = _wrong_class(lever, stage, facts) or _share_shortfall(lever, facts)
+        wrong_class = (_wrong_class(lever, stage, facts) or _share_shortfall(lever, facts)
+                       or _inactive(lever, facts))
         if lever.vendor and (missing or betrayed or wrong_class):  # a named library (Apex, Liger...) not used
             state = Verdict.FALLBACK
             parts = [f"no {', '.join(KEY_KERNELS[k].label for k in missing)} kernel in the trace"] if missing else []
@@ -153,6 +161,17 @@ def _wrong_class(lever: Lever, stage: Stage, facts: Facts) -> str | None:
     actual = facts.optimizer_class if lever.kind == "optimizer" else facts.norm_class
     if actual and actual != expected:
         return f"the worker built {actual}, not {expected}"
+    return None
+
+
+def _inactive(lever: Lever, facts: Facts) -> str | None:
+    """Applied is not active: a lever whose surgery changed nothing in the model, or a fused loss head whose
+    forward still gave logits (Liger's fused linear cross-entropy computes only in training with labels passed)."""
+    change = facts.surgery.of(lever.name) if facts.surgery else None
+    if change is not None and not change.changed:
+        return f"it changed nothing in the model ({change.text})"
+    if getattr(lever, "returns_logits", True) is False and facts.logits_returned:
+        return "the forward returned logits, so the fused loss did not run (it runs only in training with labels)"
     return None
 
 

@@ -226,6 +226,12 @@ DISPLAY_COLUMNS: tuple[DisplayColumn, ...] = (
                   (_stage("process_medians_ms", "str", lambda s: ";".join(f"{m:.6g}" for m in s.round_medians)),
                    _stage("processes_split", "bool", lambda s: s.process_split is not None)), Layout.NOTE,
                   applies=_any(lambda s: s.process_medians_text is not None)),
+    DisplayColumn("model_changes", "Model changes", lambda s: s.result.surgery.text if s.result.surgery else None,
+                  "what each lever changed in the model before the run: modules swapped (count and class), layers "
+                  "converted (n of m, and why not the rest), library entry points applied; a lever that changed "
+                  "nothing is not verified",
+                  (_stage("model_changes", "str", lambda s: s.result.surgery.text if s.result.surgery else ""),),
+                  Layout.NOTE, applies=_any(lambda s: s.result.surgery is not None and s.result.surgery.by_surgery)),
     DisplayColumn("verdict", "Kernel proof", lambda s: s.verdict,
                   "verified: the profiler saw the kernels of every lever; fallback: a library's lever did not run its "
                   "kernels; unconfirmed: an expected kernel or switch was not seen",

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from bench_core.config.bench_config import BenchConfig
+from bench_core.levers.changes import SurgeryReport
 from bench_core.levers.stage import Stage, saved_names
 from bench_core.machine.conditions import Conditions
 from bench_core.machine.probe import Probe
@@ -120,6 +121,7 @@ class StageResult:
     optimizer_class: str | None = None
     norm_class: str | None = None
     norm_modules: dict[str, int] = field(default_factory=dict)   # the model's norm modules, class -> count
+    surgery: SurgeryReport | None = None  # what each lever changed in the model (modules swapped, layers converted)
     gemm_share: GemmShare | None = None  # the share of GEMM time a lever's rule counts (FP8), and the GEMMs outside
     started_at: float | None = None      # wall clock (epoch s) when `go` was sent (the worker may still be building)
     finished_at: float | None = None
@@ -163,6 +165,7 @@ class StageResult:
         data["profile"] = self.profile.to_dict() if self.profile else None
         data["conditions"] = self.conditions.to_dict() if self.conditions else None
         data["gemm_share"] = self.gemm_share.to_dict() if self.gemm_share else None
+        data["surgery"] = self.surgery.to_dict() if self.surgery else None
         data["warmups"] = [w.to_dict() for w in self.warmups]
         data["timelines"] = [dict(t) for t in self.timelines]
         data["quiet"] = [q.to_dict() for q in self.quiet]
@@ -181,6 +184,7 @@ class StageResult:
         clean["profile"] = StageProfile.from_dict(clean["profile"]) if clean.get("profile") else None
         clean["conditions"] = Conditions.from_dict(clean["conditions"]) if clean.get("conditions") else None
         clean["gemm_share"] = GemmShare.from_dict(clean["gemm_share"]) if clean.get("gemm_share") else None
+        clean["surgery"] = SurgeryReport.from_dict(clean["surgery"]) if clean.get("surgery") else None
         clean["warmups"] = traces_from(clean.get("warmups"))   # absent before warm-ups were recorded
         clean["timelines"] = tuple(_timeline(t) for t in clean.get("timelines") or ())  # absent in older files
         clean["quiet"] = tuple(QuietRecord.from_dict(q) for q in clean.get("quiet") or ())

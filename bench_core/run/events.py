@@ -36,6 +36,7 @@ class Built(Event):
     optimizer_class: str = ""
     norm_class: str = ""
     norm_modules: dict[str, int] = field(default_factory=dict)   # the model's norm modules, class -> count
+    surgery: dict[str, Any] | None = None   # levers.changes.SurgeryReport.to_dict(): what each lever changed
     tf32_matmul: bool = False
     grad_scaler: bool = False
     cpu_threads: int = 0

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from bench_core.config.bench_config import BenchConfig, resolve_device
+from bench_core.levers.changes import SurgeryReport
 from bench_core.levers.stage import Stage
 from bench_core.machine.ceilings import Ceilings, CeilingsProcess
 from bench_core.machine.conditions import Conditions
@@ -99,7 +100,8 @@ class StageFold:
                                   timelines=self.timelines_before + ((dict(self.wall),) if self.wall else ()))
         if isinstance(event, ev.Built):
             self.result = replace(self.result, params=event.params, optimizer_class=event.optimizer_class,
-                                  norm_class=event.norm_class, norm_modules=dict(event.norm_modules))
+                                  norm_class=event.norm_class, norm_modules=dict(event.norm_modules),
+                                  surgery=SurgeryReport.from_dict(event.surgery) if event.surgery else None)
         elif isinstance(event, (ev.Started, ev.FirstStep)):  # the live view's phase reads the timeline
             self.update(replace(self.result, status=Status.RUNNING))
         elif isinstance(event, ev.WarmupProgress) and not r.rounds:  # the first round's warm-up is the one kept

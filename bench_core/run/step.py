@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench_core.config.bench_config import STOP_CHECK_EVERY, STOP_HALF_WIDTH, WARMUP_MIN_S, BenchConfig
+from bench_core.levers.changes import SurgeryReport
+from bench_core.levers.registry import LEVERS
 from bench_core.levers.stage import Stage
+from bench_core.levers.surgery import SurgeryUnavailable, apply_levers, built_with_parts
 from bench_core.machine.conditions import Conditions
 from bench_core.measure.stats import enough_steps
 from bench_core.models.families import ModelParts, build_model
@@ -40,11 +43,14 @@ class Built:
     optimizer_class: str
     norm_class: str
     norm_modules: dict[str, int]   # the norm modules the model holds, class -> count (what the proof judges)
+    surgery: SurgeryReport         # what each lever changed in the model (levers.surgery)
+    own_parts: bool                # a built-in family's model, built with the stage's parts
     tf32: bool
     scaler: Any
     cuda: bool
     nccl: str | None
     last_dtype: str | None = None
+    logits_returned: bool | None = None   # the last eager step's forward gave logits (a fused loss head gives none)
     capture: Callable[[], None] | None = None   # graphs: capture the step once warm-up has run eagerly
     # called at the end of each phase of an eager step (a sweep reads the peak memory per phase); a replayed CUDA
     # graph has no phases to call it at
@@ -90,8 +96,14 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
     torch.manual_seed(cfg.seed)
     with torch.device(target):
         model = build_model(cfg, parts)
-        if plan.convert is not None:  # FP8: swap the blocks' modules before DDP, optimizer and compile see them
+        if plan.convert is not None:  # TE FP8: swap the blocks' modules before DDP, optimizer and compile see them
             model = plan.convert(model)
+        # every lever's surgery (norm swap, Liger, float8), before DDP, optimizer and compile see the modules
+        surgery = apply_levers(model, stage.for_family(cfg.family) or stage, torch, parts)
+    blocked = next((c for c in surgery.changes if c.unavailable), None)
+    if blocked is not None:
+        raise SurgeryUnavailable(f"{LEVERS[blocked.lever].title}: {blocked.unavailable}")
+    own_parts = built_with_parts(model)
     norms = norm_modules(model)
     if not stage.optimizer_lever.reduces_gradients:
         model = ddp.wrap(model)
@@ -114,7 +126,7 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
 
     built = Built(cfg=cfg, step=lambda: None, sync=torch.cuda.synchronize if cuda else (lambda: None), ddp=ddp,
                   params=sum(p.numel() for p in model.parameters()), optimizer_class=_qualname(opt),
-                  norm_class=_qualname(norm_cls), norm_modules=norms,
+                  norm_class=_qualname(norm_cls), norm_modules=norms, surgery=surgery, own_parts=own_parts,
                   tf32=bool(torch.backends.cuda.matmul.allow_tf32) if cuda else False,
                   scaler=scaler, cuda=cuda, nccl=nccl_version() if ddp.enabled and cuda else None)
 
@@ -124,6 +136,7 @@ def build_stage(job: StageJob, stage: Stage, torch: Any) -> Built:
             logits, loss = model(x, y)
         # a fused loss head (Liger FLCE) returns no logits: nothing to read the autocast dtype from
         built.last_dtype = None if logits is None else str(logits.dtype).replace("torch.", "")
+        built.logits_returned = logits is not None
         phase = built.on_phase
         if phase:
             phase(StepPhase.FORWARD)

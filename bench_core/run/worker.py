@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Any
 
+from bench_core.levers.surgery import SurgeryUnavailable
 from bench_core.measure.proof import Facts, judge, sdpa_backend
 from bench_core.run import events as ev
 from bench_core.run.faults import apply_test_fault
@@ -128,13 +129,15 @@ def run(job: StageJob, emit: Emitter, torch: Any) -> None:
         wait_for_go()
     try:
         built = profiled_build(job, stage, torch)
+    except SurgeryUnavailable as exc:  # a lever that cannot act on this model: refused before any measured work
+        return emit(ev.Unavailable(reason=str(exc)))
     except (ImportError, RuntimeError, TypeError) as exc:  # a lever whose extension cannot be built here
         if is_oom(exc):
             raise
         return emit(ev.Unavailable(reason=f"{stage.label} could not be built: {type(exc).__name__}: {exc}"))
     emit(ev.Built(pid=os.getpid(), params=built.params, optimizer_class=built.optimizer_class,
                   norm_class=built.norm_class, norm_modules=built.norm_modules,
-                  tf32_matmul=built.tf32, grad_scaler=built.scaler is not None,
+                  surgery=built.surgery.to_dict(), tf32_matmul=built.tf32, grad_scaler=built.scaler is not None,
                   cpu_threads=torch.get_num_threads(), world_size=built.ddp.world, nccl=built.nccl))
     if job.build_ahead:
         wait_for_go()
@@ -159,7 +162,8 @@ def run(job: StageJob, emit: Emitter, torch: Any) -> None:
         return
     cfg = job.config
     facts = Facts(optimizer_class=built.optimizer_class, tf32_matmul=built.tf32, grad_scaler=built.scaler is not None,
-                  norm_modules=built.norm_modules)
+                  norm_modules=built.norm_modules, surgery=built.surgery, own_parts=built.own_parts,
+                  logits_returned=built.logits_returned)
     judged = judge(stage, job.device, profiled.names, profiled.gemms, facts, built.tf32,
                    cfg.batch_size * cfg.seq_len, cfg.vocab_size, PROFILE_STEPS)
     emit(ev.Kernels(seen=judged.seen, sdpa_backend=sdpa_backend(profiled.names), verdict=judged.verdict,

@@ -88,6 +88,9 @@ def test_native_preset_on_cpu(tiny_cfg, cpu_probe):
     assert [s.warmup_steps for s in run.stages[:4]] == [cfg.warmup] * 4
     first = [s.losses[0] for s in run.stages[:4]]
     assert max(first) - min(first) < 0.05
+    # every stage records what its levers put in the model: GPT's norm modules, built with the stage's parts
+    built = [s.surgery.of("layernorm") if s.surgery else None for s in run.stages[:4]]
+    assert all(c is not None and c.swaps[0].text == f"{2 * cfg.depth + 1} LayerNorm" for c in built), built
 
 
 def test_fp16_stage_uses_grad_scaler(tiny_cfg, cpu_probe):

@@ -33,7 +33,8 @@ def cpu_run():
 def wide_gpu_run():
     """A CUDA run where the figures shown only sometimes are measured: energy (NVML), an FP16 stage's skipped
     steps, the baseline again on two GPUs (scaling), the GPU and host during the baseline's timed steps, and an FP8
-    stage's share of GEMM time."""
+    stage's share of GEMM time and the layers its surgery converted."""
+    from bench_core.levers.changes import LeverChange, SurgeryReport
     from bench_core.measure.gemms import GemmShare, OtherGemm
     run = gpu_run()
     base, apex = run.stages[0], run.stages[1]
@@ -44,8 +45,10 @@ def wide_gpu_run():
                             throttle_reasons=("sw_power_cap",), other_processes=0, clocks_locked=ClocksLocked.NO,
                             load_avg=2.5, host_cores=16, cpu_share=0.99)
     head = OtherGemm("nvjet_sm90_tst_192x192_64x4_2x1_v_bz_coopB_TNN", "aten::mm [64, 64] x [64, 256]", 2.0, "lm_head")
+    converted = LeverChange("fp8-torchao", converted=8, candidates=14, not_converted={"dims not divisible by 16": 6},
+                            note="LM head kept in high precision")
     fp8 = replace(apex, index=6, stage=Stage("adam-fused", "layernorm", "fp8-torchao"),
-                  gemm_share=GemmShare("FP8", 8.0, 10.0, (head,)))
+                  gemm_share=GemmShare("FP8", 8.0, 10.0, (head,)), surgery=SurgeryReport((converted,)))
     stages = (replace(base, energy_j=64.0, conditions=conditions), *run.stages[1:], fp16, two, fp8)
     return replace(run, stages=stages)
 
@@ -154,3 +157,14 @@ def test_a_new_shown_figure_reaches_the_file_without_touching_formats():
                           (Field("host_per_token", "float", lambda r, s: None),))
     names = [c.name for c in file_columns((*DISPLAY_COLUMNS, extra))]
     assert names[:-1] == CSV_COLUMNS and names[-1] == "host_per_token"
+
+
+def test_what_each_lever_changed_in_the_model_reaches_every_view():
+    from dashboard.job_view import table_rows
+    run = wide_gpu_run()
+    summary = summarize(run)
+    said = "fp8-torchao: 8 of 14 layers converted (not: 6 dims not divisible by 16); LM head kept in high precision"
+    assert f"adam-fused+layernorm+fp8-torchao: {said}" in cli_text(summary)
+    assert said in html.unescape(render_html(run))
+    assert said in list(table_rows(summary)["model_changes"])
+    assert [r["model_changes"] for r in csv.DictReader(io.StringIO(to_csv(run)))][-1] == said
