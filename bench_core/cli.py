@@ -164,8 +164,8 @@ def ladder_packages(args: argparse.Namespace) -> tuple[KernelPackage, ...]:
 
 
 def start_spares(args: argparse.Namespace) -> SpareWorkers:
-    """Worker processes started before the probe, so their torch import overlaps it: a first run on a new machine
-    then waits for the probe only where it is slower than a worker's start. They open no CUDA context ahead: a
+    """Worker processes started before the rest of the run is set up, so their torch import overlaps it (after a
+    probe that had to be measured, never beside it: cmd_run). They open no CUDA context ahead: a
     worker touches the GPU only when the runner lets it build (run.runner), never beside a timed stage."""
     gpu = args.device != "cpu" and has_nvidia_gpu()
     return SpareWorkers(SPARE_WORKERS_GPU if gpu else 1, env=None, warm_cuda=False)

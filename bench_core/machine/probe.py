@@ -269,7 +269,7 @@ def cached_probe(refresh: bool = False, env: dict | None = None,
     """
     key = machine_cache.environment_fingerprint(packages)
     data = None if refresh else machine_cache.load("probe", key)
-    if is_current(data):
+    if data is not None and is_current(data):
         return Probe.from_dict(_fresh_ceilings(_fresh_free_memory(data))), True
     probe = run_probe(env=env, measure_again=refresh, packages=packages)
     if not probe.error:

@@ -52,8 +52,8 @@ def save(device: str, fixed_s: float | None, compile_s: float | None,
     entry = dict(data.get(device) or {})
     entry.update({k: v for k, v in (("fixed_s", fixed_s), ("compile_s", compile_s)) if v is not None})
     if steps:
-        known = entry.get("steps") if isinstance(entry.get("steps"), dict) else {}
-        entry["steps"] = {**known, **steps}
+        known = entry.get("steps")
+        entry["steps"] = {**(known if isinstance(known, dict) else {}), **steps}
     machine_cache.save(CACHE_KIND, key, {**data, device: entry})
 
 

@@ -155,7 +155,8 @@ class RunEstimate:
             steps = "model FLOPs ÷ the rate of each stage's precision (" + self.rates + ")"
             if self.cached_stages:
                 steps += f"; {self.cached_stages} of {self.stages} stages' step times measured here by an earlier run"
-        return f"estimated {self.seconds:.0f} s{compiling} · {steps} plus {self.costs.fixed_s:.1f} s a process ({fixed})"
+        per_process = f"{self.costs.fixed_s:.1f} s a process ({fixed})"
+        return f"estimated {self.seconds:.0f} s{compiling} · {steps} plus {per_process}"
 
 
 def run_estimate(run: RunResult, costs: StageCosts | None = None) -> RunEstimate:
