@@ -31,7 +31,7 @@ from bench_core.levers.registry import KERNEL_PACKAGES
 from bench_core.levers.stage import Stage
 from bench_core.machine import stage_costs
 from bench_core.machine.packages import KernelPackage
-from bench_core.machine.probe import Probe, cached_probe
+from bench_core.machine.probe import Probe, cached_probe, has_cached_probe
 from bench_core.machine.telemetry import has_nvidia_gpu
 from bench_core.models.families import FAMILIES, validate
 from bench_core.models.sources import model_source_args, sourced_config
@@ -164,8 +164,8 @@ def ladder_packages(args: argparse.Namespace) -> tuple[KernelPackage, ...]:
 
 
 def start_spares(args: argparse.Namespace) -> SpareWorkers:
-    """Worker processes started before the probe, so their torch import overlaps it: a first run on a new machine
-    then waits for the probe only where it is slower than a worker's start. They open no CUDA context ahead: a
+    """Worker processes started before the rest of the run is set up, so their torch import overlaps it (after a
+    probe that had to be measured, never beside it: cmd_run). They open no CUDA context ahead: a
     worker touches the GPU only when the runner lets it build (run.runner), never beside a timed stage."""
     gpu = args.device != "cpu" and has_nvidia_gpu()
     return SpareWorkers(SPARE_WORKERS_GPU if gpu else 1, env=None, warm_cuda=False)
@@ -210,19 +210,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     target = cluster_target(args)
     if target is not None:  # the node runs the stages, on its own probe: nothing starts here
         return _run(args, console, SpareWorkers(0, env=None, warm_cuda=False), packages, target)
+    # A probe to measure goes first: a worker importing torch beside its matmuls slowed them about seven-fold on 2
+    # cores, and every estimate divides by that rate. A cached probe measures nothing, so the worker starts ahead.
+    probed = None if has_cached_probe(packages) and not args.reprobe else \
+        cached_probe(refresh=args.reprobe, packages=packages)
     spares = start_spares(args)
     try:
-        return _run(args, console, spares, packages)
+        return _run(args, console, spares, packages, probed=probed)
     finally:
         spares.close()
 
 
 def _run(args: argparse.Namespace, console: Any, spares: SpareWorkers, packages: tuple[KernelPackage, ...],
-         target: ClusterTarget | None = None) -> int:
+         target: ClusterTarget | None = None, probed: tuple[Probe, bool] | None = None) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     node_probe = target.executor.node_probe(target.machine) if target is not None else None
     probe, cached = (node_probe, True) if node_probe is not None else \
-        cached_probe(refresh=args.reprobe, packages=packages)
+        probed or cached_probe(refresh=args.reprobe, packages=packages)
     cfg = build_config(args, probe)
     name, stages = chosen_stages(args, cfg.family, resolve_device(cfg.device, probe.cuda_available))
     limits = load_limits()

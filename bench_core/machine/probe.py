@@ -269,12 +269,23 @@ def cached_probe(refresh: bool = False, env: dict | None = None,
     """
     key = machine_cache.environment_fingerprint(packages)
     data = None if refresh else machine_cache.load("probe", key)
-    if data is not None and not data.get("error"):
+    if data is not None and is_current(data):
         return Probe.from_dict(_fresh_ceilings(_fresh_free_memory(data))), True
     probe = run_probe(env=env, measure_again=refresh, packages=packages)
     if not probe.error:
         machine_cache.save("probe", key, probe.to_dict())
     return probe, False
+
+
+def is_current(data: dict | None) -> bool:
+    """A cached probe that can be reused: no error, and its CPU rates measured as probe_collect measures them now."""
+    from bench_core.machine.probe_collect import CPU_RATE_METHOD
+    return data is not None and not data.get("error") and (data.get("cpu") or {}).get("rate_method") == CPU_RATE_METHOD
+
+
+def has_cached_probe(packages: Sequence[KernelPackage] = ()) -> bool:
+    """Whether cached_probe would reuse a probe rather than measure one."""
+    return is_current(machine_cache.load("probe", machine_cache.environment_fingerprint(packages)))
 
 
 def _fresh_free_memory(data: dict) -> dict:

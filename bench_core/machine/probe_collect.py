@@ -19,6 +19,8 @@ from typing import Any
 
 APEX_EXTENSIONS = {"amp_C": ("multi_tensor_adam",), "fused_layer_norm_cuda": ("forward_affine", "backward_affine")}
 GENUINE_SUMMARY = "NVIDIA"
+# How the CPU rates are measured (_cpu_matmul_gflops); a cached probe measured another way is measured again.
+CPU_RATE_METHOD = "linear forward and backward"
 
 
 def _guard(fn, *args) -> Any:
@@ -251,7 +253,8 @@ def collect() -> dict:
                                                                          torch),
                 "capability": _guard(torch.backends.cpu.get_cpu_capability),
                 "bf16_flags": sorted(BF16_FLAGS & _cpu_flags()),
-                "bf16_matmul_gflops": timed("cpu bf16 matmul", _guard, _cpu_matmul_gflops, torch, torch.bfloat16)},
+                "bf16_matmul_gflops": timed("cpu bf16 matmul", _guard, _cpu_matmul_gflops, torch, torch.bfloat16),
+                "rate_method": CPU_RATE_METHOD},
         "bf16": timed("bf16", lambda: {d: (torch.cuda.is_bf16_supported() if d == "cuda" else
                                            _autocast_works(torch, d, torch.bfloat16)) for d in devices}),
         "fp16": timed("fp16", lambda: {d: _autocast_works(torch, d, torch.float16) for d in devices}),
@@ -278,17 +281,27 @@ def _dist_version(name: str) -> str | None:
 
 
 def _cpu_matmul_gflops(torch: Any, dtype: Any = None) -> float:
-    """A matmul on this CPU, best of 5: the rate behind run-time estimates. fp32: 512³ (about 0.1 s). bf16: 256³,
-    since without BF16 instructions it is emulated at about a tenth of the fp32 rate (0.2 s at 1 GFLOP/s)."""
+    """A linear layer's forward and backward on this CPU (its three GEMMs, 6·n³ FLOPs), best of 5 after one
+    untimed pass: the rate behind run-time estimates. A training step's GEMMs run in these layouts (the weight
+    transposed, and the backward's two); a plain `a @ b` can take another kernel, ten times slower for emulated BF16.
+    fp32: n = 512 (about 40 ms); bf16: n = 256, since without BF16 instructions it is emulated (about 30 ms a pass).
+    Measured before any worker starts (cli): a process importing torch beside it slowed it about seven-fold."""
     import time
     n = 512 if dtype is None else 256
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    x = torch.randn(n, n, dtype=dtype, requires_grad=True)
+    w = torch.randn(n, n, dtype=dtype, requires_grad=True)
+    grad = torch.ones(n, n, dtype=dtype)
+
+    def step() -> None:
+        torch.nn.functional.linear(x, w).backward(grad)
+
+    step()
     best = float("inf")
     for _ in range(5):
         start = time.perf_counter()
-        a @ b
+        step()
         best = min(best, time.perf_counter() - start)
-    return 2 * n ** 3 / best / 1e9
+    return 6 * n ** 3 / best / 1e9
 
 
 # /proc/cpuinfo flags of the instructions native BF16 matmuls use (oneDNN): AVX512-BF16 and AMX. Without them a

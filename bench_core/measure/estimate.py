@@ -2,9 +2,10 @@
 
 An estimate, said to be one. Each stage divides by the GEMM rate its matmuls run at (`PrecisionLever.gemm`: fp32,
 tf32, bf16, fp16, fp8): this GPU's measured ceiling where the probe measured that precision (fp32 with TF32 off,
-bf16), else the datasheet's dense peak — labelled as such, never as a measured rate — or, on a CPU, a small fp32
-matmul timed on it (a bf16 one for BF16 stages: without BF16 instructions it is emulated, about ten times slower),
-at an assumed 50% of the rate for a whole training step, plus each process's fixed cost and a compiled stage's
+bf16), else the datasheet's dense peak — labelled as such, never as a measured rate — or, on a CPU, a linear layer's
+forward and backward timed on it in fp32 (and in bf16 for BF16 stages: without BF16 instructions it is emulated,
+about thirty times slower), at an assumed 50% of the rate for a whole training step (on a CPU, the non-GEMM half at
+the fp32 rate whatever the stage's precision), plus each process's fixed cost and a compiled stage's
 compile, as this machine's runs measured them (machine/stage_costs; assumed until then). A run's ETA
 (results/eta) starts from these and refines them with measured steps.
 """
@@ -76,12 +77,13 @@ def step_estimate(cfg: BenchConfig, probe: Probe, device: str, precision: str) -
     """One step of a stage with this precision lever, from the rate of its own GEMM precision."""
     gemm = gemm_precision(precision)
     if device != "cuda":
-        if gemm == "bf16" and probe.cpu.bf16_matmul_gflops:
-            tflops = probe.cpu.bf16_matmul_gflops / 1e3
-            return StepEstimate(gemm, _step_s(cfg, tflops), tflops, RateSource.CPU_MATMUL, probe.cpu.bf16_note)
         gflops = probe.cpu.matmul_gflops
         if not gflops:
             return StepEstimate(gemm, None, why="this CPU's matmul rate is not measured")
+        if gemm == "bf16" and probe.cpu.bf16_matmul_gflops:
+            tflops = probe.cpu.bf16_matmul_gflops / 1e3
+            return StepEstimate(gemm, _cpu_step_s(cfg, tflops, gflops / 1e3), tflops, RateSource.CPU_MATMUL,
+                                probe.cpu.bf16_note)
         tflops, source = gflops / 1e3, RateSource.CPU_MATMUL
     else:
         measured = _measured_tflops(probe, gemm)
@@ -99,6 +101,14 @@ def step_estimate(cfg: BenchConfig, probe: Probe, device: str, precision: str) -
 
 def _step_s(cfg: BenchConfig, tflops: float) -> float:
     return flops_per_step(cfg) / (tflops * 1e12 * STEP_EFFICIENCY)
+
+
+def _cpu_step_s(cfg: BenchConfig, gemm_tflops: float, fp32_tflops: float) -> float:
+    """A CPU step whose GEMMs run at another precision's rate: its GEMMs at that rate, plus the rest of the step
+    (norms, optimizer, elementwise, host) as long as at FP32. CPU autocast casts only the matmuls, so the rest runs
+    in FP32 whatever the GEMM precision; at FP32 this equals _step_s."""
+    flops = flops_per_step(cfg)
+    return flops / (gemm_tflops * 1e12) + flops * (1 / STEP_EFFICIENCY - 1) / (fp32_tflops * 1e12)
 
 
 def step_seconds(cfg: BenchConfig, probe: Probe, device: str, precision: str) -> float | None:

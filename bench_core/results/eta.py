@@ -4,7 +4,9 @@ A stage with timed steps goes on at its own measured median. A stage not timed y
 (measure/estimate: model FLOPs over the rate of its own precision) scaled by the measured ÷ estimated ratio of the
 timed stages of the same GEMM precision — or, when none has run yet, of the timed stages of every precision — so a
 BF16 stage after an FP32 one is never given the FP32 step time. Without any estimate (no rate on this machine) an
-untimed stage takes the measured median of a timed stage of its own precision, else the ETA is unknown.
+untimed stage takes the measured median of a timed stage of its own precision, else the ETA is unknown. A stage
+that an earlier run measured on this machine at the same shape (machine/stage_costs) takes that median instead of
+its estimate.
 A compiled stage adds its compile for each process not past its first step (machine/stage_costs: measured on this
 machine, else assumed); the fixed cost measured in this run leaves compiles out.
 """
@@ -18,7 +20,7 @@ from enum import Enum
 from bench_core.machine import stage_costs
 from bench_core.machine.stage_costs import StageCosts
 from bench_core.measure.estimate import StepEstimate, process_overhead_s, rate_sources, step_estimate
-from bench_core.results.phase import compile_elapsed_s, compiles, first_step_s
+from bench_core.results.phase import compile_elapsed_s, compiles, first_step_s, step_key
 from bench_core.results.records import RunResult, StageResult, Status
 from bench_core.results.summary import summarize
 
@@ -26,6 +28,7 @@ from bench_core.results.summary import summarize
 class StepBasis(Enum):
     """Where a remaining stage's step time comes from."""
     MEASURED = "its own measured median"
+    CACHED = "its median as an earlier run measured it on this machine (same stage and shape)"
     SAME_PRECISION = "its estimate × measured/estimated of finished stages of its precision"
     ANY_PRECISION = "its estimate × measured/estimated of finished stages of other precisions"
     ESTIMATE = "its estimate alone (nothing measured yet)"
@@ -65,9 +68,11 @@ def _ratio(measured: dict[int, float], estimates: dict[int, StepEstimate], gemm:
 
 
 def _step(stage: StageResult, estimate: StepEstimate, measured: dict[int, float],
-          estimates: dict[int, StepEstimate]) -> tuple[float | None, StepBasis | None]:
+          estimates: dict[int, StepEstimate], cached: float | None) -> tuple[float | None, StepBasis | None]:
     if stage.index in measured:
         return measured[stage.index], StepBasis.MEASURED
+    if cached is not None:
+        return cached, StepBasis.CACHED
     if estimate.seconds is None:
         steps = [measured[i] for i, est in estimates.items() if i in measured and est.gemm == estimate.gemm]
         return (statistics.median(steps), StepBasis.SAME_PRECISION_MEASURED) if steps else (None, None)
@@ -114,7 +119,7 @@ def eta(run: RunResult, costs: StageCosts | None = None, now: float | None = Non
     for s in run.stages:
         if s.finished:
             continue
-        step, basis = _step(s, estimates[s.index], measured, estimates)
+        step, basis = _step(s, estimates[s.index], measured, estimates, costs.steps.get(step_key(s.key, cfg)))
         if step is None:
             rows.append(StageEta(s.index, estimates[s.index], None, None, 0.0))
             continue
@@ -136,14 +141,22 @@ class RunEstimate:
     compile_s: float               # of seconds, the compiles
     costs: StageCosts
     rates: str                     # which rate each precision's steps divide by
+    cached_stages: int = 0         # stages whose step time an earlier run measured here
+    stages: int = 0
 
     def text(self) -> str:
         if self.seconds is None:
             return "no estimate: " + self.rates
         compiling = f"; {self.compile_s:.0f} s of it compiling ({self.costs.compile_label})" if self.compile_s else ""
         fixed = "measured on this machine" if self.costs.measured_fixed else "assumed until a run here measures it"
-        return (f"estimated {self.seconds:.0f} s{compiling} · model FLOPs ÷ the rate of each stage's precision "
-                f"({self.rates}) plus {self.costs.fixed_s:.1f} s a process ({fixed})")
+        if self.cached_stages == self.stages:
+            steps = "each stage's step time as measured on this machine by an earlier run"
+        else:
+            steps = "model FLOPs ÷ the rate of each stage's precision (" + self.rates + ")"
+            if self.cached_stages:
+                steps += f"; {self.cached_stages} of {self.stages} stages' step times measured here by an earlier run"
+        per_process = f"{self.costs.fixed_s:.1f} s a process ({fixed})"
+        return f"estimated {self.seconds:.0f} s{compiling} · {steps} plus {per_process}"
 
 
 def run_estimate(run: RunResult, costs: StageCosts | None = None) -> RunEstimate:
@@ -152,4 +165,5 @@ def run_estimate(run: RunResult, costs: StageCosts | None = None) -> RunEstimate
     runnable = tuple(s for s in run.stages if not s.stage.unavailable_reason(run.machine, run.device))
     left = eta(replace(run, stages=runnable), costs)
     rates = rate_sources(run.config, run.machine, run.device, [s.stage.precision for s in runnable])
-    return RunEstimate(left.seconds, sum(r.compile_s for r in left.stages), costs, rates)
+    cached = sum(1 for r in left.stages if r.basis is StepBasis.CACHED)
+    return RunEstimate(left.seconds, sum(r.compile_s for r in left.stages), costs, rates, cached, len(left.stages))

@@ -10,8 +10,10 @@ from __future__ import annotations
 import statistics
 from enum import Enum
 
+from bench_core.config.bench_config import MODEL_FIELDS, WARMUP_MIN_S, BenchConfig
 from bench_core.machine import stage_costs
 from bench_core.machine.stage_costs import StageCosts
+from bench_core.measure.estimate import PROFILE_STEPS
 from bench_core.results.records import RunResult, StageResult, Status
 
 
@@ -66,10 +68,25 @@ def _step_s(stage: StageResult) -> float | None:
     return statistics.median(stage.times_ms) / 1e3 if stage.times_ms else None
 
 
+def step_key(stage_key: str, cfg: BenchConfig) -> str:
+    """What a stage's cached step time is filed under: the stage and every model field (the step's work)."""
+    shape = ",".join(f"{name}={getattr(cfg, name)}" for name in MODEL_FIELDS)
+    source = f",source={cfg.source.label}" if cfg.source else ""
+    return f"{stage_key}|{shape}{source}"
+
+
+def _warmup_s(stage: StageResult, step: float, cfg: BenchConfig) -> float:
+    """A process's warm-up seconds as recorded (mean over its processes), else as the rule sets it: at least
+    `warmup` steps and WARMUP_MIN_S seconds."""
+    recorded = [w.seconds for w in stage.warmups if w.seconds]
+    return sum(recorded) / len(recorded) if recorded else max(cfg.warmup * step, WARMUP_MIN_S)
+
+
 def measured(run: RunResult) -> tuple[float | None, float | None]:
-    """(fixed, compile) seconds of a process of this run, each a median over its processes; None where none ran."""
+    """(fixed, compile) seconds of a process of this run, each a median over its processes; None where none ran.
+    Fixed is what the estimate (measure/estimate.process_overhead_s) does not count apart: a process's wall time
+    less its timed steps, its warm-up, its share of the profiled steps and its compile."""
     fixed, compile_ = [], []
-    warm_and_profiled = run.config.warmup + 5 / max(run.config.repeats, 1)
     for s in run.stages:
         step = _step_s(s)
         if s.status != Status.OK or step is None or not s.wall_s or not s.rounds:
@@ -78,11 +95,18 @@ def measured(run: RunResult) -> tuple[float | None, float | None]:
         extra = sum(max(f - step, 0.0) for f in firsts) / max(len(firsts), 1) if compiles(s) else 0.0
         if compiles(s) and firsts:
             compile_.append(extra)
-        per_process = (s.wall_s - sum(s.times_ms) / 1e3) / len(s.rounds) - extra - warm_and_profiled * step
+        per_process = ((s.wall_s - sum(s.times_ms) / 1e3) / len(s.rounds) - extra - _warmup_s(s, step, run.config)
+                       - PROFILE_STEPS * step / max(run.config.repeats, 1))
         fixed.append(max(per_process, 0.0))
     return (statistics.median(fixed) if fixed else None, statistics.median(compile_) if compile_ else None)
 
 
+def measured_steps(run: RunResult) -> dict[str, float]:
+    """Each finished stage's median step seconds, under its step_key."""
+    return {step_key(s.key, run.config): step for s in run.stages
+            if s.status == Status.OK and (step := _step_s(s)) is not None}
+
+
 def save_costs(run: RunResult) -> None:
     """What this finished run measured, kept for the next estimate on this machine."""
-    stage_costs.save(run.device, *measured(run))
+    stage_costs.save(run.device, *measured(run), steps=measured_steps(run))

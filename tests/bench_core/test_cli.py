@@ -362,8 +362,8 @@ def test_a_runs_probe_imports_only_the_kernel_packages_its_ladder_uses(monkeypat
 
 
 def test_a_runs_workers_start_with_its_probe_and_the_pool_adopts_them(monkeypatch, home):
-    """The spare workers started before the probe are the processes the stages run in (no new start after the
-    probe), and none is left running after the run."""
+    """The spare workers started ahead (after a probe measured, before one cached) are the processes the stages
+    run in (no new start later), and none is left running after the run."""
     from bench_core import cli
     from bench_core.run import processes
     started, adopted = [], []

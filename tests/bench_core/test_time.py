@@ -10,7 +10,7 @@ from bench_core.levers.stage import Stage
 from bench_core.machine import stage_costs
 from bench_core.machine.probe import Probe
 from bench_core.machine.stage_costs import StageCosts
-from bench_core.measure.estimate import bf16_note, process_overhead_s, step_estimate, step_seconds
+from bench_core.measure.estimate import STEP_EFFICIENCY, bf16_note, process_overhead_s, step_estimate, step_seconds
 from bench_core.results.eta import eta, run_estimate
 from bench_core.results.phase import Phase, compile_text, phase, save_costs
 from bench_core.results.records import Status
@@ -89,7 +89,9 @@ def test_the_probe_knows_whether_bf16_is_emulated(capability, flags, emulated):
 
 def test_bf16_is_estimated_at_this_cpus_bf16_rate_and_the_form_says_so():
     bf16, fp32 = step_estimate(CFG, PROBE, "cpu", "bf16"), step_seconds(CFG, PROBE, "cpu", "fp32")
-    assert bf16.seconds == pytest.approx(fp32 * 10.0 / 0.8)
+    # its GEMM flops at the bf16 rate (fp32·eff is flops ÷ the fp32 rate), the rest of the step as long as in fp32
+    gemm_fp32 = fp32 * STEP_EFFICIENCY
+    assert bf16.seconds == pytest.approx(gemm_fp32 * 10.0 / 0.8 + (fp32 - gemm_fp32))
     assert "bf16 matmul rate" in bf16.label and "emulated" in bf16.label
     note = bf16_note(CFG, PROBE, "cpu", preset(default_preset("cpu")))
     assert note.startswith("BF16 is emulated on this CPU (AVX2") and f"{bf16.seconds:.2f} s a step" in note
