@@ -5,8 +5,10 @@
 
 The bare loop is one process and nothing else: the engine's own model and step (run.step.build_stage), 20 warm-up
 steps and 2 s, then the engine's timed loop (run.step.measure: CUDA events, the same stopping rule), with no worker
-pool, no parent reading events, no other process. The engine is `python -m bench_core run` on the same stage and
-shape, three processes a stage (the CUDA default), so its look-ahead workers are started while the first is timed.
+pool, no parent reading events, no other process. The engine is `python -m bench_core run` on the same shape, three
+processes a stage (the CUDA default), so its look-ahead workers are started while the first is timed: for the Apex
+case the seed's four stages (each engine run is also a run of the seed ladder, its wall time a time to result), for
+the native case the stage alone.
 
 Each pair is (bare, engine) run back to back; the figure is engine median / bare median, each the median of all
 timed steps of its run. The target: at most 1.03 on the launch-bound stages (the host sets their pace, so a
@@ -24,13 +26,17 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-# (name, stage key, CLI shape arguments): native BF16 on a 12 x 1536 GPT at batch 16 x 256 tokens, and the seed's
-# Apex BF16 stage on gpt2-small; both launch-bound on an H100/H200 host
+# (name, stage key, the stages the engine runs, CLI shape arguments): the seed's Apex BF16 stage on gpt2-small, timed
+# by the engine inside the seed's own four stages (so each engine run is also a run of the seed ladder, with its
+# look-ahead workers started for the other stages), and native BF16 on a 12 x 1536 GPT at batch 16 x 256 tokens;
+# both launch-bound on an H100/H200 host
+SEED4 = ("adam+layernorm+fp32,apex-fusedadam+layernorm+fp32,apex-fusedadam+apex-fusedln+fp32,"
+         "apex-fusedadam+apex-fusedln+bf16")
 CASES = (
-    ("native_bf16_d1536", "adam-fused+layernorm+bf16",
+    ("apex_bf16_gpt2_small", "apex-fusedadam+apex-fusedln+bf16", SEED4, ["--model", "gpt2-small"]),
+    ("native_bf16_d1536", "adam-fused+layernorm+bf16", "adam-fused+layernorm+bf16",
      ["--model", "gpt2-small", "--depth", "12", "--width", "1536", "--heads", "24", "--seq-len", "256",
       "--batch-size", "16", "--vocab-size", "32000"]),
-    ("apex_bf16_gpt2_small", "apex-fusedadam+apex-fusedln+bf16", ["--model", "gpt2-small"]),
 )
 WARMUP_STEPS, WARMUP_MIN_S = 20, 2.0
 
@@ -62,30 +68,31 @@ def bare(stage_key: str, shape: list[str]) -> dict:
             "median_ms": statistics.median(times)}
 
 
-def engine(stage_key: str, shape: list[str], json_path: Path, root: Path | None = None) -> dict:
-    """The engine's run of the stage (from `root`'s bench_core when given: an older tree, for a before/after);
-    its median over every timed step and each process's median."""
-    cmd = [sys.executable, "-m", "bench_core", "run", "--quiet", "--no-db", "--stages", stage_key, *shape,
+def engine(stage_key: str, stages: str, shape: list[str], json_path: Path, root: Path | None = None) -> dict:
+    """The engine's run of `stages` (from `root`'s bench_core when given: an older tree, for a before/after); the
+    stage's median over every timed step, each process's median, and the run's wall time."""
+    cmd = [sys.executable, "-m", "bench_core", "run", "--quiet", "--no-db", "--stages", stages, *shape,
            "--json", str(json_path)]
     env = {**os.environ, "PYTHONPATH": f"{root.resolve()}:{os.environ.get('PYTHONPATH', '')}"} if root else None
+    start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env, cwd=root)  # noqa: S603 (our own argv)
+    wall = time.perf_counter() - start
     data = json.loads(json_path.read_text())
-    stage = data["stages"][0]
+    stage = next(s for s in data["stages"] if s["key"] == stage_key)
     rounds, times = stage.get("rounds") or [len(stage["times_ms"])], stage["times_ms"]
     per_process, at = [], 0
     for n in rounds:
         per_process.append(statistics.median(times[at:at + n]))
         at += n
-    quiet = stage.get("quiet") or []
-    return {"median_ms": statistics.median(times), "process_medians_ms": per_process,
-            "tool_busy_s": [q.get("tool_busy_s") for q in quiet]}
+    return {"median_ms": statistics.median(times), "process_medians_ms": per_process, "wall_s": wall,
+            "tool_busy_s": {s["key"]: [q.get("tool_busy_s") for q in s.get("quiet") or []] for s in data["stages"]}}
 
 
 def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     out = out.resolve()
     rows = []
-    for name, key, shape in CASES:
+    for name, key, stages, shape in CASES:
         if cases and name not in cases:
             continue
         for i in range(1, pairs + 1):
@@ -93,15 +100,18 @@ def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None) -
                                  check=True, capture_output=True, text=True).stdout
             (out / f"bare_{name}_{i}.json").write_text(raw)
             b = json.loads(raw)
-            e = engine(key, shape, out / f"engine_{name}_{i}.json", root)
+            e = engine(key, stages, shape, out / f"engine_{name}_{i}.json", root)
             rows.append({"case": name, "pair": i, "bare_ms": b["median_ms"], "engine_ms": e["median_ms"],
                          "ratio": e["median_ms"] / b["median_ms"], "engine_process_medians_ms":
-                         e["process_medians_ms"], "tool_busy_s": e["tool_busy_s"]})
+                         e["process_medians_ms"], "engine_wall_s": e["wall_s"], "tool_busy_s": e["tool_busy_s"]})
+            (out / "quiet_host.json").write_text(json.dumps(rows, indent=1))  # kept as it goes: a cut call keeps it
             r = rows[-1]
+            busy = [v for vs in r["tool_busy_s"].values() for v in vs if v is not None]
             print(f"{name} pair {i}: bare {r['bare_ms']:.2f} ms, engine {r['engine_ms']:.2f} ms "
                   f"(processes {', '.join(f'{m:.2f}' for m in r['engine_process_medians_ms'])}), "
-                  f"engine/bare {r['ratio']:.3f}, tool_busy_s {r['tool_busy_s']}", flush=True)
-    (out / "quiet_host.json").write_text(json.dumps(rows, indent=1))
+                  f"engine/bare {r['ratio']:.3f}, engine wall {r['engine_wall_s']:.1f} s, "
+                  f"most tool_busy_s {max(busy, default=None)}",
+                  flush=True)
     worst = max(r["ratio"] for r in rows)
     print(f"worst engine/bare over {len(rows)} pairs: {worst:.3f} (target <= 1.03)")
     return 0
