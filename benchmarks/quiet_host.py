@@ -92,10 +92,9 @@ def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None) -
     out.mkdir(parents=True, exist_ok=True)
     out = out.resolve()
     rows = []
-    for name, key, stages, shape in CASES:
-        if cases and name not in cases:
-            continue
-        for i in range(1, pairs + 1):
+    chosen = [c for c in CASES if not cases or c[0] in cases]
+    for i in range(1, pairs + 1):  # pair by pair across the cases: a call cut short keeps as many pairs of each
+        for name, key, stages, shape in chosen:
             raw = subprocess.run([sys.executable, __file__, "bare", "--stage", key, *shape],  # noqa: S603
                                  check=True, capture_output=True, text=True).stdout
             (out / f"bare_{name}_{i}.json").write_text(raw)
