@@ -8,6 +8,11 @@ from typing import Any
 LR = 3e-4
 
 
+def fp32_moment(n: int) -> int:
+    """An fp32 moment: 4 bytes per element (torch and Apex keep fp32 moments for fp32 parameters)."""
+    return 4 * n
+
+
 def adam(**kw: Any) -> Callable[..., Any]:
     def build(params: Any, capturable: bool = False) -> Any:
         import torch
