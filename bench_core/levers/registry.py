@@ -60,12 +60,13 @@ class Vendor:
 
 _LIGER_PACKAGE = KernelPackage("liger_kernel", "Liger-Kernel", ("liger-kernel",), "liger_kernel.transformers")
 _TORCHAO_PACKAGE = KernelPackage("torchao", "torchao (float8)", ("torchao",), "torchao.float8")
+_TORCHAO_OPTIM_PACKAGE = KernelPackage("torchao.optim", "torchao (8-bit optimizers)", ("torchao",), "torchao.optim")
 _TE_PACKAGE = KernelPackage("transformer_engine", "Transformer Engine (optional)",
                             ("transformer-engine", "transformer_engine", "transformer-engine-torch"),
                             "transformer_engine.pytorch")
 APEX = Vendor("apex", "Apex")
 LIGER = Vendor("liger", "Liger-Kernel", (_LIGER_PACKAGE,))
-TORCHAO = Vendor("torchao", "torchao", (_TORCHAO_PACKAGE,))
+TORCHAO = Vendor("torchao", "torchao", (_TORCHAO_PACKAGE, _TORCHAO_OPTIM_PACKAGE))
 TE = Vendor("te", "Transformer Engine", (_TE_PACKAGE,))
 # The kernel packages the probe imports and the probe cache's fingerprint hashes: the vendors' own.
 KERNEL_PACKAGES: tuple[KernelPackage, ...] = tuple(p for v in (APEX, LIGER, TORCHAO, TE) for p in v.packages)
@@ -296,6 +297,18 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                    "opt = DistributedFusedAdam(model.parameters(), lr=3e-4, adam_w_mode=False)  # no DDP wrapper\n",
                    requires=impl.requires_apex_dist_adam, expects=_both(kk.APEX_ADAM), vendor=APEX,
                    factory=builders.apex_dist_adam, reduces_gradients=True),
+    # Its step is torch.compile'd per parameter: Triton kernels on CUDA (their names inductor's, triton_*: not yet
+    # seen on a GPU for this lever); torch's Adam kernels in its trace betray a fallback.
+    OptimizerLever("adamw-8bit", "AdamW 8-bit (torchao)",
+                   "from torchao.optim import AdamW8bit\n"
+                   "opt = AdamW8bit(model.parameters(), lr=3e-4, weight_decay=0.0)  # 8-bit moments, block scales\n",
+                   requires=impl.all_of(
+                       impl.needs_cuda("torchao's 8-bit AdamW (its step is torch.compile'd per tensor to Triton; on "
+                                       "CPU that is an inductor C++ build per shape, not measured here)"),
+                       impl.needs_package(_TORCHAO_OPTIM_PACKAGE, "torchao 8-bit optimizers (pip install torchao)")),
+                   expects=(Proof(kk.TRITON, on="cuda"),), betrayed_by=(kk.ATEN_FUSED_ADAM, kk.ATEN_FOREACH),
+                   vendor=TORCHAO, imports=(_TORCHAO_OPTIM_PACKAGE,), factory=builders.torchao_adamw_8bit,
+                   expected_class="torchao.optim.adam.AdamW8bit", moment_bytes=builders.int8_block_moment),
     NormLever("layernorm", "LayerNorm", "norm = torch.nn.LayerNorm(width)\n", factory=builders.layernorm,
               expects=(Proof(kk.ATEN_LAYER_NORM, hidden_when=_native_norm_gone),),
               expected_class="torch.nn.modules.normalization.LayerNorm", part_type=NormType.LAYERNORM),
