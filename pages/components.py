@@ -6,8 +6,15 @@ import json
 import pandas as pd
 import streamlit as st
 
-from bench_core.components.report import ComponentsReport, component_cells, component_columns, write_csv_text
+from bench_core.components.report import (
+    ComponentsReport,
+    component_cells,
+    component_columns,
+    optimizer_step_bytes,
+    write_csv_text,
+)
 from bench_core.config.bench_config import WORKLOADS
+from bench_core.levers.registry import BASELINE_LEVERS, LEVERS, OptimizerLever
 from bench_core.measure.breakdown import BUSY_THRESHOLD, Bound
 from bench_core.results.figures import components_bars
 from bench_core.service.jobs import LimitExceeded, NotAllowed
@@ -24,6 +31,8 @@ from dashboard.session import (
 
 through_app()   # a deep link opened before app.py ran once: through app.py's menu
 
+_BASELINE: OptimizerLever = LEVERS[BASELINE_LEVERS["optimizer"]]  # type: ignore[assignment]
+_ADAM_BYTES = optimizer_step_bytes([1], _BASELINE.moment_bytes)
 manager = get_manager()
 access_panel()
 st.title("Components: what Apex changes in isolation")
@@ -33,8 +42,9 @@ timer = "with CUDA events" if probe is None or probe.cuda_available else "with t
 st.caption("A training step hides the optimizer and the norm (LayerNorm for gpt, RMSNorm for llama) in a few percent "
            "of its time. Here each runs alone, "
            f"at the chosen model's real parameter shapes and rows × width, timed {timer} (median of "
-           "repeated calls), and set against what this GPU can do at most: its measured copy bandwidth (the "
-           "optimizer moves 28 bytes per fp32 parameter: parameter, gradient and two moments, read and written).")
+           "repeated calls), and set against what this GPU can do at most: its measured copy bandwidth (an "
+           "optimizer step reads and writes the parameter and two moments and reads the gradient, each moment at "
+           f"its lever's own size: {_ADAM_BYTES} bytes per fp32 parameter for Adam, less for an 8-bit state).")
 persistence_banner(manager)
 
 ceilings = probe.ceilings if probe else None

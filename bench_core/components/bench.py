@@ -22,11 +22,11 @@ from typing import Any
 from bench_core.components.report import (
     ComponentRow,
     ComponentsReport,
-    adam_bytes,
-    adam_bytes_per_param,
     gbps,
     norm_bytes,
     norm_shape,
+    numel,
+    optimizer_step_bytes,
 )
 from bench_core.config.bench_config import BenchConfig, ConfigError
 from bench_core.levers.registry import KERNEL_PACKAGES, LEVERS, Lever, NormLever, OptimizerLever, names_of
@@ -136,7 +136,6 @@ def optimizer_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: i
         p = torch.nn.Parameter(torch.randn(shape, device=device, generator=gen) * 0.02)
         p.grad = torch.randn(shape, device=device, generator=gen) * 1e-2  # random, never zeros
         params.append(p)
-    nbytes = adam_bytes(sum(p.numel() for p in params))
     rows: list[ComponentRow] = []
     for name in optimizer_levers():
         lever: OptimizerLever = LEVERS[name]  # type: ignore[assignment]
@@ -160,6 +159,7 @@ def optimizer_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: i
                                      reason=f"{lever.title} could not be built: {type(exc).__name__}: {exc}"[:500]))
             continue
         facts = proof.Facts(optimizer_class=_class_name(opt))
+        nbytes = optimizer_step_bytes((p.numel() for p in params), lever.moment_bytes)
         row, _ = measure_row(torch, "optimizer", name, lever.title, "fp32", opt.step, nbytes, cuda, warmup, repeats,
                              copy_gbps, lambda seen, s=stage, lv=lever, f=facts: _judge((lv,), s, device, seen, f))
         rows.append(row)
@@ -230,7 +230,7 @@ def norm_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: int, p
                 out.append(ComponentRow("norm", name, dtype, "failed", title=title,
                                         reason=f"{type(exc).__name__}: {exc}"[:500]))
                 continue
-            nbytes = norm_bytes(rows_n, width, io_bytes, architecture(cfg).norm)
+            nbytes = norm_bytes(rows_n, width, io_bytes, architecture(cfg).norm, lever.stat_bytes, lever.param_bytes)
             row, profile = measure_row(
                 torch, "norm", name, title, dtype, step, nbytes, cuda, warmup, repeats, copy_gbps,
                 lambda seen, s=stage, lvs=levers, f=facts: _judge(lvs, s, device, seen, f))
@@ -278,13 +278,24 @@ def _env(torch, device: str) -> dict:
             "fingerprint": machine_cache.environment_fingerprint()}
 
 
-def notes(cfg: BenchConfig, n_tensors: int, n_params: int, rows_n: int, width: int, warmup: int, repeats: int,
+def step_bytes_note(numels: list[int]) -> str:
+    """Each optimizer lever's bytes per parameter over these tensors, levers alike in one group: fp32 moments make
+    28; an 8-bit state less, by its own count (registry: OptimizerLever.moment_bytes)."""
+    n_params = sum(numels)
+    groups: dict[str, list[str]] = {}
+    for name in optimizer_levers():
+        moved = optimizer_step_bytes(numels, LEVERS[name].moment_bytes)  # type: ignore[attr-defined]
+        groups.setdefault(f"{moved / n_params:.4g} bytes per parameter = {moved:,} bytes per step", []).append(name)
+    return "; ".join(f"{', '.join(names)}: {moved}" for moved, names in groups.items())
+
+
+def notes(cfg: BenchConfig, numels: list[int], n_params: int, rows_n: int, width: int, warmup: int, repeats: int,
           cuda: bool, ceilings: Ceilings | None) -> tuple[str, ...]:
     timer = "CUDA events around each call" if cuda else "time.perf_counter around each call"
     affine = "gamma/beta" if architecture(cfg).norm is NormType.LAYERNORM else "gamma (RMSNorm has no beta)"
-    out = [f"optimizer: one step over the {n_tensors} fp32 tensors of the {cfg.family} model, {n_params:,} "
-           f"parameters, random grads; {adam_bytes_per_param()} bytes per parameter moved (param read+write 8, grad "
-           f"read 4, exp_avg read+write 8, exp_avg_sq read+write 8) = {adam_bytes(n_params):,} bytes per step",
+    out = [f"optimizer: one step over the {len(numels)} fp32 tensors of the {cfg.family} model, {n_params:,} "
+           "parameters, random grads; bytes per parameter moved: param read+write 8, grad read 4, and each of "
+           "exp_avg and exp_avg_sq read+written at the lever's own state size (" + step_bytes_note(numels) + ")",
            f"norm: forward + backward at {rows_n}x{width}; x, y, dy, x again and dx at e bytes (the dtype the norm "
            f"reads and writes, fp32 for torch even under autocast), its statistics in fp32, {affine} read and their "
            "grads written in fp32; casts not counted",
@@ -326,4 +337,5 @@ def run(cfg: BenchConfig, device: str, repeats: int = 30, *, warmup: int = 5, mo
         model=model, device=device, config=cfg.to_dict(), rows=tuple(rows),
         ceilings=ceilings.to_dict() if ceilings else None, params=n_params, rows_x_width=(rows_n, width),
         env=_env(torch, device), created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        notes=notes(cfg, len(param_shapes(cfg)), n_params, rows_n, width, warmup, repeats, cuda, ceilings))
+        notes=notes(cfg, [numel(s) for s in param_shapes(cfg)], n_params, rows_n, width, warmup, repeats, cuda,
+                    ceilings))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
@@ -41,18 +41,10 @@ def numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-def adam_bytes_per_param(dtype_bytes: int = 4, state_bytes: int | None = None) -> int:
-    """Bytes one Adam step must move per parameter, each tensor touched once (the ideal a fused kernel reaches).
-
-    param: read + write (2 x dtype_bytes); grad: read (dtype_bytes); exp_avg: read + write (2 x state_bytes);
-    exp_avg_sq: read + write (2 x state_bytes). fp32 everywhere: 8 + 4 + 8 + 8 = 28 bytes. ``state_bytes``
-    defaults to ``dtype_bytes`` (torch keeps the moments in the parameter's dtype; Apex keeps them in fp32)."""
-    state = dtype_bytes if state_bytes is None else state_bytes
-    return 3 * dtype_bytes + 4 * state
-
-
-def adam_bytes(n_params: int, dtype_bytes: int = 4, state_bytes: int | None = None) -> int:
-    return n_params * adam_bytes_per_param(dtype_bytes, state_bytes)
+def optimizer_step_bytes(numels: Iterable[int], moment_bytes: Callable[[int], int], dtype_bytes: int = 4) -> int:
+    """Bytes one Adam-type step moves over tensors of these sizes: param read + write and grad read at dtype_bytes,
+    each of the two moments read + written at the lever's own size (moment_bytes of the tensor's element count)."""
+    return sum(3 * dtype_bytes * n + 4 * moment_bytes(n) for n in numels)
 
 
 def layernorm_bytes(rows: int, width: int, dtype_bytes: int = 4, stat_bytes: int = 4, param_bytes: int = 4) -> int:
@@ -78,10 +70,11 @@ def rmsnorm_bytes(rows: int, width: int, dtype_bytes: int = 4, stat_bytes: int =
     return 5 * r * w * dtype_bytes + 2 * r * stat_bytes + 3 * w * param_bytes
 
 
-def norm_bytes(rows: int, width: int, dtype_bytes: int, norm: NormType) -> int:
+def norm_bytes(rows: int, width: int, dtype_bytes: int, norm: NormType, stat_bytes: int = 4,
+               param_bytes: int = 4) -> int:
     """The architecture's norm type (LayerNorm for gpt and GPT-2, RMSNorm for llama and most others)."""
     count = rmsnorm_bytes if norm is NormType.RMSNORM else layernorm_bytes
-    return count(rows, width, dtype_bytes=dtype_bytes)
+    return count(rows, width, dtype_bytes=dtype_bytes, stat_bytes=stat_bytes, param_bytes=param_bytes)
 
 
 def norm_shape(cfg: BenchConfig) -> tuple[int, int]:
@@ -105,7 +98,7 @@ class ComponentRow:
     median_ms: float | None = None
     p10_ms: float | None = None
     p90_ms: float | None = None
-    bytes_moved: int | None = None             # per call, counted as in adam_bytes / layernorm_bytes
+    bytes_moved: int | None = None             # per call, counted as in optimizer_step_bytes / layernorm_bytes
     gb_per_s: float | None = None              # bytes_moved / median
     copy_fraction: float | None = None         # gb_per_s / measured copy ceiling; None without one
     kernels_per_call: int | None = None        # GPU kernels (and memcpy/memset) in one profiled call; None on CPU

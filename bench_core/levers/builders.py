@@ -8,11 +8,36 @@ from typing import Any
 LR = 3e-4
 
 
+def fp32_moment(n: int) -> int:
+    """An fp32 moment: 4 bytes per element (torch and Apex keep fp32 moments for fp32 parameters)."""
+    return 4 * n
+
+
 def adam(**kw: Any) -> Callable[..., Any]:
     def build(params: Any, capturable: bool = False) -> Any:
         import torch
         return torch.optim.Adam(params, lr=LR, **kw, **({"capturable": True} if capturable else {}))  # type: ignore[arg-type]
     return build
+
+
+# torchao keeps a moment in 8 bits (uint8 codes, one fp32 scale per block) only for a tensor of at least this many
+# elements that the block divides (torchao.optim.adam._AdamBase._new_buffer); any other tensor keeps fp32.
+INT8_MIN_NUMEL = 4096
+INT8_BLOCK = 256   # AdamW8bit's default block_size
+
+
+def int8_block_moment(n: int) -> int:
+    """Bytes of one torchao 8-bit moment of n elements: the codes and the block scales (its shared 256-entry
+    lookup table, only read, is not counted)."""
+    if n >= INT8_MIN_NUMEL and n % INT8_BLOCK == 0:
+        return n + 4 * (n // INT8_BLOCK)
+    return fp32_moment(n)
+
+
+def torchao_adamw_8bit(params: Any, capturable: bool = False) -> Any:
+    from torchao.optim import AdamW8bit
+    # weight_decay 0: the same update as torch's Adam, so the stage differs from adam-fused only in its state
+    return AdamW8bit(params, lr=LR, weight_decay=0.0, block_size=INT8_BLOCK)
 
 
 def apex_fused_adam(params: Any, capturable: bool = False) -> Any:

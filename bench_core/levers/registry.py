@@ -55,20 +55,21 @@ class Vendor:
     """A kernel library other than PyTorch: a lever of its own whose kernel is missing is a fallback."""
     name: str
     title: str
-    package: KernelPackage | None = None   # what the probe imports for it (Apex: its own extension checks)
+    packages: tuple[KernelPackage, ...] = ()   # what the probe imports for it (Apex: its own extension checks)
 
 
 _LIGER_PACKAGE = KernelPackage("liger_kernel", "Liger-Kernel", ("liger-kernel",), "liger_kernel.transformers")
 _TORCHAO_PACKAGE = KernelPackage("torchao", "torchao (float8)", ("torchao",), "torchao.float8")
+_TORCHAO_OPTIM_PACKAGE = KernelPackage("torchao.optim", "torchao (8-bit optimizers)", ("torchao",), "torchao.optim")
 _TE_PACKAGE = KernelPackage("transformer_engine", "Transformer Engine (optional)",
                             ("transformer-engine", "transformer_engine", "transformer-engine-torch"),
                             "transformer_engine.pytorch")
 APEX = Vendor("apex", "Apex")
-LIGER = Vendor("liger", "Liger-Kernel", _LIGER_PACKAGE)
-TORCHAO = Vendor("torchao", "torchao", _TORCHAO_PACKAGE)
-TE = Vendor("te", "Transformer Engine", _TE_PACKAGE)
+LIGER = Vendor("liger", "Liger-Kernel", (_LIGER_PACKAGE,))
+TORCHAO = Vendor("torchao", "torchao", (_TORCHAO_PACKAGE, _TORCHAO_OPTIM_PACKAGE))
+TE = Vendor("te", "Transformer Engine", (_TE_PACKAGE,))
 # The kernel packages the probe imports and the probe cache's fingerprint hashes: the vendors' own.
-KERNEL_PACKAGES: tuple[KernelPackage, ...] = tuple(v.package for v in (APEX, LIGER, TORCHAO, TE) if v.package)
+KERNEL_PACKAGES: tuple[KernelPackage, ...] = tuple(p for v in (APEX, LIGER, TORCHAO, TE) for p in v.packages)
 
 
 def _always(stage: Stage) -> bool:
@@ -99,6 +100,14 @@ class Lever:
     graph_blocker: str | None = None            # why a stage with this lever cannot be captured in a CUDA graph
     share_of: GemmShareRule | None = None       # the share of GEMM time that must run in the lever's own GEMMs
     surgery: Surgery | None = None              # how it acts on a model not built with parts (levers.surgery)
+    imports: tuple[KernelPackage, ...] | None = None  # the packages the probe must check; None: its vendor's
+
+    @property
+    def packages(self) -> tuple[KernelPackage, ...]:
+        """The kernel packages this lever imports: what the probe must import to judge it."""
+        if self.imports is not None:
+            return self.imports
+        return self.vendor.packages if self.vendor else ()
 
     @property
     def is_apex(self) -> bool:
@@ -120,6 +129,8 @@ class OptimizerLever(Lever):
     reduces_gradients: bool = False   # all-reduces gradients itself: no DDP wrapper around the model
     capturable: bool = False          # can run inside a CUDA graph (capturable=True)
     expected_class: str | None = None  # the class the worker must report, or the stage is a fallback
+    # bytes one moment (exp_avg or exp_avg_sq) of an n-element parameter holds: what a step reads and writes
+    moment_bytes: Callable[[int], int] = field(default=builders.fp32_moment, repr=False)
 
     def __post_init__(self) -> None:
         if not self.capturable and self.graph_blocker is None:
@@ -135,6 +146,8 @@ class PartLever(Lever):
     factory: Callable[[], Any] = field(default=None, repr=False)  # type: ignore[assignment]
     part_type: str | None = None     # the type a family must take (NormType...); None: every family
     expected_class: str | None = None
+    stat_bytes: int = 4              # bytes per row of each saved statistic (mean, rstd): fp32 in every norm here
+    param_bytes: int = 4             # bytes per element of gamma/beta and their grads
 
     def build(self) -> Any:
         return self.factory()
@@ -284,6 +297,18 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                    "opt = DistributedFusedAdam(model.parameters(), lr=3e-4, adam_w_mode=False)  # no DDP wrapper\n",
                    requires=impl.requires_apex_dist_adam, expects=_both(kk.APEX_ADAM), vendor=APEX,
                    factory=builders.apex_dist_adam, reduces_gradients=True),
+    # Its step is torch.compile'd per parameter: Triton kernels on CUDA (their names inductor's, triton_*: not yet
+    # seen on a GPU for this lever); torch's Adam kernels in its trace betray a fallback.
+    OptimizerLever("adamw-8bit", "AdamW 8-bit (torchao)",
+                   "from torchao.optim import AdamW8bit\n"
+                   "opt = AdamW8bit(model.parameters(), lr=3e-4, weight_decay=0.0)  # 8-bit moments, block scales\n",
+                   requires=impl.all_of(
+                       impl.needs_cuda("torchao's 8-bit AdamW (its step is torch.compile'd per tensor to Triton; on "
+                                       "CPU that is an inductor C++ build per shape, not measured here)"),
+                       impl.needs_package(_TORCHAO_OPTIM_PACKAGE, "torchao 8-bit optimizers (pip install torchao)")),
+                   expects=(Proof(kk.TRITON, on="cuda"),), betrayed_by=(kk.ATEN_FUSED_ADAM, kk.ATEN_FOREACH),
+                   vendor=TORCHAO, imports=(_TORCHAO_OPTIM_PACKAGE,), factory=builders.torchao_adamw_8bit,
+                   expected_class="torchao.optim.adam.AdamW8bit", moment_bytes=builders.int8_block_moment),
     NormLever("layernorm", "LayerNorm", "norm = torch.nn.LayerNorm(width)\n", factory=builders.layernorm,
               expects=(Proof(kk.ATEN_LAYER_NORM, hidden_when=_native_norm_gone),),
               expected_class="torch.nn.modules.normalization.LayerNorm", part_type=NormType.LAYERNORM),
@@ -345,7 +370,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                    requires=impl.all_of(impl.needs_fp8("torchao float8"),
                                         impl.needs_package(_TORCHAO_PACKAGE, _TORCHAO), impl.requires_dtype("bf16")),
                    expects=_both(kk.FP8_GEMM), share_of=kk.FP8_SHARE, vendor=TORCHAO, native="bf16", mfu_peak="bf16",
-                   gemm_rate="fp8",
+                   gemm_rate="fp8", imports=(_TORCHAO_PACKAGE,),
                    graph_blocker=_FP8_HOST, surgery=Float8Convert(),
                    plan=PrecisionPlan("bfloat16", False, False)),
     PrecisionLever("te-fp8", "FP8 (Transformer Engine)",

@@ -202,7 +202,7 @@ class Stage:
     @property
     def packages(self) -> tuple[KernelPackage, ...]:
         """The kernel packages this stage's levers import: what a probe for it must check."""
-        return tuple(dict.fromkeys(lv.vendor.package for lv in self.levers if lv.vendor and lv.vendor.package))
+        return tuple(dict.fromkeys(p for lv in self.levers for p in lv.packages))
 
     def unavailable_reason(self, probe: Probe, device: str) -> str | None:
         for lever in self.levers:

@@ -15,11 +15,10 @@ from bench_core.components.bench import norm_levers, optimizer_levers, param_sha
 from bench_core.components.report import (
     ComponentRow,
     ComponentsReport,
-    adam_bytes,
-    adam_bytes_per_param,
     layernorm_bytes,
     norm_shape,
     numel,
+    optimizer_step_bytes,
     rmsnorm_bytes,
 )
 from bench_core.config.bench_config import WORKLOADS, BenchConfig
@@ -44,12 +43,33 @@ def private_cache(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- counting, by hand
 def test_adam_moves_28_bytes_per_fp32_parameter():
+    from bench_core.levers.builders import fp32_moment
     # param read 4 + write 4, grad read 4, exp_avg read 4 + write 4, exp_avg_sq read 4 + write 4
-    assert adam_bytes_per_param() == 4 + 4 + 4 + 4 + 4 + 4 + 4 == 28
-    assert adam_bytes(1_000) == 28_000
-    assert adam_bytes(param_count(TINY)) == 28 * 470_528
+    assert optimizer_step_bytes([1], fp32_moment) == 4 + 4 + 4 + 4 + 4 + 4 + 4 == 28
+    assert optimizer_step_bytes([600, 400], fp32_moment) == 28_000
+    assert optimizer_step_bytes([param_count(TINY)], fp32_moment) == 28 * 470_528
     # bf16 param and grad, fp32 moments (Apex's layout): 2 + 2 + 2 + 4·4
-    assert adam_bytes_per_param(2, 4) == 22
+    assert optimizer_step_bytes([1], fp32_moment, dtype_bytes=2) == 22
+    # a moment of one byte per element: 12 + 4·1
+    assert optimizer_step_bytes([10], lambda n: n) == 160
+
+
+def test_each_optimizer_row_counts_its_own_levers_state_bytes(monkeypatch):
+    """An optimizer row's bytes are its lever's: param and grad traffic, and the lever's moments over the model's
+    tensors. Adam given one-byte moments (as an 8-bit state keeps) must be charged 16 bytes per parameter, not 28."""
+    import dataclasses
+
+    import torch
+
+    from bench_core.components import bench
+    from bench_core.machine.probe import cached_probe
+    one_byte = dataclasses.replace(bench.LEVERS["adam"], moment_bytes=lambda n: n)
+    monkeypatch.setitem(bench.LEVERS, "adam", one_byte)
+    monkeypatch.setattr(bench, "optimizer_levers", lambda: ["adam"])
+    rows = bench.optimizer_rows(torch, TINY, "cpu", 1, 2, cached_probe()[0], None)
+    assert rows[0].status == "ok", rows[0].reason
+    assert rows[0].bytes_moved == (12 + 4) * param_count(TINY)
+    assert "adam: 16 bytes per parameter" in bench.step_bytes_note([numel(s) for s in param_shapes(TINY)])
 
 
 def test_layernorm_bytes_by_hand():
@@ -146,7 +166,7 @@ def test_cpu_optimizer_rows(cpu_report):
     assert r.device == "cpu" and r.model == "tiny" and r.params == param_count(TINY) and r.ceilings is None
     row = r.row("optimizer", "adam")
     _assert_measured(row)
-    assert row.bytes_moved == 28 * param_count(TINY)
+    assert row.bytes_moved == optimizer_step_bytes([param_count(TINY)], lambda n: 4 * n)   # fp32 moments
     assert row.gb_per_s == pytest.approx(row.bytes_moved / row.median_ms / 1e6)
     assert not any(n.startswith("aten::_foreach_") for n in row.kernel_names)
     fused = r.row("optimizer", "adam-fused")
@@ -231,8 +251,9 @@ def test_report_round_trips_and_flattens(cpu_report):
     data = json.loads(json.dumps(cpu_report.to_dict()))
     assert ComponentsReport.from_dict(data) == cpu_report
     flat = cpu_report.to_csv_rows()
-    # 6 optimizer levers, adam-loop one row with adam on a CPU; 3 norm levers + compiled, x2
-    assert len(flat) == len(cpu_report.rows) == 5 + 4 * 2
+    # each optimizer lever, adam-loop one row with adam on a CPU; the family's norm levers + compiled, x2 dtypes
+    optimizers = [n for n in optimizer_levers() if n != "adam-loop"]
+    assert len(flat) == len(cpu_report.rows) == len(optimizers) + (len(norm_levers(TINY)) + 1) * 2
     assert {"model", "device", "view", "name", "dtype", "status", "median_ms", "gb_per_s"} <= set(flat[0])
     assert any("28 bytes per parameter" in n for n in cpu_report.notes)
 

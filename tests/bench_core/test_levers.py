@@ -272,3 +272,15 @@ def test_liger_swiglu_draws_the_native_swiglu_weights():
         for ours, theirs in (("gate", "gate_proj"), ("up", "up_proj"), ("proj", "down_proj")):
             assert torch.equal(native[f"blocks.{i}.mlp.{ours}.weight"], liger[f"blocks.{i}.mlp.{theirs}.weight"])
     assert torch.equal(native["lm_head.weight"], liger["lm_head.weight"])
+
+
+def test_a_stage_asks_the_probe_for_each_package_its_levers_import():
+    """A vendor may ship several packages; a lever names those it imports (else its vendor's), and the probe the
+    stage asks for checks exactly those, and every vendor's package is in the probe's list."""
+    from bench_core.levers.registry import KERNEL_PACKAGES, LEVERS, VENDORS
+    assert {p for v in VENDORS for p in v.packages} <= set(KERNEL_PACKAGES)
+    for name, lever in LEVERS.items():
+        assert set(lever.packages) <= set(lever.vendor.packages if lever.vendor else ()), name
+        stage = Stage(**{lever.kind: name}) if lever.kind != "gpus" else Stage()
+        assert set(lever.packages) <= set(stage.packages), name
+    assert LEVERS["fp8-torchao"].packages == tuple(p for p in KERNEL_PACKAGES if p.module == "torchao.float8")
