@@ -4,13 +4,13 @@ by its source, with the command that repeats it."""
 import json
 
 import pytest
+from test_pages import block, run_button, texts, walk
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.config.settings import Limits
 from bench_core.models import hf_config
 from bench_core.models.families import architecture
 from helpers import wait
-from test_pages import block, run_button, texts, walk
 
 TINY = {"depth": "2", "width": "64", "heads": "4", "seq_len": "32", "batch_size": "2", "vocab_size": "256",
         "warmup": "1", "iters": "2"}
