@@ -17,6 +17,7 @@ from bench_core.results.columns import Layout, key_cell, key_columns, proof_cons
 from bench_core.results.formats import neutralise, to_csv, to_json
 from bench_core.results.phase import Phase, compile_text, phase
 from bench_core.results.records import RunResult, Status
+from bench_core.results.repeat import repeat_command
 from bench_core.results.report import render_html
 from bench_core.results.summary import RunSummary, summarize
 from bench_core.service.jobs import JobSnapshot
@@ -179,3 +180,20 @@ def finished_job(snap: JobSnapshot, key: str) -> None:
     downloads(snap.run, key)
     charts(summarize(snap.run), key, (snap.job_id, snap.version))
     snippets(snap.run)
+
+
+def repeat(run: RunResult, key: str) -> None:
+    """The run's model and the CLI command that repeats it from its record (the config, its source and the ladder
+    as stored); an uploaded config.json comes with it, to save under the name the command reads. Plain text:
+    an imported run's names are not the page's markdown."""
+    command = repeat_command(run)
+    with st.container(key=f"{key}_repeat"):
+        st.text(f"Model: {describe_shape(run.config)}")
+        saved = f"save its config.json as {command.config_file}, then run" if command.config_file else "run"
+        st.caption(f"To repeat this run on a machine with this package, {saved}:")
+        st.code(command.command, language="bash")
+        source = run.config.source
+        if source is not None and source.config_json:
+            st.download_button("Download its config.json", data=source.config_json,
+                               file_name=command.config_file or "config.json", mime="application/json",
+                               key=f"{key}_config", help=f"as recorded with the run: sha256 {source.sha256}")

@@ -8,6 +8,8 @@ from bench_core.levers.registry import KINDS, names_of
 from bench_core.levers.stage import Stage
 from bench_core.machine import stage_costs
 from bench_core.machine.probe import Probe
+from dashboard import model_source
+from dashboard.model_source import SourceChoice
 
 # seed under the llama family is the llama-seed ladder: each preset takes the form's family's norms
 PRESET_CAPTIONS = {"seed": f"Apex's {len(PRESETS['seed'])} steps and {len(TWINS['seed'])} twins",
@@ -17,6 +19,9 @@ PRESET_CAPTIONS = {"seed": f"Apex's {len(PRESETS['seed'])} steps and {len(TWINS[
 
 
 def family() -> str:
+    """The form's family: a Hugging Face architecture is the hf family, whose levers act by module surgery."""
+    if model_source.choice() is not SourceChoice.BUILT_IN:
+        return "hf"
     return st.session_state.get("cfg_family", "gpt")
 
 

@@ -13,7 +13,7 @@ from bench_core.results.eta import run_estimate
 from bench_core.results.summary import summarize
 from bench_core.run.runner import new_run
 from bench_core.service.jobs import LimitExceeded, NotAllowed
-from dashboard import form, job_view, ladder
+from dashboard import form, job_view, ladder, model_source
 from dashboard.live import live, verdict_card
 from dashboard.routing import through_app
 from dashboard.session import (
@@ -92,7 +92,8 @@ def submit() -> None:
 settings, picker = st.columns([3, 2], gap="large")
 with settings:
     st.subheader("Model and run")
-    form.draw(device_kind, errors)
+    form.draw(device_kind, errors, manager.limits)
+    model_source.facts(form.parse(manager.limits)[0])
 ladder.init(device)
 with picker:
     st.subheader("Stages")

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from bench_core.cluster.compare import across_gpus
-from bench_core.config.bench_config import WORKLOADS
+from bench_core.config.bench_config import WORKLOADS, ModelSource, describe_shape
 from bench_core.results.agreement import compare_sentences
 from bench_core.results.answer import answer
 from bench_core.results.formats import ImportRejected, neutralise, to_csv
@@ -55,7 +55,11 @@ def import_file(name: str, data: bytes) -> None:
 
 
 def model_size(config_json: str) -> str:
+    """The model a run trained: its source (catalog name, or the config's hash) and shape, or the built-in size."""
     cfg = json.loads(config_json)
+    if isinstance(cfg.get("source"), dict):
+        label = ModelSource.from_dict(cfg["source"]).label
+        return f"{label} · d{cfg.get('width')}×L{cfg.get('depth')}"
     for name, shape in WORKLOADS.items():
         if all(cfg.get(k, "gpt" if k == "family" else None) == v for k, v in shape.items()):
             return name
@@ -73,6 +77,7 @@ def show_run(summary) -> None:
     verdict_card(summary, key=f"verdict_{run.run_id}")
     job_view.results_table(summary, key=f"history_{run.run_id}")
     job_view.downloads(run, key=f"history_{run.run_id}")
+    job_view.repeat(run, key=f"history_{run.run_id}")
 
 
 linked = st.query_params.get("run")
@@ -160,6 +165,12 @@ else:
     if len(summaries) > 1:  # in words first: which stages the runs agree on (results.agreement)
         with st.container(key="agreement"):
             st.subheader("Do the runs agree?")
+            models = {describe_shape(r.config) for r in loaded}
+            if len(models) > 1:   # a speedup holds for the model it was measured on
+                st.warning("These runs trained different models, so their stages may differ for that reason "
+                           "alone.")
+            for r in loaded:
+                st.text(f"Run {r.run_id[:6]}: {describe_shape(r.config)}")
             for run_a, run_b, sentence in compare_sentences(summaries):
                 st.markdown(f"**Run {run_b.run.run_id[:6]} against run {run_a.run.run_id[:6]}:** {sentence}")
     if summaries:

@@ -1,0 +1,103 @@
+"""The Benchmark form's model sources under AppTest: a catalog architecture's facts before the run, an uploaded
+config.json refused with its field and limit (nothing launched), and a tiny catalog run on CPU that History lists
+by its source, with the command that repeats it."""
+import json
+
+import pytest
+from test_pages import block, run_button, texts, walk
+
+from bench_core.config.bench_config import BenchConfig
+from bench_core.config.settings import Limits
+from bench_core.models import hf_config
+from bench_core.models.families import architecture
+from helpers import wait
+
+TINY = {"depth": "2", "width": "64", "heads": "4", "seq_len": "32", "batch_size": "2", "vocab_size": "256",
+        "warmup": "1", "iters": "2"}
+
+
+def facts(at) -> list[str]:
+    return [n.value for n in walk(block(at, "architecture")) if type(n).__name__ == "Markdown"]
+
+
+def catalog_form(app, entry: str):
+    at = app()
+    at.radio(key="model_source").set_value("Hugging Face architecture").run()
+    at.selectbox(key="hf_entry").set_value(entry).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_a_catalog_pick_fills_its_shape_and_shows_its_facts(app):
+    at = catalog_form(app, "qwen2.5-0.5b")
+    conf = hf_config.catalog()["qwen2.5-0.5b"]
+    assert at.text_input(key="cfg_depth").value == str(conf["num_hidden_layers"])
+    assert at.text_input(key="cfg_vocab_size").value == str(conf["vocab_size"])
+    # the facts are the engine's, of the architecture at the form's shape
+    cfg = hf_config.shape_from_source(hf_config.resolve_source("qwen2.5-0.5b", Limits()),
+                                      BenchConfig(seq_len=int(at.text_input(key="cfg_seq_len").value)), {})
+    arch = architecture(cfg)
+    source_line, line = facts(at)
+    assert source_line.startswith("**qwen2.5-0.5b** (Qwen/Qwen2.5-0.5B), model_type `qwen2`")
+    for fact in (f"{arch.params / 1e6:.2f}M parameters", f"{arch.layers} layers", f"hidden {arch.hidden:,}",
+                 f"{arch.attention.heads} heads / {arch.attention.kv_heads} KV heads", f"MLP {arch.mlp_width:,} gated",
+                 f"vocab {arch.vocab:,}", "RMSNorm", f"activation {arch.activation}", "tied embeddings"):
+        assert fact in line, (fact, line)
+    assert arch.attention.kv_heads != arch.attention.heads   # grouped-query: both counts are shown, as built
+    # a width alone keeps the head size, as --width does: the heads follow it
+    at.text_input(key="cfg_width").set_value("448").run()     # half of 896: 7 of its 14 heads, 1 of its 2 KV
+    assert f"7 heads / 1 KV heads (head size {arch.attention.head_dim})" in facts(at)[1]
+
+
+BAD_UPLOADS = [
+    (b'{"model_type": "llama", ', "config = bad.json: is not valid JSON"),
+    (json.dumps({"model_type": "llama", "auto_map": {"AutoModelForCausalLM": "evil.Model"}}).encode(),
+     "auto_map = ['AutoModelForCausalLM']: names remote code; a config runs only transformers' own classes "
+     "(trust_remote_code is never set)"),
+    (json.dumps({"model_type": "no-such-model"}).encode(),
+     "model_type = no-such-model: transformers does not know this model_type"),
+    (json.dumps({**hf_config.catalog()["llama-3.2-1b"], "num_hidden_layers": 100_000}).encode(),
+     f"Depth (layers) = 100000: exceeds the limit of {Limits().max_depth}"),
+    (json.dumps({**hf_config.catalog()["llama-3.2-1b"], "hidden_size": 65536}).encode(),
+     f"Width = 65536: exceeds the limit of {Limits().max_width}"),
+    (b" " * (Limits().max_upload_mib * 2**20 + 1), f"above the limit of {Limits().max_upload_mib} MiB"),
+]
+
+
+@pytest.mark.parametrize("data, message", BAD_UPLOADS)
+def test_a_bad_upload_names_its_field_and_limit_and_launches_nothing(app, manager, data, message):
+    at = app()
+    at.radio(key="model_source").set_value("Upload config.json").run()
+    assert run_button(at).disabled     # nothing uploaded yet: nothing to run
+    at.file_uploader(key="hf_upload").set_value(("bad.json", data, "application/json")).run()
+    assert not at.exception, at.exception
+    assert any(message in e for e in texts(at, "error")), texts(at, "error")
+    assert run_button(at).disabled
+    assert manager.jobs() == [] and manager.store.list_runs() == []
+
+
+def test_a_tiny_catalog_run_runs_on_cpu_and_history_shows_its_source(app, manager):
+    at = catalog_form(app, "llama-3.2-1b")
+    for name, value in TINY.items():
+        at.text_input(key=f"cfg_{name}").set_value(value)
+    at.run()
+    at.radio(key="stage_choice").set_value("custom").run()
+    next(b for b in at.button if b.label == "Add stage to the ladder").click().run()
+    assert at.session_state["custom_ladder"] == ["adam+layernorm+fp32"]
+    assert texts(at, "error") == [] and "2 layers" in facts(at)[1]
+    run_button(at).click().run()
+    [job] = manager.jobs()
+    done = wait(manager, job.job_id, timeout=300)
+    assert [s.status.value for s in done.run.stages] == ["ok"], [s.reason for s in done.run.stages]
+    source = done.run.config.source
+    assert (source.name, source.kind.value, done.run.config.depth, done.run.config.width) == \
+        ("llama-3.2-1b", "catalog", 2, 64)
+    history = app("pages/history.py")
+    row = history.dataframe[0].value.iloc[0]
+    assert row["model"] == "catalog llama-3.2-1b · d64×L2"
+    history.session_state["runs"] = {"selection": {"rows": [0], "columns": []}}
+    history.run()
+    assert any(t.startswith("Model: catalog llama-3.2-1b · depth 2 · width 64") for t in texts(history, "text"))
+    [command] = [c for c in texts(history, "code") if c.startswith("python -m bench_core run")]
+    assert "--hf llama-3.2-1b --depth 2 --width 64 --heads 4 --seq-len 32 --batch-size 2" in command
+    assert "--stages adam+layernorm+fp32" in command
