@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import dashboard.session
 from bench_core.config.bench_config import FIELD_LABELS, BenchConfig
-from bench_core.levers.presets import PRESETS
+from bench_core.levers.presets import PRESETS, default_preset
 from bench_core.levers.stage import Stage
 from bench_core.results.formats import to_json
 from bench_core.results.records import Status
@@ -140,15 +140,15 @@ def test_a_bad_field_names_the_limit_and_nothing_runs(app, manager, field, value
 
 
 def test_a_cpu_machine_starts_on_a_ladder_that_runs_there(app):
-    """No CUDA: the native ladder is offered first, no GPU-count picker, the caption names the CPU timer."""
+    """No CUDA: the CPU's default ladder is offered first, no GPU-count picker, the caption names the CPU timer."""
     at = app()
-    assert at.radio(key="stage_choice").value == "native"
+    assert at.radio(key="stage_choice").value == default_preset("cpu")
     assert not [m for m in at.multiselect if m.key == "gpu_counts"]
     captions = " ".join(texts(at, "caption"))
     assert "timed with time.perf_counter" in captions and "CUDA events" not in captions
     assert "seed ladder runs 3 of its 7 stages" in " ".join(texts(at, "info"))
     lines = [ln for ln in texts(at, "markdown") if ln[:1].isdigit()]
-    assert [ln.split("`")[1] for ln in lines] == [s.key for s in PRESETS["native"]]
+    assert [ln.split("`")[1] for ln in lines] == [s.key for s in PRESETS[default_preset("cpu")]]
 
 
 def test_unavailable_levers_show_their_reason(app):
