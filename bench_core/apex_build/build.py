@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from bench_core.config.bench_config import ConfigError
 
 APEX_REPO = "https://github.com/NVIDIA/apex"
-PINNED_COMMIT = "6424da3b"  # the revision docs/ and /work/shared/notes/apex.md describe
+PINNED_COMMIT = "6424da3b"  # the revision docs/APEX.md and the team notes describe
 BENCH_EXTENSIONS = ("apex_C", "amp_C", "fused_layer_norm_cuda")  # FusedAdam, Fused{Layer,RMS}Norm, flatten
 NVCC_THREADS = "2"       # nvcc --threads per compile job; jobs already run in parallel (APEX_PARALLEL_BUILD)
 HEARTBEAT_S = 15.0       # a line at least this often while the compiler is silent
