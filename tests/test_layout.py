@@ -41,3 +41,9 @@ def test_no_sub_package_imports_one_above_it():
             for other in set(re.findall(r"^\s*(?:from|import) bench_core\.([a-z_]+)", path.read_text(), flags=re.M)):
                 assert order.index(other) <= order.index(package), \
                     f"{path.relative_to(ROOT)} imports bench_core.{other}, which stands above {package}"
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports test files by their base name (no packages under tests/): two of one name stop collection."""
+    names = [p.name for p in Path(__file__).parent.rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
