@@ -286,7 +286,7 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
       run "$name" --preset "$preset" --model "$model" ${extra//,/ } ;;
     quiet)  # issue 41: a bare training loop against the engine, alternating, three pairs on each launch-bound case
       log "quiet host"; timeout $(( CALL_BUDGET_S - ($(date +%s) - START) - 20 )) python3 benchmarks/quiet_host.py \
-        --pairs "${QUIET_PAIRS:-3}" --out "$OUT/quiet" > "$OUT/quiet_host.log" 2>&1; log "quiet host exit $?"
+        --pairs "${QUIET_PAIRS:-3}" ${QUIET_CASES:+--cases "$QUIET_CASES"} --out "$OUT/quiet" > "$OUT/quiet_host.log" 2>&1; log "quiet host exit $?"
       tail -8 "$OUT/quiet_host.log" | tee -a "$OUT/steps.log" ;;
     ttr_ab:*)  # ttr_ab:N (issue 41): time to result of the seed's four stages on gpt2-small, 3 processes a stage, this
       # tree and the carried .baseline tree (git archive of the commit before the change) in turn, N times each;
