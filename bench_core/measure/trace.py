@@ -22,6 +22,7 @@ from bench_core.levers.kernels import GEMM_SHAPE_OPS
 _DEVICE_ACTIVITIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})  # not gpu_user_annotation: ranges, not work
 _OP_ACTIVITIES = frozenset({"cpu_op", "user_annotation"})
 _RUNTIME_ACTIVITIES = frozenset({"cuda_runtime", "cuda_driver"})  # cudaLaunchKernel, cudaGraphLaunch, cuLaunch...
+_EXPORT_SPAN = "Trace"  # the Chrome export's one event spanning the whole trace: no event the profiler recorded
 # the names torch's own event list leaves out (torch.autograd.profiler_util._filter_name)
 _FILTERED = frozenset({"[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
                        "profiler::_record_function_enter_new", "profiler::_record_function_exit",
@@ -169,7 +170,7 @@ def from_chrome(trace: Mapping[str, Any]) -> Trace:
     names: set[str] = set()
     launches: dict[int, float] = {}
     for e in trace.get("traceEvents", ()):
-        if e.get("ph") != "X":
+        if e.get("ph") != "X" or e.get("cat") == _EXPORT_SPAN:
             continue
         cat, args, name = e.get("cat"), e.get("args") or {}, str(e.get("name", ""))
         if name in GEMM_SHAPE_OPS and cat == "cpu_op":
