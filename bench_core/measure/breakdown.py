@@ -1,5 +1,5 @@
 """Where a training step's time goes: categories of kernels (CUDA) or ops (CPU), GPU busy fraction, and
-whether the GPU or the host sets the pace. No torch import: `collect` reads a finished torch.profiler.profile.
+whether the GPU or the host sets the pace. No torch import: `from_trace` reads one `trace.Trace`.
 """
 from __future__ import annotations
 
