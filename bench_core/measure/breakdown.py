@@ -159,7 +159,7 @@ def _aggregate(rows: Iterable[Sequence[Any]], classify, steps: int) -> tuple[dic
 
 def profile_from_kernels(kernels: Iterable[Sequence[Any]], steps: int) -> StageProfile:
     """kernels: (name, start_us, dur_us[, category]) for each device activity (kernel, memcpy, memset)
-    of `steps` steps; a given category overrides the name rules (see `collect`)."""
+    of `steps` steps; a given category overrides the name rules (see `from_trace`)."""
     steps = max(1, int(steps))
     kernels = list(kernels)
     intervals = [(float(k[1]), float(k[1]) + float(k[2])) for k in kernels]
