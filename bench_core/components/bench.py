@@ -38,6 +38,7 @@ from bench_core.machine.probe import Probe
 from bench_core.machine.timer import time_calls
 from bench_core.measure import breakdown, proof
 from bench_core.measure.stats import quantile
+from bench_core.measure.trace import from_profiler
 from bench_core.models.families import NormType, architecture, param_count
 
 COMPILE_CPU_REASON = "compiled norm row runs on CUDA only (CPU inductor compile takes minutes on small machines)"
@@ -88,7 +89,8 @@ def _profile(torch, fn, cuda: bool) -> tuple[breakdown.StageProfile, set[str]]:
             fn()
             if cuda:
                 torch.cuda.synchronize()
-    return breakdown.collect(prof, 1, cuda)
+    trace = from_profiler(prof)
+    return breakdown.from_trace(trace, 1, cuda), set(trace.names)
 
 
 def _shown_names(profile: breakdown.StageProfile, seen: dict[str, list[str]]) -> tuple[str, ...]:

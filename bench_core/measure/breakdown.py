@@ -1,5 +1,5 @@
 """Where a training step's time goes: categories of kernels (CUDA) or ops (CPU), GPU busy fraction, and
-whether the GPU or the host sets the pace. No torch import: `collect` reads a finished torch.profiler.profile.
+whether the GPU or the host sets the pace. No torch import: `from_trace` reads one `trace.Trace`.
 """
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from enum import StrEnum
 from typing import Any
 
 from bench_core.levers.kernels import GEMM_KERNEL_PATTERN
-from bench_core.measure.idle import TIMESTAMP_RESOLUTION_US, Activity, IdleBreakdown, attribute
+from bench_core.measure.idle import TIMESTAMP_RESOLUTION_US, IdleBreakdown, idle_of
+from bench_core.measure.trace import HostOp, Trace
 
 CATEGORIES = ("gemm", "attention", "normalization", "optimizer", "cast/copy", "elementwise/other", "communication")
 OTHER = "elementwise/other"
@@ -158,7 +159,7 @@ def _aggregate(rows: Iterable[Sequence[Any]], classify, steps: int) -> tuple[dic
 
 def profile_from_kernels(kernels: Iterable[Sequence[Any]], steps: int) -> StageProfile:
     """kernels: (name, start_us, dur_us[, category]) for each device activity (kernel, memcpy, memset)
-    of `steps` steps; a given category overrides the name rules (see `collect`)."""
+    of `steps` steps; a given category overrides the name rules (see `from_trace`)."""
     steps = max(1, int(steps))
     kernels = list(kernels)
     intervals = [(float(k[1]), float(k[1]) + float(k[2])) for k in kernels]
@@ -174,98 +175,17 @@ def profile_from_cpu_ops(ops: Iterable[Sequence[Any]], steps: int) -> StageProfi
     return StageProfile("cpu", steps, None, None, None, by_category, top)
 
 
-# --- reading a finished torch.profiler.profile --------------------------------------------------------------
-_DEVICE_ACTIVITIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})  # not gpu_user_annotation: ranges, not work
-_OP_ACTIVITIES = frozenset({"cpu_op", "user_annotation"})
-# the names torch's own event list leaves out (torch.autograd.profiler_util._filter_name)
-_FILTERED = frozenset({"[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
-                       "profiler::_record_function_enter_new", "profiler::_record_function_exit",
-                       "aten::is_leaf", "aten::output_nr", "aten::_version"})
-_RUNTIME_ACTIVITIES = frozenset({"cuda_runtime", "cuda_driver"})  # cudaLaunchKernel, cudaGraphLaunch, cuLaunch...
-Op = tuple[int, float, float, str, int]        # (thread, start ns, -end ns, name, correlation id)
-Device = tuple[str, float, float, int, int, int]  # (name, start ns, duration ns, linked id, stream, CUPTI id)
-Launches = dict[int, float]                    # CUPTI correlation id -> the runtime call's start, ns
-
-
-def _kind(activity: str | None, device_type: Any, user_annotation: bool) -> str:
-    if activity is not None:
-        return "device" if activity in _DEVICE_ACTIVITIES else "op" if activity in _OP_ACTIVITIES else "other"
-    if not str(device_type).endswith("CPU"):
-        return "other" if user_annotation else "device"
-    return "op"
-
-
-def _is_frontend(is_async: bool, two_threads: bool, linked: int) -> bool:
-    """A synchronous op or range of the host's own (linked id 0). Runtime calls (cudaLaunchKernel, ...) are
-    linked to their op and carry CUPTI's correlation ids, another numbering than the ops' own: mixed in, they
-    would tie kernels to unrelated ops. torch < 2.13 has no activity type to tell them apart by."""
-    return not is_async and not two_threads and not linked
-
-
-def _read_kineto(prof: Any) -> tuple[list[Op], list[Device], set[str], Launches]:
-    """The profiler's raw events: about 20x faster than prof.events(), which builds a FunctionEvent (and
-    searches memory records) for each of tens of thousands of events. A device event and the runtime call that
-    enqueued it share CUPTI's correlation id (the trace's "correlation" arg; HTA joins on it too)."""
-    import torch
-    demangle = getattr(torch._C, "_demangle", lambda s: s)
-    cache: dict[str, str] = {}
-    ops: list[Op] = []
-    device: list[Device] = []
-    names: set[str] = set()
-    launches: Launches = {}
-    results = prof.profiler.kineto_results
-    base = results.trace_start_ns()  # ints until here: epoch ns as a float would keep only ~0.25 us
-    for e in results.events():
-        raw = e.name()
-        if raw in _FILTERED or (hasattr(e, "is_hidden_event") and e.is_hidden_event()):
-            continue
-        name = cache.get(raw)
-        if name is None:
-            name = cache[raw] = demangle(raw) if len(raw) > 1 else raw  # as torch's StringTable does
-        names.add("ProfilerStep*" if name.startswith("ProfilerStep#") else name)
-        activity = e.activity_type() if hasattr(e, "activity_type") else None
-        kind = _kind(activity, e.device_type(), e.is_user_annotation())
-        if kind == "device":
-            stream = e.device_resource_id() if hasattr(e, "device_resource_id") else 0
-            device.append((name, e.start_ns() - base, e.duration_ns(), e.linked_correlation_id(), stream,
-                           e.correlation_id()))
-        elif kind == "op" and _is_frontend(e.is_async(), e.start_thread_id() != e.end_thread_id(),
-                                           e.linked_correlation_id()):
-            ops.append((e.start_thread_id(), e.start_ns() - base, base - e.end_ns(), name, e.correlation_id()))
-        elif activity in _RUNTIME_ACTIVITIES or (activity is None and kind == "op"):  # torch < 2.13: non-frontend
-            launches[e.correlation_id()] = e.start_ns() - base
-    return ops, device, names, launches
-
-
-def _read_function_events(prof: Any) -> tuple[list[Op], list[Device], set[str], Launches]:
-    """The same facts from the public, slower event list (for a torch whose raw events read differently), less
-    the runtime calls: no idle attribution from it."""
-    ops: list[Op] = []
-    device: list[Device] = []
-    names: set[str] = set()
-    for e in prof.events():
-        names.add(e.name)
-        names.update(k.name for k in getattr(e, "kernels", None) or ())
-        kind = _kind(getattr(e, "activity_type", None), e.device_type, bool(getattr(e, "is_user_annotation", 0)))
-        start, end = e.time_range.start * 1e3, e.time_range.end * 1e3
-        if kind == "device":
-            device.append((e.name, start, end - start, getattr(e, "linked_correlation_id", 0) or 0, 0, 0))
-        elif kind == "op" and _is_frontend(e.is_async, False, getattr(e, "linked_correlation_id", 0)):
-            ops.append((e.thread, start, -end, e.name, e.id))
-    return ops, device, names, {}
-
-
-def _sweep(ops: list[Op]) -> list[tuple[str, float, bool, int]]:
+# --- a trace's figures -----------------------------------------------------------------------------------
+def _sweep(ops: Iterable[HostOp]) -> list[tuple[str, float, bool, int]]:
     """(name, self ns, inside an optimizer range, correlation id) of each CPU op, by the rule of torch's own
     event tree: per thread, ops sorted by (start, -end); an op's parent is the innermost open op containing it.
     Self time = duration - the children's durations, so nested ranges (Optimizer.step#, autograd's
     evaluate_function, aten::linear over aten::addmm) are never counted twice."""
-    ops.sort()
     out: list[list[Any]] = []
     stack: list[tuple[float, bool, int]] = []      # (end, in optimizer, index in out)
     thread = None
-    for th, start, neg_end, name, corr in ops:
-        end = -neg_end
+    for th, start, end, name, corr in sorted(ops, key=lambda op: (op.thread, op.start_ns, -op.end_ns, op.name,
+                                                                   op.correlation)):
         if th != thread:
             stack, thread = [], th
         while stack and (start >= stack[-1][0] or end > stack[-1][0]):
@@ -279,33 +199,26 @@ def _sweep(ops: list[Op]) -> list[tuple[str, float, bool, int]]:
     return [(name, max(0.0, self_ns), in_opt, corr) for name, self_ns, in_opt, corr in out]
 
 
-def collect(prof: Any, steps: int, cuda: bool) -> tuple[StageProfile, set[str]]:
-    """Read a finished torch.profiler.profile once: its StageProfile, and every event name it saw (CPU ops and
-    kernels, as `prof.events()` and their `.kernels` name them) for the kernel-proof check.
+def from_trace(trace: Trace, steps: int, cuda: bool) -> StageProfile:
+    """A trace's StageProfile over `steps` steps.
 
     Anything launched inside torch.optim's `Optimizer.step#`/`zero_grad#` ranges counts as optimizer (except
     communication): the per-tensor Adam (foreach=False, and Adam on CPU) runs plain add/mul/lerp/sqrt, which
     the name rules alone would call elementwise. On CUDA a kernel is linked to the CPU op that launched it.
     On CPU the figures are self CPU times; the profiler's own ProfilerStep# ranges are left out (not work).
     """
-    try:
-        ops, device, names, launches = _read_kineto(prof)
-    except (AttributeError, TypeError, RuntimeError):
-        ops, device, names, launches = _read_function_events(prof)
-    swept = _sweep(ops)
+    swept = _sweep(trace.ops)
     if cuda:
         in_opt = {corr for _, _, inside, corr in swept if inside}
 
         def override(name: str, linked: int) -> str | None:
             return "optimizer" if linked in in_opt and kernel_category(name) != "communication" else None
-        kernels = [(name, start / 1e3, dur / 1e3, override(name, linked)) for name, start, dur, linked, *_ in device]
-        idle = attribute((Activity(stream, start / 1e3, (start + dur) / 1e3, corr)
-                          for _, start, dur, _, stream, corr in device),
-                         {corr: start / 1e3 for corr, start in launches.items()}, steps) if launches else None
-        return replace(profile_from_kernels(kernels, steps), idle=idle), names
+        kernels = [(a.name, a.start_ns / 1e3, a.dur_ns / 1e3, override(a.name, a.launched_by))
+                   for a in trace.activities]
+        return replace(profile_from_kernels(kernels, steps), idle=idle_of(trace, steps))
     rows = [(name, self_ns / 1e3, "optimizer" if inside and cpu_op_category(name) != "communication" else None)
             for name, self_ns, inside, _ in swept if not name.startswith("ProfilerStep")]
-    return profile_from_cpu_ops(rows, steps), names
+    return profile_from_cpu_ops(rows, steps)
 
 
 # --- verdicts ------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The GEMMs of a profiled step: each GEMM kernel's GPU time and the CPU op that launched it (with its input
 shapes), the share of GEMM time a lever's rule counts (FP8: `kernels.FP8_SHARE`), the GEMMs outside it by name, and
-the pseudo-names of GEMMs that built the full (tokens x vocab) logits. Torch-free but for reading the profiler.
+the pseudo-names of GEMMs that built the full (tokens x vocab) logits. Torch-free: functions over one `trace.Trace`.
 """
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench_core.levers.kernels import GEMM_SHAPE_OPS, GemmOp, GemmShareRule, logits_pseudo_name
+from bench_core.levers.kernels import GemmOp, GemmShareRule, logits_pseudo_name
 from bench_core.measure.breakdown import kernel_category
+from bench_core.measure.trace import Source, Trace
 
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 # The input that is the GEMM's first operand: addmm/baddbmm take the addend (`self`) first, and a fused head such
@@ -102,30 +103,17 @@ class GemmTrace:
         return {n for n in (logits_pseudo_name(op, tokens, vocab) for op in self.ops) if n}
 
 
-def read_gemms(prof: Any) -> GemmTrace:
-    """One pass over the profiler's raw events: GEMM ops' shapes and dtypes by correlation id, and each GEMM
-    kernel tied to the op that launched it (its linked correlation id, as breakdown.collect ties kernels)."""
-    import torch
-    demangle = getattr(torch._C, "_demangle", lambda s: s)
+def gemm_trace(trace: Trace) -> GemmTrace:
+    """GEMM ops' shapes and dtypes by correlation id, and each GEMM kernel tied to the op that launched it."""
+    if trace.source == Source.FUNCTION_EVENTS:  # no launch links read that way: no GEMM facts rather than unlinked ones
+        return GemmTrace()
     ops: dict[int, GemmOp] = {}
     dtypes: set[str] = set()
-    raw_kernels: list[tuple[str, float, int]] = []
-    try:
-        events = prof.profiler.kineto_results.events()
-    except (AttributeError, RuntimeError):  # an older profiler without raw kineto events
-        return GemmTrace()
-    for e in events:
-        name = e.name()
-        if str(e.device_type()).endswith("CPU"):
-            if name in GEMM_SHAPE_OPS:
-                dtype = gemm_operand_dtype(name, list(e.dtypes() or ()))
-                if dtype:
-                    dtypes.add(dtype)
-                shapes = tuple(tuple(int(d) for d in s) for s in (e.shapes() or ()))
-                ops[e.correlation_id()] = GemmOp(name, shapes)
-        else:
-            name = demangle(name) if len(name) > 1 else name
-            if kernel_category(name) == "gemm":
-                raw_kernels.append((name, e.duration_ns() / 1e3, e.linked_correlation_id()))
-    kernels = tuple(GemmKernel(name, us, ops.get(linked)) for name, us, linked in raw_kernels)
+    for op in trace.shaped_ops:
+        dtype = gemm_operand_dtype(op.name, list(op.dtypes))
+        if dtype:
+            dtypes.add(dtype)
+        ops[op.correlation] = GemmOp(op.name, op.shapes)
+    kernels = tuple(GemmKernel(a.name, a.dur_ns / 1e3, ops.get(a.launched_by)) for a in trace.activities
+                    if kernel_category(a.name) == "gemm")
     return GemmTrace(dtypes, kernels, tuple(ops.values()))

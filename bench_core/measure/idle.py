@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bench_core.measure.trace import Trace
+
 KERNEL_WAIT_US = 30.0   # HTA's default `consecutive_kernel_delay` (trace units: microseconds)
 # The resolution of one profiler timestamp. Kineto's trace is written in microseconds and HTA rounds every event
 # to whole microseconds before its breakdown; we take one microsecond as what a timestamp resolves. A gap's
@@ -159,23 +161,15 @@ def attribute(activities: Iterable[Activity], launches: Mapping[int, float], ste
                          unlinked)
 
 
-_DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-_RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver"})
+def inputs(trace: Trace) -> tuple[list[Activity], dict[int, float]]:
+    """A trace's device activities and the start of each runtime call by correlation id (us), for `attribute`."""
+    activities = [Activity(a.stream, a.start_ns / 1e3, (a.start_ns + a.dur_ns) / 1e3, a.correlation)
+                  for a in trace.activities]
+    return activities, {corr: start / 1e3 for corr, start in trace.launches.items()}
 
 
-def from_chrome_trace(trace: Mapping[str, Any]) -> tuple[list[Activity], dict[int, float]]:
-    """A saved Kineto trace (`prof.export_chrome_trace`, loaded with json): its device activities and the start
-    of each runtime call by correlation id, for `attribute` (the worker reads the same facts from the profiler)."""
-    activities: list[Activity] = []
-    launches: dict[int, float] = {}
-    for e in trace.get("traceEvents", ()):
-        cat, args = e.get("cat"), e.get("args") or {}
-        if e.get("ph") != "X" or "correlation" not in args:
-            continue
-        if cat in _DEVICE_CATS:
-            start = float(e["ts"])
-            activities.append(Activity(int(args.get("stream", e.get("tid", 0))), start, start + float(e["dur"]),
-                                       int(args["correlation"])))
-        elif cat in _RUNTIME_CATS:
-            launches[int(args["correlation"])] = float(e["ts"])
-    return activities, launches
+def idle_of(trace: Trace, steps: int) -> IdleBreakdown | None:
+    """The idle breakdown of a trace's `steps` steps; None without runtime calls (nothing to tie a gap to)."""
+    if not trace.launches:
+        return None
+    return attribute(*inputs(trace), steps)

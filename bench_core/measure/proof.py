@@ -13,7 +13,8 @@ from bench_core.levers.changes import SurgeryReport
 from bench_core.levers.kernels import KeyKernel
 from bench_core.levers.registry import KEY_KERNELS, Lever, PartLever
 from bench_core.levers.stage import Stage
-from bench_core.measure.gemms import GemmShare, GemmTrace, gemm_operand_dtype, gemm_share
+from bench_core.measure.gemms import GemmShare, GemmTrace, gemm_operand_dtype, gemm_share, gemm_trace
+from bench_core.measure.trace import Trace
 
 __all__ = ["KEY_KERNELS", "KeyKernel", "CELL_STATES", "CellState", "Verdict", "gemm_operand_dtype"]
 
@@ -105,6 +106,12 @@ def judge(stage: Stage, device: str, names: Iterable[str], gemms: GemmTrace, fac
     share = gemm_share(gemms.kernels, rule, vocab, steps) if rule and device == "cuda" else None
     state, warnings = verdict(stage, device, seen, replace(facts, gemm_share=share))
     return Judgement(seen, state, warnings, share)
+
+
+def judge_trace(stage: Stage, device: str, trace: Trace, facts: Facts, tf32: bool, tokens: int, vocab: int,
+                steps: int) -> Judgement:
+    """`judge` over one trace: its event names and its GEMMs."""
+    return judge(stage, device, trace.names, gemm_trace(trace), facts, tf32, tokens, vocab, steps)
 
 
 def verdict(stage: Stage, device: str, seen: Mapping[str, list[str]],

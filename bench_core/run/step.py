@@ -351,10 +351,9 @@ def _time_cuda(built: Built, iters: int, done: Callable[[TimedStep], None], step
 
 @dataclass(frozen=True)
 class Profiled:
-    """What the profiled steps showed: where the time went, every event name, and the GEMMs (gemms.GemmTrace)."""
+    """What the profiled steps showed: where the time went, and the trace it was read from (names, GEMMs)."""
     profile: Any                  # breakdown.StageProfile
-    names: set[str]
-    gemms: Any                    # gemms.GemmTrace
+    trace: Any                    # trace.Trace
 
 
 def profile(built: Built, torch: Any, trace_name: str = "stage") -> Profiled | None:
@@ -364,8 +363,8 @@ def profile(built: Built, torch: Any, trace_name: str = "stage") -> Profiled | N
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    from bench_core.measure.breakdown import collect
-    from bench_core.measure.gemms import read_gemms
+    from bench_core.measure.breakdown import from_trace
+    from bench_core.measure.trace import from_profiler
     if not built.ddp.leader:  # the other ranks take the same steps, or rank 0's all-reduces would wait for ever
         for _ in range(PROFILE_STEPS):
             built.step()
@@ -376,9 +375,9 @@ def profile(built: Built, torch: Any, trace_name: str = "stage") -> Profiled | N
         for _ in range(PROFILE_STEPS):
             built.step()
         built.sync()
-    stage_profile, names = collect(prof, PROFILE_STEPS, built.cuda)
+    trace = from_profiler(prof)
     _save_trace(prof, trace_name)
-    return Profiled(stage_profile, names, read_gemms(prof))
+    return Profiled(from_trace(trace, PROFILE_STEPS, built.cuda), trace)
 
 
 def _save_trace(prof: Any, name: str) -> None:

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from bench_core.levers.surgery import SurgeryUnavailable
-from bench_core.measure.proof import Facts, judge, sdpa_backend
+from bench_core.measure.proof import Facts, judge_trace, sdpa_backend
 from bench_core.run import events as ev
 from bench_core.run.faults import apply_test_fault
 from bench_core.run.processes import StageJob, die_with_parent
@@ -164,9 +164,9 @@ def run(job: StageJob, emit: Emitter, torch: Any) -> None:
     facts = Facts(optimizer_class=built.optimizer_class, tf32_matmul=built.tf32, grad_scaler=built.scaler is not None,
                   norm_modules=built.norm_modules, surgery=built.surgery, own_parts=built.own_parts,
                   logits_returned=built.logits_returned)
-    judged = judge(stage, job.device, profiled.names, profiled.gemms, facts, built.tf32,
+    judged = judge_trace(stage, job.device, profiled.trace, facts, built.tf32,
                    cfg.batch_size * cfg.seq_len, cfg.vocab_size, PROFILE_STEPS)
-    emit(ev.Kernels(seen=judged.seen, sdpa_backend=sdpa_backend(profiled.names), verdict=judged.verdict,
+    emit(ev.Kernels(seen=judged.seen, sdpa_backend=sdpa_backend(profiled.trace.names), verdict=judged.verdict,
                     warnings=judged.warnings, autocast_dtype=built.last_dtype, profile=profiled.profile.to_dict(),
                     gemm_share=judged.gemm_share.to_dict() if judged.gemm_share else None))
     built.ddp.close()

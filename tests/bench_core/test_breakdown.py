@@ -11,14 +11,15 @@ from bench_core.measure.breakdown import (
     StageProfile,
     bottleneck,
     busy_fraction,
-    collect,
     cpu_op_category,
     delta,
+    from_trace,
     kernel_category,
     profile_from_cpu_ops,
     profile_from_kernels,
     union_us,
 )
+from bench_core.measure.trace import from_profiler
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "kernel_names.json")
 with open(DATA) as fh:
@@ -131,7 +132,14 @@ def test_profile_from_cpu_ops():
     assert p.top[0] == ("aten::addmm", "gemm", pytest.approx(0.3), 1.0)
 
 
-# --- collect, on stand-in profiler objects (the real CUDA path ran on an H200; the CPU path is tested below) ------
+def collect(prof, steps, cuda):
+    """What the worker reads of a profiler: one trace, its profile and its event names."""
+    trace = from_profiler(prof)
+    return from_trace(trace, steps, cuda), set(trace.names)
+
+
+# --- a trace read and its profile, on stand-in profiler objects ---------------------------------------------------
+# (the real CUDA path ran on an H200; the CPU path is tested below)
 class KinetoEvent:
     def __init__(self, name, activity, start, dur, thread=1, corr=0, linked=0, device="CPU"):
         self._d = dict(name=name, activity=activity, start=start, dur=dur, thread=thread, corr=corr, linked=linked,
@@ -149,6 +157,8 @@ class KinetoEvent:
     def end_thread_id(self): return self._d["thread"]
     def correlation_id(self): return self._d["corr"]
     def linked_correlation_id(self): return self._d["linked"]
+    def shapes(self): return [[2, 3], [3, 4]] if self._d["name"] == "aten::mm" else []
+    def dtypes(self): return ["float", "float"] if self._d["name"] == "aten::mm" else []
 
 
 class OldKinetoEvent(KinetoEvent):  # torch 2.11/2.12: no activity_type()

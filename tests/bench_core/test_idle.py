@@ -15,9 +15,10 @@ from bench_core.measure.idle import (
     Activity,
     IdleBreakdown,
     attribute,
-    from_chrome_trace,
     host_wait_bound_us,
+    inputs,
 )
+from bench_core.measure.trace import from_chrome
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "idle_trace.json"
 
@@ -103,7 +104,7 @@ def test_cpu_profile_has_no_idle_breakdown():
 # flow events. Gaps: 5 us queued (kernel wait), 40 us launched late (host wait), 100 us queued but held (other),
 # 20 us memcpy launched late (host wait), 1 us queued (kernel wait).
 def _saved() -> IdleBreakdown:
-    acts, launches = from_chrome_trace(json.loads(TRACE.read_text()))
+    acts, launches = inputs(from_chrome(json.loads(TRACE.read_text())))
     idle = attribute(acts, launches, steps=1)
     assert idle is not None
     return idle

@@ -131,13 +131,13 @@ def _verdict_in_process(stage: Stage):
     """The worker's own build, profile and verdict, in this process (so a test can swap a builder)."""
     import torch
 
-    from bench_core.measure.proof import Facts, judge
+    from bench_core.measure.proof import Facts, judge_trace
     from bench_core.run.step import PROFILE_STEPS, build_stage, profile
     built = build_stage(StageJob(LLAMA, stage, "cuda"), stage, torch)
     for _ in range(2):
         built.step()
     seen = profile(built, torch)
-    return judge(stage, "cuda", seen.names, seen.gemms, Facts(norm_modules=built.norm_modules), built.tf32,
+    return judge_trace(stage, "cuda", seen.trace, Facts(norm_modules=built.norm_modules), built.tf32,
                  LLAMA.batch_size * LLAMA.seq_len, LLAMA.vocab_size, PROFILE_STEPS).verdict
 
 

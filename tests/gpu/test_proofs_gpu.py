@@ -21,7 +21,7 @@ def judged(cfg: BenchConfig, stage: Stage):
     """The worker's build, (graph capture,) profile and judgement, in this process, so a test can swap a builder."""
     import torch
 
-    from bench_core.measure.proof import Facts, judge
+    from bench_core.measure.proof import Facts, judge_trace
     from bench_core.run.step import PROFILE_STEPS, build_stage, profile
     built = build_stage(StageJob(cfg, stage, "cuda"), stage, torch)
     if built.capture is not None:
@@ -30,7 +30,7 @@ def judged(cfg: BenchConfig, stage: Stage):
         built.step()
     seen = profile(built, torch)
     facts = Facts(optimizer_class=built.optimizer_class, norm_modules=built.norm_modules)
-    return judge(stage, "cuda", seen.names, seen.gemms, facts, built.tf32, cfg.batch_size * cfg.seq_len,
+    return judge_trace(stage, "cuda", seen.trace, facts, built.tf32, cfg.batch_size * cfg.seq_len,
                  cfg.vocab_size, PROFILE_STEPS)
 
 

@@ -18,7 +18,7 @@ def judged(stage: Stage, kind: str, monkeypatch, **over):
     """The worker's build (the model: a tiny HF one), profile and judgement, in this process."""
     import torch
 
-    from bench_core.measure.proof import Facts, judge
+    from bench_core.measure.proof import Facts, judge_trace
     from bench_core.run import step
     monkeypatch.setattr(step, "build_model", lambda cfg, parts: tiny_hf(kind, depth=cfg.depth, width=cfg.width,
                                                                         vocab=cfg.vocab_size, **over))
@@ -28,7 +28,7 @@ def judged(stage: Stage, kind: str, monkeypatch, **over):
     seen = step.profile(built, torch)
     facts = Facts(optimizer_class=built.optimizer_class, norm_modules=built.norm_modules, surgery=built.surgery,
                   own_parts=built.own_parts, logits_returned=built.logits_returned)
-    out = judge(stage, "cuda", seen.names, seen.gemms, facts, built.tf32, CFG.batch_size * CFG.seq_len,
+    out = judge_trace(stage, "cuda", seen.trace, facts, built.tf32, CFG.batch_size * CFG.seq_len,
                 CFG.vocab_size, step.PROFILE_STEPS)
     return built, out
 
