@@ -113,7 +113,7 @@ def test_charts_keep_labels_whole_and_legends_clear_of_titles(page, server, widt
             if b and b["width"]:
                 assert box["x"] - 1 <= b["x"] and b["x"] + b["width"] <= box["x"] + box["width"] + 1, \
                     (title.text_content(), text.text_content())
-    assert any(t.startswith("GPU busy share") for t in titles) and any(t.startswith("Speedup") for t in titles), titles
-    busy = page.locator(".js-plotly-plot").filter(has_text="GPU busy share")
+    assert any(t.startswith("Kernel share") for t in titles) and any(t.startswith("Speedup") for t in titles), titles
+    busy = page.locator(".js-plotly-plot").filter(has_text="Kernel share of the step")
     assert sorted(t.text_content() for t in busy.locator(".legendtext").all()) == ["gpu-bound", "launch-bound"]
     assert all(t.text_content().endswith("%") for t in busy.locator(".bartext").all())
