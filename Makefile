@@ -12,8 +12,11 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 NVIDIA_DRIVER := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo yes)
 # torch alone from that index, then its dependencies from PyPI (the pin is met by the +cpu build already there).
 # TORCH_CPU_INDEX= (empty) leaves the index to pip's own configuration (a machine whose wheel cache holds the +cpu build).
-CPU_TORCH := --no-deps $(TORCH_PIN) $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX)) && \
-	$(BIN)/pip install -q $(TORCH_PIN)
+CPU_TORCH = $(NO_COMPILE) --no-deps $(TORCH_PIN) $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX)) && \
+	$(BIN)/pip install -q $(NO_COMPILE) $(TORCH_PIN)
+# The app's packages are installed without byte-compiling every module ahead (about 310 MB of __pycache__, most of it
+# for modules the app never imports); Python compiles each module it imports once, on first use.
+torch-app deps-app: NO_COMPILE := --no-compile
 
 .PHONY: app apex test lint venv deps-app deps-test browser torch-app torch-test
 
@@ -24,7 +27,7 @@ $(BIN)/python:
 # torch before the requirements, so their torch>=2.4 is already met and pip pulls no other build.
 torch-app: $(BIN)/python
 ifeq ($(NVIDIA_DRIVER),yes)
-	$(BIN)/pip install -q "torch>=2.4" -r requirements-gpu.txt
+	$(BIN)/pip install -q $(NO_COMPILE) "torch>=2.4" -r requirements-gpu.txt
 else
 	$(BIN)/pip install -q $(CPU_TORCH)
 endif
@@ -38,7 +41,7 @@ endif
 
 # The project itself is installed editable with --no-deps: its runtime deps are requirements.txt (see pyproject.toml).
 deps-app: torch-app
-	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q $(NO_COMPILE) -r requirements.txt
 	$(BIN)/pip install -q --no-deps -e .
 
 # The pinned torch (the CPU build without a driver, as `make app` installs it), then the test requirements.
