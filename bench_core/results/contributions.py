@@ -111,8 +111,34 @@ def _unsettled(p: PairedRatio, d: int, pair: str) -> str:
             + (f"; {p.settle.text}" if p.settle else ""))
 
 
+class _ReadsPaired:
+    """The figures every view reads from a pair's PairedRatio, named once for a Contribution and a VendorEffect."""
+    paired: PairedRatio
+
+    @property
+    def ratio(self) -> float:
+        return self.paired.ratio
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return self.paired.interval
+
+    @property
+    def effect(self) -> Effect | None:
+        return self.paired.effect
+
+    @property
+    def measurable(self) -> bool:
+        return self.paired.effect == Effect.MEASURED
+
+    @property
+    def decimals(self) -> int:
+        """For the ratio and its interval, in every view (results.near_one)."""
+        return decimals_of(self.ratio, self.interval)
+
+
 @dataclass(frozen=True)
-class Contribution:
+class Contribution(_ReadsPaired):
     lever: str                               # the lever's title ("Apex FusedAdam")
     kind: str
     against: str                             # the title of the lever it is set against ("Adam fused")
@@ -129,29 +155,8 @@ class Contribution:
     words: str
 
     @property
-    def ratio(self) -> float:
-        return self.paired.ratio
-
-    @property
-    def interval(self) -> tuple[float, float] | None:
-        return self.paired.interval
-
-    @property
-    def effect(self) -> Effect | None:
-        return self.paired.effect
-
-    @property
-    def measurable(self) -> bool:
-        return self.effect == Effect.MEASURED
-
-    @property
     def launch_bound(self) -> bool:
         return Bound.LAUNCH in (self.bottleneck, self.against_bottleneck)
-
-    @property
-    def decimals(self) -> int:
-        """For the ratio and its interval, in every view (results.near_one)."""
-        return decimals_of(self.ratio, self.interval)
 
 
 def _differing(a: StageSummary, b: StageSummary) -> list[str]:
@@ -271,30 +276,13 @@ def contributions(summary: RunSummary) -> tuple[Contribution, ...]:
 
 
 @dataclass(frozen=True)
-class VendorEffect:
+class VendorEffect(_ReadsPaired):
     """A vendor's levers together: its stage with the most of them against that stage's native twin."""
     vendor: str                              # "Apex"
     stage_key: str
     twin_key: str                            # the same stage with each of the vendor's levers swapped for PyTorch's
     paired: PairedRatio                      # the twin's step time ÷ the vendor stage's (above 1: the vendor helps)
     words: str
-
-    @property
-    def ratio(self) -> float:
-        return self.paired.ratio
-
-    @property
-    def interval(self) -> tuple[float, float] | None:
-        return self.paired.interval
-
-    @property
-    def measurable(self) -> bool:
-        return self.paired.effect == Effect.MEASURED
-
-    @property
-    def decimals(self) -> int:
-        """For the ratio and its interval, in every view (results.near_one)."""
-        return decimals_of(self.ratio, self.interval)
 
 
 def _vendor_words(effect: VendorEffect, pair: str) -> str:
