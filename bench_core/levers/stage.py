@@ -22,7 +22,8 @@ from bench_core.levers.registry import (
 )
 from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe
-from bench_core.models.families import FAMILIES, PART_NOUNS
+from bench_core.models.architecture import PART_NOUNS
+from bench_core.models.families import FAMILIES
 from bench_core.models.families import family as family_spec
 
 

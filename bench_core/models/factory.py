@@ -15,7 +15,7 @@ import importlib
 from typing import Any
 
 from bench_core.config.bench_config import BenchConfig, ConfigError, ModelSource, SourceKind
-from bench_core.models.families import Architecture, AttentionShape, Linear, NormType
+from bench_core.models.architecture import Architecture, AttentionShape, Linear, NormType
 
 
 def factory_source(spec: str) -> ModelSource:

@@ -16,7 +16,7 @@ from typing import Any
 
 from bench_core.config.bench_config import MIB, BenchConfig, ConfigError, ModelSource, SourceKind, canonical_json
 from bench_core.config.settings import Limits
-from bench_core.models.families import Architecture, AttentionShape, NormType, block_linears
+from bench_core.models.architecture import Architecture, AttentionShape, NormType, block_linears
 
 CATALOG_DIR = Path(__file__).with_name("catalog")
 PROVENANCE_KEYS = ("_source", "_id")    # a catalog entry's own keys: where its numbers come from, not config
