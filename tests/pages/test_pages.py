@@ -297,6 +297,8 @@ def test_a_run_with_a_failed_stage_says_so_in_its_verdict(app, manager, monkeypa
 
 
 def test_an_imported_gpu_run_is_never_shown_as_verified_here(app, manager):
+    import streamlit as st
+    st.cache_data.clear()   # an earlier test drew the same sample run (same run id) not imported: its figures are cached
     gpu_run = sample_runs().gpu_run()
     message = manager.import_file("h200.json", to_json(gpu_run).encode())
     assert message == "Imported 1 run(s) from h200.json: run abc123def456."
