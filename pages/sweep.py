@@ -216,7 +216,7 @@ def show(result: SweepResult, key: str, live: bool = False) -> None:
                        key=f"sweep_json_{key}")
     c2.download_button("Download CSV", to_csv(result), f"sweep_{result.sweep_id}.csv", "text/csv",
                        key=f"sweep_csv_{key}")
-    # made on the click: the report embeds its figures (0.7 MB, 0.14 s for call 29's map), and the live view
+    # made on the click: the report embeds its figures (0.7 MB, 0.14 s for a 12-point map), and the live view
     # redraws every second
     c3.download_button("Download HTML report", lambda: render_html(result), f"sweep_{result.sweep_id}.html",
                        "text/html", key=f"sweep_html_{key}")

@@ -92,12 +92,12 @@ class Crossover:
     # ×1.00-1.01 where the GPU does).
     pays: bool = True
     # The fastest point of the line where some point pays, whole: how much "pays" pays. Its interval and place are
-    # said with it, so a 1% gain (call 29's Apex map: ×1.01 (1.00–1.02) at batch 32) does not read like a 4× one.
+    # said with it, so a 1% gain (×1.01 (1.00–1.02)) does not read like a 4× one.
     best: Estimate | None = None
     predicted_only: bool = False  # no point of its line ran end to end: the crossing is the predictor's alone
     fixed: str = ""               # the other axis's value on a map's line ("width=768"); "" on a one-axis sweep
-    # Where the line crosses back, and on: call 33's Apex map read "pays above batch ≈ 7.9" though batch 16 and 32
-    # no longer paid (×0.9997), call 26's FLCE map "pays above vocab ≈ 36,450" though 128,256 measured ×0.92.
+    # Where the line crosses back, and on: an Apex map once read "pays above batch ≈ 7.9" though batch 16 and 32
+    # no longer paid (×0.9997), an FLCE map "pays above vocab ≈ 36,450" though 128,256 measured ×0.92.
     later: tuple[Crossing, ...] = ()
     ran: tuple[float, float] | None = None   # the first and last axis values with a figure (None: older files)
     unrun: tuple[float, ...] = ()            # swept values of the line with no figure (a cancelled sweep's)
@@ -128,7 +128,7 @@ class Crossover:
 
     def _at(self, c: Crossing) -> str:
         """"≈ 7.9 (4–8)": a crossing's value and its interval."""
-        # a decimal more where a bound would read as the crossing itself: call 29's 15.99 (15.58–25.49) read
+        # a decimal more where a bound would read as the crossing itself: 15.99 (15.58–25.49) read
         # "16 (16–25)", as if the crossing sat on its own bound
         bounds = [b for b in (c.low, c.high) if b is not None]
         d = 1 if any(f"{b:,.0f}" == f"{c.value:,.0f}" and b != c.value for b in bounds) else 0
@@ -162,7 +162,7 @@ class Crossover:
                        for c in self.later)
         said = first + back + (f" at {self.fixed}" if self.fixed else "")
         if self.pays or any(c.change in (Change.PAYS, Change.PAYS_AGAIN) for c in self.later):
-            # a predicted best says so: call 25's FP8 map read "×1.44 (1.24–1.68) at best" of a point never run
+            # a predicted best says so: a map read "×1.44 (1.24–1.68) at best" of a point never run
             said += (f": {_said(self.best)} at best{', predicted' if self.best.measured is False else ''}, at "
                      f"{self.axis}={self.best.x:,.0f}" if self.best else "")
         else:

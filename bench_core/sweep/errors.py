@@ -29,7 +29,7 @@ class StepTimeError:
     @property
     def text(self) -> str:
         # the rms is of the factor each point is off by (log space), so a low point weighs more than its percentage:
-        # call 26's FP8 map read "15.9% rms, worst -15.7%", a mean above its worst; the worst's factor is said beside it
+        # a map once read "15.9% rms, worst -15.7%", a mean above its worst; the worst's factor is said beside it
         factor = math.exp(abs(math.log1p(self.worst)))
         # both stages' steps at each point: "over 1 launch-bound point" with an rms below its worst read as a slip
         plural = "s" if self.points != 1 else ""
@@ -76,7 +76,7 @@ def error_figures(result: SweepResult) -> tuple[ErrorFigure, ...]:
     """The speedup's rms error, the step-time error and (where the full steps were timed) the depth extrapolation's
     check, worded once for the CLI, the page and the HTML report."""
     err, steps, host = prediction_error(result), step_time_error(result), step_time_error(result, "launch-bound")
-    # the launch-bound points' error only where there is one: the page's worst had hidden call 29's +38.9%
+    # the launch-bound points' error only where there is one: the page's worst had hidden a launch-bound point's error
     hosts = () if host is None else (ErrorFigure("step-time prediction error at launch-bound points (where "
                                                  "the host sets the pace)", host.text, True),)
     return (ErrorFigure("speedup prediction error (rms over the points measured)",

@@ -22,7 +22,7 @@ MEASURED_COLOR, PREDICTED_COLOR, CROSS_COLOR = "#1565c0", "#ef6c00", "#6a1b9a"
 MARKERS = {Source.MEASURED: "circle", Source.PREDICTED: "circle-open"}
 # On a heatmap cell: measured a dark dot, predicted a light diamond ringed dark, so each shows on the deepest cell
 # and the palest (an open dark circle vanished on a deep red cell). The dark dot has a hairline light edge: bare, it
-# vanished on the deepest cells too (call 29's ×0.59, the FLCE map's −56.7%). With that edge two circles could be
+# vanished on the deepest cells too (a deep cell's ratio, a large memory saving). With that edge two circles could be
 # told apart by their fill alone, which a phone's small marker blurs; the shapes differ as well.
 CELL_MARKERS: dict[Source, dict[str, Any]] = {Source.MEASURED: dict(symbol="circle", color="#212121",
                                                                     line=dict(width=1, color="white")),
@@ -186,7 +186,7 @@ def _cells(fig: go.Figure, cells: dict[tuple[int, int], tuple[float, str, str, S
     z: list[list[float | None]] = [[None] * cols for _ in range(rows)]
     text = [[empty_text] * cols for _ in range(rows)]
     hover = [[""] * cols for _ in range(rows)]
-    for (i, j), (said, tip) in (failed or {}).items():   # grey, saying what ended its run (call 36's read blank)
+    for (i, j), (said, tip) in (failed or {}).items():   # grey, saying what ended its run (it read blank)
         text[i][j], hover[i][j] = said, tip
     for (i, j), (value, label, tip, source) in cells.items():
         z[i][j], hover[i][j] = value, tip

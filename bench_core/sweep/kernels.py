@@ -34,12 +34,12 @@ from bench_core.sweep.timings import STEP_PARTS, KernelTime, Part, PointTimings
 LAUNCH_PROBE_KERNELS = 2000
 # A whole step's host time is taken over 2 steps back to back, as a run issues them: a shallow step launches up to
 # about 300 kernels, so 2 stay inside the launch queue (about a thousand) and the host never waits for the GPU (on
-# the H200, call 28, gpt2-small's one-block step at batch 1 took 5.36 ms to issue alone after a sync, 4.23 ms a
+# the H200, gpt2-small's one-block step at batch 1 took 5.36 ms to issue alone after a sync, 4.23 ms a
 # step back to back).
 STEP_HOST_CALLS = 2
 # Kineto leaves CUPTI attached after a profile unless told to tear it down, and every later launch in the process
 # pays for it (pytorch/pytorch#144455: training 10-20% slower). On the H200 the enqueue probe read 14.3 us a kernel
-# after the parts' profiles (calls 25, 28) and 10.3 us before any (calls 29-30). Each part is timed before it is
+# after the parts' profiles and 10.3 us before any. Each part is timed before it is
 # profiled; the teardown keeps one part's profile out of the next part's timing.
 PROFILER_TEARDOWN = ("TEARDOWN_CUPTI", "1")
 # Timed calls per part (after as many warm-up calls as WARMUP): a GPU's kernels are steady and quick; a CPU sweep
