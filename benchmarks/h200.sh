@@ -300,6 +300,12 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
           --model gpt2-small --no-db --json "$OUT/ttr_${tree}_$i.json" > "$OUT/ttr_${tree}_$i.log" 2>&1)
         tail -1 "$OUT/ttr_${tree}_$i.log" | tee -a "$OUT/steps.log"
       done; done ;;
+    adamw8bit)  # issue 43: torchao's 8-bit AdamW against torch's fused Adam under BF16 on gpt2-small, twice (run
+      # `wheels` first), then its GPU proof test
+      for i in 1 2; do run "adamw8bit_small_$i" --stages adam-fused+layernorm+bf16,adamw-8bit+layernorm+bf16 \
+        --model gpt2-small; done
+      log "gpu test: adamw-8bit"; timeout 120 python3 -m pytest -q -m gpu tests/gpu/test_adamw_8bit_gpu.py \
+        -p no:cacheprovider -rA > "$OUT/gpu_tests_adamw_8bit.log" 2>&1; log "exit $?" ;;
     *) log "unknown mode $mode" ;;
   esac
 done
