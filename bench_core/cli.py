@@ -33,7 +33,7 @@ from bench_core.machine import stage_costs
 from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe, cached_probe, has_cached_probe
 from bench_core.machine.telemetry import has_nvidia_gpu
-from bench_core.models.families import FAMILIES, validate
+from bench_core.models.families import FAMILIES, parts_family, validate
 from bench_core.models.sources import model_source_args, sourced_config
 from bench_core.results.eta import run_estimate
 from bench_core.results.examples import EXAMPLES
@@ -228,10 +228,10 @@ def _run(args: argparse.Namespace, console: Any, spares: SpareWorkers, packages:
     probe, cached = (node_probe, True) if node_probe is not None else \
         probed or cached_probe(refresh=args.reprobe, packages=packages)
     cfg = build_config(args, probe)
-    name, stages = chosen_stages(args, cfg.family, resolve_device(cfg.device, probe.cuda_available))
+    name, stages = chosen_stages(args, parts_family(cfg), resolve_device(cfg.device, probe.cuda_available))
     limits = load_limits()
     validate(cfg, limits, probe.cuda_available, probe.free_bytes)
-    for error in family_errors(stages, cfg.family):
+    for error in family_errors(stages, parts_family(cfg)):
         raise error
     store = None if args.no_db else open_store(args.db)
     run = replace(new_run(cfg, stages, probe, name), node=target.machine if target is not None else None)

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import streamlit as st
 
+from bench_core.config.settings import load_limits
 from bench_core.levers.presets import PRESETS, TWINS, across_gpus, default_preset, family_variant, preset
 from bench_core.levers.registry import KINDS, names_of
 from bench_core.levers.stage import Stage
 from bench_core.machine import stage_costs
 from bench_core.machine.probe import Probe
+from bench_core.models.families import parts_family
 from dashboard import model_source
 from dashboard.model_source import SourceChoice
 
@@ -19,9 +21,11 @@ PRESET_CAPTIONS = {"seed": f"Apex's {len(PRESETS['seed'])} steps and {len(TWINS[
 
 
 def family() -> str:
-    """The form's family: a Hugging Face architecture is the hf family, whose levers act by module surgery."""
+    """The family whose parts the form's ladders name: a Hugging Face architecture takes the built-in family with
+    its norm (its levers act by module surgery); "hf" until a valid source is picked."""
     if model_source.choice() is not SourceChoice.BUILT_IN:
-        return "hf"
+        source, _ = model_source.read(load_limits())
+        return parts_family(model_source.own_shape(source)) if source is not None else "hf"
     return st.session_state.get("cfg_family", "gpt")
 
 

@@ -144,6 +144,18 @@ def architecture(cfg: BenchConfig) -> Architecture:
     return family(cfg.family).architecture(cfg)
 
 
+def parts_family(cfg: BenchConfig) -> str:
+    """The family whose parts the stage keys name for this model. A built-in family: itself. A Hugging Face
+    architecture: the built-in family with its norm (LayerNorm: gpt, RMSNorm: llama), so its ladders name the norm
+    the model has and the Apex/Liger norm swaps that act on it (seed on Llama swaps in FusedRMSNorm, not a
+    FusedLayerNorm with nothing to replace). A factory's module: its own family (no part rule applies)."""
+    spec = family(cfg.family)
+    if spec.built_with_parts or cfg.source is None or cfg.source.kind is SourceKind.FACTORY:
+        return cfg.family
+    norm = architecture(cfg).norm
+    return next((name for name in FAMILIES if FAMILY_SPECS[name].takes.get("norm") == norm), cfg.family)
+
+
 def mlp_hidden(cfg: BenchConfig) -> int:
     """The MLP's inner width: 4·d for GPT; Llama's SwiGLU takes 2/3 of 4·d, rounded up to a multiple of 256
     (d 2048 -> 5632, d 768 -> 2048); a Hugging Face config's own (intermediate_size)."""

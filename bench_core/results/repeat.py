@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from bench_core.config.bench_config import INT_FIELDS, SourceKind
 from bench_core.levers.presets import PRESETS, preset
+from bench_core.models.families import parts_family
 from bench_core.results.records import RunResult
 
 
@@ -25,7 +26,7 @@ def _ladder_args(run: RunResult) -> list[str]:
     counts = sorted({s.stage.gpus for s in run.stages}, key=int)
     if run.preset in PRESETS:
         keys = [s.stage.replace(gpus="1").key for s in run.stages if s.stage.gpus == counts[0]]
-        if keys == [s.key for s in preset(run.preset, run.config.family)]:
+        if keys == [s.key for s in preset(run.preset, parts_family(run.config))]:
             return ["--preset", run.preset] + (["--gpus", ",".join(counts)] if counts != ["1"] else [])
     return ["--stages", ",".join(dict.fromkeys(s.stage.key for s in run.stages))]
 

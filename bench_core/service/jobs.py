@@ -25,7 +25,7 @@ from bench_core.levers.presets import family_errors
 from bench_core.levers.registry import KERNEL_PACKAGES
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe, run_probe
-from bench_core.models.families import collect_errors
+from bench_core.models.families import collect_errors, parts_family
 from bench_core.results.eta import eta
 from bench_core.results.formats import ImportRejected, incomplete_note, parse_upload
 from bench_core.results.records import RUN_ACTIVE, RunResult, Status
@@ -233,7 +233,7 @@ class JobManager:
         probe = node_probe or self.probe(timeout=180) or Probe.from_dict({})
         errors = server_source_errors(cfg, allowed_model_dirs()) or \
             collect_errors(cfg, self.limits, probe.cuda_available, probe.free_bytes) or \
-            family_errors(stages, cfg.family)
+            family_errors(stages, parts_family(cfg))
         if errors:
             raise errors[0]
         with self._lock:

@@ -13,6 +13,7 @@ from bench_core.config.settings import Limits
 from bench_core.levers.presets import preset
 from bench_core.levers.stage import Stage
 from bench_core.models import hf_config
+from bench_core.models.families import parts_family
 from bench_core.results.repeat import repeat_command
 from bench_core.run.runner import new_run
 from helpers import PROBE
@@ -27,7 +28,7 @@ def replayed(run, tmp_path, monkeypatch):
     assert argv[:4] == ["python", "-m", "bench_core", "run"]
     args = parser().parse_args(argv[3:])
     cfg = build_config(args, PROBE)
-    return cfg, chosen_stages(args, cfg.family, run.device)
+    return cfg, chosen_stages(args, parts_family(cfg), run.device)
 
 
 def uploaded(name: str):
@@ -43,7 +44,7 @@ def uploaded(name: str):
     (BenchConfig(**{**WORKLOADS["llama-tiny"], "device": "cpu"}), "seed", None),
 ])
 def test_the_repeat_command_gives_the_recorded_config_and_ladder(cfg, name, stages, tmp_path, monkeypatch):
-    ladder = stages or list(preset(name, cfg.family))
+    ladder = stages or list(preset(name, parts_family(cfg)))
     run = new_run(cfg, ladder, PROBE, "llama-seed" if name == "seed" and cfg.family == "llama" else name)
     again, (again_name, again_stages) = replayed(run, tmp_path, monkeypatch)
     # an uploaded config is read back from the file saved under its name: the same config, now at a path

@@ -83,7 +83,7 @@ def test_a_tiny_catalog_run_runs_on_cpu_and_history_shows_its_source(app, manage
     at.run()
     at.radio(key="stage_choice").set_value("custom").run()
     next(b for b in at.button if b.label == "Add stage to the ladder").click().run()
-    assert at.session_state["custom_ladder"] == ["adam+layernorm+fp32"]
+    assert at.session_state["custom_ladder"] == ["adam+rmsnorm+fp32"]   # the norm the model has
     assert texts(at, "error") == [] and "2 layers" in facts(at)[1]
     run_button(at).click().run()
     [job] = manager.jobs()
@@ -100,4 +100,4 @@ def test_a_tiny_catalog_run_runs_on_cpu_and_history_shows_its_source(app, manage
     assert any(t.startswith("Model: catalog llama-3.2-1b · depth 2 · width 64") for t in texts(history, "text"))
     [command] = [c for c in texts(history, "code") if c.startswith("python -m bench_core run")]
     assert "--hf llama-3.2-1b --depth 2 --width 64 --heads 4 --seq-len 32 --batch-size 2" in command
-    assert "--stages adam+layernorm+fp32" in command
+    assert "--stages adam+rmsnorm+fp32" in command
