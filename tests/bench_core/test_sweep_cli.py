@@ -46,7 +46,7 @@ def test_bad_input_exits_2_naming_the_flag_and_starts_nothing(args, flag, nothin
 @pytest.mark.parametrize("command", ["sweep", "run"])
 def test_an_html_report_without_plotly_is_refused_before_anything_starts(command, nothing_starts, capsys,
                                                                          monkeypatch, tmp_path):
-    """The H200 has no plotly: a 225 s sweep wrote its JSON, then ended in a traceback at the HTML (call 22)."""
+    """The H200 has no plotly: a 225 s sweep wrote its JSON, then ended in a traceback at the HTML."""
     import importlib.util
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "plotly" else real(name, *a))

@@ -157,7 +157,7 @@ def test_a_host_bound_stage_read_from_its_kernels_gets_the_gpus_gaps_between_the
     """The GPU's gap between kernels, read where a step is GPU-bound: A's shallow steps take 3 and 5 ms of wall over
     2.9 and 4.84 ms of kernels, 100 and 160 kernels (1.0 us a kernel each). B's are host-bound (4 ms to issue 1.5
     and 2.5 ms of kernels), so B's GPU time is read from its kernels: 12.5 ms at 12 blocks, plus its 760 kernels'
-    gaps, 0.76 ms. Without them a kernel sum stood for a wall: Liger FLCE's stage ran 3.7-6.9% short (call 38)."""
+    gaps, 0.76 ms. Without them a kernel sum stood for a wall: Liger FLCE's stage ran 3.7-6.9% short on an H100."""
     fp32 = tuple(replace(t, ms=ms, p10_ms=ms, p90_ms=ms, kernel_ms=k, host_ms=1.0)
                  for t, ms, k in zip(_steps(FP32, 1.0), (3.0, 5.0), (2.9, 4.84), strict=True))
     timings = PointTimings(fp32 + _steps(BF16, 4.0), 10.0, 12)
@@ -173,7 +173,7 @@ def test_a_host_bound_stage_read_from_its_kernels_gets_the_gpus_gaps_between_the
 
 
 def test_a_point_stopped_mid_way_says_which_of_its_parts_were_timed_and_how_long_each_took(tmp_path, monkeypatch):
-    """Call 42's cold FP8 point was cut by its 110 s budget and said only that: which part took the time was lost with
+    """A cold FP8 point cut by its 110 s budget and said only that: which part took the time was lost with
     the process. The timing process now says each part on stderr as it finishes; stopped mid-point, the sweep keeps
     those lines in the point's note. Here a stand-in for the timing process that times one part, then hangs."""
     import threading

@@ -41,7 +41,7 @@ def _lines(path: Path) -> dict[str, Crossover]:
 
 # ---------------------------------------------------------------- a line that crosses back
 def test_a_lever_that_pays_and_stops_paying_says_both_crossings():
-    """Call 33's Apex map at width 768: ×0.75 at batch 4, ×1.005 (1.005–1.006) at 8, then ×0.9997 at 16 and 32.
+    """The H200 Apex map at width 768 (APEX_33): ×0.75 at batch 4, ×1.005 (1.005–1.006) at 8, then ×0.9997 at 16 and 32.
     It read "pays above batch_size ≈ 7.9": past 8 it no longer pays (their intervals hold ×1.00)."""
     line = _lines(APEX_33)["width=768"]
     assert line.text == ("pays above batch_size ≈ 7.9 (4–8), and stops paying above ≈ 15 (at least 8) at width=768: "
@@ -54,9 +54,9 @@ def test_a_lever_that_pays_and_stops_paying_says_both_crossings():
 
 
 def test_a_lever_that_pays_then_costs_and_one_that_only_reaches_parity_then_costs():
-    """Call 26's FLCE map: at batch 16 ×0.989 (0.979–1.001), ×1.03 (1.02–1.04), ×0.92 (0.91–0.93) read "pays above
-    vocab ≈ 36,450" though vocab 128,256 is slower beyond its interval; at batch 4 "reaches ×1.00 above ≈ 47,048"
-    though 128,256 is predicted ×0.52 (0.44–0.62)."""
+    """The H200 FLCE map (FLCE_26): at batch 16 ×0.989 (0.979–1.001), ×1.03 (1.02–1.04), ×0.92 (0.91–0.93) read "pays
+    above vocab ≈ 36,450" though vocab 128,256 is slower beyond its interval; at batch 4 "reaches ×1.00 above ≈
+    47,048" though 128,256 is predicted ×0.52 (0.44–0.62)."""
     lines = _lines(FLCE_26)
     assert lines["batch_size=16"].text == (
         "pays above vocab_size ≈ 36,000 (at most 50,304), and is slower above ≈ 63,000 (50,304–128,256) at "
@@ -109,7 +109,7 @@ def test_every_crossing_is_drawn_on_the_line():
 
 # ---------------------------------------------------------------- near ×1.00
 def test_speedups_near_one_take_a_third_decimal_for_every_figure_of_the_sentence():
-    # call 33's batch 16 at width 768: "×1.00 (0.99–1.01)" beside batch 8's ×1.005
+    # APEX_33's batch 16 at width 768: "×1.00 (0.99–1.01)" beside batch 8's ×1.005
     assert speedup_text(0.9997, 0.9918, 1.0077) == "×1.000 (0.992–1.008)"
     assert speedup_text(0.997, 0.97, 1.02) == "×1.00 (0.97–1.02)"   # wider than ×0.98–1.02: two decimals tell it
     assert speedup_decimals(0.992, 1.008) == 3 and speedup_decimals(0.97, 1.02) == 2
@@ -119,7 +119,7 @@ def test_speedups_near_one_take_a_third_decimal_for_every_figure_of_the_sentence
 
 
 def test_a_missed_prediction_near_one_does_not_read_as_a_hit():
-    """Call 33 read "missed at batch_size=8, width=768: measured ×1.01, predicted ×1.01 (1.01–1.02)"."""
+    """APEX_33 read "missed at batch_size=8, width=768: measured ×1.01, predicted ×1.01 (1.01–1.02)"."""
     said = coverage(from_json(APEX_33.read_text())).text
     assert "missed at batch_size=8, width=768: measured ×1.005, predicted ×1.013 (1.011–1.016)" in said
     assert "missed at batch_size=4, width=1280: measured ×0.896, predicted ×0.999 (0.996–1.001)" in said
@@ -191,7 +191,7 @@ def test_a_crossing_interval_is_not_drawn_across_points_that_never_ran():
 # ---------------------------------------------------------------- a phone's points table
 def test_a_phone_s_points_table_holds_the_axes_the_speedup_marked_where_predicted_and_the_bound():
     """At 390 px the full table scrolled sideways, its source and bound off the screen: a phone's holds four columns
-    for call 26's two axes, each speedup as the full table writes it, "≈" before a predicted one (as the heatmap)."""
+    for FLCE_26's two axes, each speedup as the full table writes it, "≈" before a predicted one (as the heatmap)."""
     result = from_json(FLCE_26.read_text())
     phone, full = phone_rows(result), shown_text_rows(result)
     assert list(phone[0]) == ["vocab_size", "batch_size", "B over A", "bound"]
@@ -203,7 +203,7 @@ def test_a_phone_s_points_table_holds_the_axes_the_speedup_marked_where_predicte
 
 # ---------------------------------------------------------------- a long reason on one line
 def test_an_out_of_memory_point_says_its_first_sentences_on_its_line_and_keeps_the_whole_reason_in_its_file():
-    """Call 36's batch 32 × 1280 ran out of memory: its terminal line carried the whole ~800-character CUDA message
+    """An H100 map's batch 32 × 1280 ran out of memory: its terminal line carried the whole ~800-character CUDA message
     with the allocator's advice. The line keeps what was asked and what was free; the JSON and CSV keep all."""
     result = from_json((DATA / "h100_2026-12-06_call36_sweep_apex_1.json").read_text())
     oom = next(p for p in result.points if p.measurement and p.measurement.status == Status.OOM)
@@ -218,7 +218,7 @@ def test_an_out_of_memory_point_says_its_first_sentences_on_its_line_and_keeps_t
 
 
 def test_a_point_that_ran_out_of_memory_shows_no_figure_and_says_so_everywhere():
-    """Call 36's batch 32 ran out of memory at both widths: the heatmap showed them as predicted ×1.01 and ×1.02,
+    """An H100 map's batch 32 ran out of memory at both widths: the heatmap showed them as predicted ×1.01 and ×1.02,
     the tally counted them as predicted only, and width 768's crossing named batch 32 its best point."""
     result = from_json((DATA / "h100_2026-12-06_call36_sweep_apex_1.json").read_text())
     failed = [p for p in result.points if p.failure]
@@ -239,7 +239,7 @@ def test_a_point_that_ran_out_of_memory_shows_no_figure_and_says_so_everywhere()
 
 
 def test_every_line_of_a_map_says_its_answer_even_where_it_never_crosses():
-    """Call 39's FLCE map: Liger pays at batch 16 and at no vocabulary at batch 4 or 8. The page and the report said
+    """An H100 FLCE map: Liger pays at batch 16 and at no vocabulary at batch 4 or 8. The page and the report said
     only batch 16's crossing, or "no crossover of ×1.00 inside the swept values" for a lever that paid everywhere
     and one that never did alike."""
     result = from_json((DATA / "h100_2026-12-06_call39_sweep_flce_1.json").read_text())
@@ -251,8 +251,8 @@ def test_every_line_of_a_map_says_its_answer_even_where_it_never_crosses():
 
 
 def test_a_crossings_value_is_given_to_the_step_its_interval_can_tell():
-    """A tenth of its interval's width, down to a unit: call 38's "≈ 57,062 (50,304–128,256)" gave five figures
-    inside an interval 78,000 wide; a tight one keeps its figures (call 30's FP8 ≈ 1,846 (1,821–1,914))."""
+    """A tenth of its interval's width, down to a unit: an FLCE map's "≈ 57,062 (50,304–128,256)" gave five figures
+    inside an interval 78,000 wide; a tight one keeps its figures (an FP8 map's ≈ 1,846 (1,821–1,914))."""
     from bench_core.sweep.core.crossover import _shown
     assert _shown(57_062.4, 50_304, 128_256, 0) == "57,000"
     assert _shown(1_846.2, 1_821, 1_914, 0) == "1,846"

@@ -33,7 +33,7 @@ def test_crossover_of_a_known_line_and_its_interval():
 
 
 def test_a_crossing_between_two_swept_values_spans_them():
-    """Call 33's Apex map at width 768: ×0.75 (0.69–0.82) at batch 4 and ×1.005 (1.005–1.006) at 8 read
+    """An H200 Apex map at width 768: ×0.75 (0.69–0.82) at batch 4 and ×1.005 (1.005–1.006) at 8 read
     "≈ 7.9 (7.8–7.9)", as if batch 7 were known not to pay; the step turns from the host's pace to the GPU's
     somewhere between 4 and 8, and nothing between them ran."""
     points = [Estimate(2, 0.63, 0.57, 0.71), Estimate(4, 0.75, 0.69, 0.82), Estimate(8, 1.005, 1.005, 1.006),
@@ -44,7 +44,7 @@ def test_a_crossing_between_two_swept_values_spans_them():
 
 
 def test_a_small_gain_is_said_with_its_interval_and_an_old_file_still_reads():
-    """Call 29's Apex map at width 768: its batch-32 point ×1.01 is faster beyond its interval, so the lever "pays";
+    """An H200 Apex map at width 768: its batch-32 point ×1.01 is faster beyond its interval, so the lever "pays";
     the sentence carries that point's interval, and the other axis's value comes after the crossing, not inside
     the axis's name. A file from before kept only the best speedup, a bare number: it reads without it."""
     points = [Estimate(8, 0.59, 0.47, 0.69), Estimate(16, 0.997, 0.97, 1.02), Estimate(32, 1.0098, 1.0041, 1.0155)]
@@ -53,7 +53,7 @@ def test_a_small_gain_is_said_with_its_interval_and_an_old_file_still_reads():
     found = replace(found, fixed="width=768")
     assert found.text.startswith("pays above batch_size ≈ ") and \
         found.text.endswith(" at width=768: ×1.010 (1.004–1.016) at best, at batch_size=32")
-    # a best point that was only predicted says so (call 25's FP8 map: ×1.44 at width 4,096, never run)
+    # a best point that was only predicted says so (an FP8 map: ×1.44 at width 4,096, never run)
     guessed = crossover("batch_size", [*points[:2], replace(points[2], measured=False)])
     assert guessed is not None and ": ×1.010 (1.004–1.016) at best, predicted, at batch_size=32" in guessed.text
     assert Crossover.from_dict(guessed.to_dict()) == guessed
@@ -63,7 +63,7 @@ def test_a_small_gain_is_said_with_its_interval_and_an_old_file_still_reads():
 
 
 def test_a_crossing_never_reads_as_sitting_on_its_own_bound():
-    """Call 29's crossing at width 768, 15.99 (15.58–25.49), read "≈ 16 (16–25)": a decimal more where a bound
+    """An H200 Apex map's crossing at width 768, 15.99 (15.58–25.49), read "≈ 16 (16–25)": a decimal more where a bound
     rounds to the crossing, none otherwise."""
     near = Crossover("batch_size", 15.985, 15.576, 25.486, Direction.PAYS_ABOVE, pays=False)
     assert "batch_size ≈ 16.0 (15.6–25.5)" in near.text
@@ -81,7 +81,7 @@ def test_a_speedup_without_spread_does_not_read_as_certain():
 
 
 def test_a_crossing_no_point_of_its_line_measured_says_so():
-    """Call 30's FP8 map, predicted only: its crossing at width ≈ 1,846 (1,821–1,914) came from predictions alone,
+    """An H200 FP8 map, predicted only: its crossing at width ≈ 1,846 (1,821–1,914) came from predictions alone,
     its narrow interval the shallow steps' spread, not a measurement's."""
     result = tiny_sweep()
     unmeasured = replace(result, points=tuple(replace(p, measurement=None) for p in result.points))
@@ -94,7 +94,7 @@ def test_a_crossing_no_point_of_its_line_measured_says_so():
 
 
 def test_a_lever_that_only_reaches_parity_is_not_said_to_pay():
-    """The H200's Apex map at width 768 (call 23): x0.68 and x0.59 where the host sets the pace, then x1.00 (0.97-1.02)
+    """The H200's Apex map at width 768: x0.68 and x0.59 where the host sets the pace, then x1.00 (0.97-1.02)
     and x1.00 (0.99-1.01) where the GPU does. The log-speedup crosses x1.00 between batch 16 and 32, but no point
     past it is faster beyond its interval: the lever stops costing, it does not pay."""
     points = [Estimate(4, 0.68, 0.46, 0.96), Estimate(8, 0.59, 0.47, 0.69), Estimate(16, 0.997, 0.97, 1.02),
@@ -131,7 +131,7 @@ def test_no_crossover_when_every_point_is_on_one_side():
 
 
 def test_a_line_below_one_whose_intervals_come_to_hold_it_reaches_one():
-    """Call 32's Apex map at width 768: ×0.79 (0.65–0.97) at batch 8, then ×0.9997 (0.996–1.004) and ×0.998
+    """An H200 Apex map at width 768: ×0.79 (0.65–0.97) at batch 8, then ×0.9997 (0.996–1.004) and ×0.998
     (0.99–1.01); every point below ×1.00, so no point crossed, and the map said "no crossover" beside cells
     reading ×1.00. The upper bounds cross ×1.00 between 8 and 16: it reaches ×1.00 there, and pays nowhere."""
     points = [Estimate(4, 0.72, 0.66, 0.78), Estimate(8, 0.79, 0.65, 0.97), Estimate(16, 0.9997, 0.996, 1.004),

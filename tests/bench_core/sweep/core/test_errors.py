@@ -59,7 +59,7 @@ def test_how_often_the_predictions_own_interval_held_the_measurement():
     assert held.found and held.text == "1 of 2 measured points; missed at width=512: measured ×2.60, predicted " \
         "×2.20 (2.00–2.40)"
     assert held in error_figures(result)
-    # a prediction kept without spread (call 29's launch-bound ones) holds nothing: not counted, said apart
+    # a prediction kept without spread (launch-bound ones) holds nothing: not counted, said apart
     second = result.points[1]
     flat = result.with_point(replace(second, prediction=replace(second.prediction, low=1.1, high=1.1)))
     assert coverage(flat).text == "0 of 1 measured points (1 more predicted without an interval, not counted); " \

@@ -25,7 +25,7 @@ BF16 = Stage("adam-fused", "layernorm", "bf16")
 def test_the_timing_process_times_each_stage_in_its_familys_form():
     """A stage key leaves out llama's own SwiGLU (a plain lever), so a timing process that rebuilt stages from
     their keys timed GELU and left every llama point without a prediction ('activation swiglu@fp32 was not timed
-    here', H200 call 20). The real `python -m bench_core.sweep.timing.process` process, on a tiny llama on CPU."""
+    here', on the H200). The real `python -m bench_core.sweep.timing.process` process, on a tiny llama on CPU."""
     from bench_core.sweep.core.runner import predict_in_process
     # wide enough that a block is a clear share of the step (at width 32 it was 0-40% of it, within the CPU's noise)
     base = BenchConfig(family="llama", depth=1, width=128, heads=4, seq_len=64, batch_size=2, vocab_size=512,

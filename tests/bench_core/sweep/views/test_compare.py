@@ -84,7 +84,7 @@ APEX_RUNS = [str(DATA / "h200_2026-12-05_call33_sweep_apex_gpt_2.json"),
 
 
 def test_the_cli_sets_two_h200_runs_side_by_side_the_point_apart_first(capsys):
-    """The Apex map's runs 5 and 4 (calls 33, 32): at batch 8 x 768, x1.0053 (1.0048-1.0058) against x0.79
+    """The Apex map's runs 5 and 4 on the H200 (APEX_RUNS): at batch 8 x 768, x1.0053 (1.0048-1.0058) against x0.79
     (0.65-0.97), the one point whose intervals lie apart."""
     assert cli_main(["side-by-side", *APEX_RUNS]) == 0
     out = capsys.readouterr().out.splitlines()

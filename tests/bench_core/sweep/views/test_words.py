@@ -24,7 +24,7 @@ from helpers import step_timings, tiny_sweep
 
 
 def test_a_point_without_a_peak_memory_figure_says_why():
-    """Call 29's FLCE prediction file (no point run, predictions from before peaks were predicted) has no memory
+    """An H200 FLCE prediction file (no point run, predictions from before peaks were predicted) has no memory
     map at all; the page said nothing of it. Each reason, hand-set: a CPU, a failed run, an old prediction, a
     second block read lower than the first."""
     from bench_core.sweep.views.words import memory_gaps, why_no_memory
@@ -88,7 +88,7 @@ def test_each_reason_is_counted_in_its_own_number():
 
 
 def test_an_h200_file_from_before_peaks_were_predicted_says_so_of_all_its_points():
-    """Call 29's FLCE map: no point run end to end, its predictions from before peaks were predicted."""
+    """An H200 FLCE map: no point run end to end, its predictions from before peaks were predicted."""
     flce = from_json((DATA / "h200_2026-12-04_call29_sweep_flce_gpt_1.json").read_bytes())
     n = len(flce.points)
     assert memory_gaps(flce) == (f"none of the {n} points has a peak-memory figure: their predictions hold no peak "
