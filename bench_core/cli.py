@@ -334,7 +334,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from bench_core.results.examples import example_json
     from bench_core.results.formats import ImportRejected, incomplete_note, parse_upload
     limit = load_limits().max_upload_mib * 2**20
-    from bench_core.sweep.records import is_sweep_json
+    from bench_core.sweep.core.records import is_sweep_json
     try:
         if (args.file is None) == (args.example is None):
             raise ImportRejected("import: give a FILE or --example NAME (one of them)")
@@ -366,8 +366,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _import_sweep(args: argparse.Namespace, data: bytes) -> int:
     """A sweep's JSON (`sweep --json`) into the history's sweeps; ImportRejected when it does not parse."""
     from bench_core.results.formats import ImportRejected
-    from bench_core.sweep.history import SweepStore
-    from bench_core.sweep.records import from_json
+    from bench_core.sweep.core.history import SweepStore
+    from bench_core.sweep.core.records import from_json
     try:
         result = from_json(data)
     except (KeyError, TypeError, ValueError) as exc:
@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench_core.components.cli import main as components_main
         return components_main(argv[1:])
     if argv[:1] == ["sweep"]:
-        from bench_core.sweep.cli import main as sweep_main
+        from bench_core.sweep_cli import main as sweep_main
         return sweep_main(argv[1:])
     args = parser().parse_args(argv)
     commands = {"probe": cmd_probe, "import": cmd_import, "apex": apex_commands.run}

@@ -27,8 +27,8 @@ def figure(kind: str, paths: list[str]):
     if kind == "components":
         return figures.components_bars(ComponentsReport.from_dict(data[0]))
     if kind in ("sweep", "sweep_memory"):
-        from bench_core.sweep import figures as sweep_figures
-        from bench_core.sweep.records import SweepResult
+        from bench_core.sweep.core.records import SweepResult
+        from bench_core.sweep.views import figures as sweep_figures
         result = SweepResult.from_dict(data[0])
         return sweep_figures.sweep_figure(result) if kind == "sweep" else sweep_figures.peak_memory_map(result)
     builder = getattr(figures, kind)

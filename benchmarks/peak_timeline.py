@@ -1,5 +1,5 @@
 """Where in a training step its peak memory falls, at 1, 2 and full depth (a GPU diagnostic for the sweep's depth
-check): one warmed-up step of each stage, built as the sweep's predictor builds it (sweep.builders.step_fn), run
+check): one warmed-up step of each stage, built as the sweep's predictor builds it (sweep.timing.builders.step_fn), run
 under the allocator's history; from its alloc/free events, the allocated bytes over the step, the phase ends, and
 where the peak lies (which phase, how far into it) with the largest blocks live there.
 
@@ -65,7 +65,7 @@ def main() -> int:
 
     from bench_core.config.bench_config import BenchConfig, workload
     from bench_core.levers.stage import Stage
-    from bench_core.sweep.builders import step_fn
+    from bench_core.sweep.timing.builders import step_fn
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stages", nargs="+")
     ap.add_argument("--model", default="gpt2-small")

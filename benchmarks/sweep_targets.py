@@ -30,9 +30,9 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench_core.sweep.errors import held_out_count, own_interval_count
-from bench_core.sweep.records import Paired, PointResult, SweepResult, from_json, is_sweep_json
-from bench_core.sweep.runner import repredicted
+from bench_core.sweep.core.errors import held_out_count, own_interval_count
+from bench_core.sweep.core.records import Paired, PointResult, SweepResult, from_json, is_sweep_json
+from bench_core.sweep.core.runner import repredicted
 
 STEP_TARGET = 0.10     # the issue's: predicted step time within 10% of the measured one
 SIDE_TARGET = 0.90     # the crossover's side right at 90% of points or more

@@ -21,7 +21,7 @@ from bench_core.results.store import Store
 from bench_core.service.access import OPERATOR, Throttle, configured_token, role_for
 from bench_core.service.jobs import JobManager
 from bench_core.service.sweeps import SweepService
-from bench_core.sweep.runner import SweepHooks
+from bench_core.sweep.core.runner import SweepHooks
 
 PROBE_OVERRIDE: Probe | None = None  # tests set a ready probe here instead of waiting for a fresh one
 SWEEP_HOOKS_OVERRIDE: SweepHooks | None = None  # tests set fake kernel timings and runs for the Sweep page here
@@ -39,7 +39,7 @@ def get_manager() -> JobManager:
 @st.cache_resource(show_spinner=False)
 def get_sweeps() -> SweepService:
     """One per server process, beside the job manager and on its device lock: a sweep outlives its browser tab."""
-    from bench_core.sweep.history import SweepStore
+    from bench_core.sweep.core.history import SweepStore
     return SweepService(get_manager(), SweepStore(history().path), load_limits(), hooks=SWEEP_HOOKS_OVERRIDE)
 
 

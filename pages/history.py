@@ -16,7 +16,7 @@ from bench_core.results.formats import ImportRejected, neutralise, to_csv
 from bench_core.results.headline import headline
 from bench_core.results.summary import summarize
 from bench_core.service.jobs import NotAllowed
-from bench_core.sweep.records import is_sweep_json
+from bench_core.sweep.core.records import is_sweep_json
 from dashboard import job_view
 from dashboard.examples import example_buttons
 from dashboard.live import verdict_card

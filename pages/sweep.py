@@ -9,23 +9,8 @@ from bench_core.config.bench_config import WORKLOADS, BenchConfig, ConfigError, 
 from bench_core.models.families import FAMILIES
 from bench_core.results.formats import ImportRejected
 from bench_core.service.jobs import LimitExceeded, NotAllowed
-from bench_core.sweep.compare import (
-    APART,
-    apart_count,
-    crossovers_side_by_side,
-    same_map,
-    speedups_side_by_side,
-)
-from bench_core.sweep.errors import error_figures
-from bench_core.sweep.figures import has_memory, peak_memory_map, sweep_figure, sweep_line
-from bench_core.sweep.lines import line_answers
-from bench_core.sweep.memory import memory_gaps
-from bench_core.sweep.parts import BREAKDOWN_CAPTION, BREAKDOWN_TITLE, breakdown_rows
-from bench_core.sweep.records import SweepResult, crossovers, to_json
-from bench_core.sweep.report import render_html
-from bench_core.sweep.rows import PREDICTED_MARK, phone_rows, shown_text_rows, to_csv
-from bench_core.sweep.same_here import same_code_warning
-from bench_core.sweep.spec import (
+from bench_core.sweep.core.records import SweepResult, crossovers, to_json
+from bench_core.sweep.core.spec import (
     AXES,
     Comparison,
     SweepSpec,
@@ -33,6 +18,29 @@ from bench_core.sweep.spec import (
     parse_budget,
     parse_comparison,
     sweepable_levers,
+)
+from bench_core.sweep.views import (
+    APART,
+    BREAKDOWN_CAPTION,
+    BREAKDOWN_TITLE,
+    PREDICTED_MARK,
+    apart_count,
+    breakdown_rows,
+    crossovers_side_by_side,
+    error_figures,
+    has_memory,
+    line_answers,
+    memory_gaps,
+    peak_memory_map,
+    phone_rows,
+    render_html,
+    same_code_warning,
+    same_map,
+    shown_text_rows,
+    speedups_side_by_side,
+    sweep_figure,
+    sweep_line,
+    to_csv,
 )
 from dashboard.routing import through_app
 from dashboard.session import access_panel, get_manager, get_sweeps, is_operator, listed, persistence_banner, role

@@ -227,9 +227,43 @@ def built_event(job, world: int = 1):
 def step_timings(ms_by_key: dict[str, float]):
     """Fake sweep timings: each stage key's whole step takes the given ms at any depth (a block adds nothing), so
     a comparison's predicted speedup is the ratio of its two figures."""
-    from bench_core.sweep.timings import KernelTime, Part, PointTimings
+    from bench_core.sweep.timing.timings import KernelTime, Part, PointTimings
     return PointTimings(tuple(KernelTime(part, key, ms, ms, ms, 0, 1) for key, ms in ms_by_key.items()
                               for part in (Part.STEP_1, Part.STEP_2)), 0.0, 1)
+
+
+def adam_pair_timings(a_ms: float, b_ms: float):
+    """A sweep of adam against adam-fused (fp32, layernorm): adam's step a_ms, adam-fused's b_ms, so the predicted
+    speedup of adam-fused over adam is a_ms / b_ms."""
+    return step_timings({"adam+layernorm+fp32": a_ms, "adam-fused+layernorm+fp32": b_ms})
+
+
+def tiny_sweep_spec(budget: float | None = None, widths: tuple[int, ...] = (64, 128, 256, 512)):
+    """That comparison along width on a one-block CPU model."""
+    from bench_core.config.bench_config import BenchConfig
+    from bench_core.sweep.core.spec import Axis, SweepSpec, parse_comparison
+    base = BenchConfig(depth=1, width=64, heads=2, seq_len=16, batch_size=2, vocab_size=128, device="cpu")
+    return SweepSpec(parse_comparison("adam+layernorm+fp32,adam-fused+layernorm+fp32", "gpt"), base,
+                     (Axis("width", widths),), budget)
+
+
+def tiny_sweep(two_axes: bool = False):
+    """A finished sweep of `tiny_sweep_spec` (or of width x batch_size): point i predicted x0.5(i + 1) x 1.1, the
+    odd points measured 10% under their prediction, with peaks."""
+    from bench_core.results.records import Status
+    from bench_core.sweep.core.records import PointMeasurement, PointPrediction, PointResult, SweepResult
+    from bench_core.sweep.core.spec import Axis, SweepSpec, grid
+    spec = tiny_sweep_spec()
+    if two_axes:
+        spec = SweepSpec(spec.comparison, spec.base, (Axis("width", (64, 128)), Axis("batch_size", (2, 4))), None)
+    points = []
+    for i, point in enumerate(grid(spec.axes, spec.base)):
+        s = 0.5 * (i + 1)
+        pred = PointPrediction(s * 1.1, s, s * 1.2, 2.0, 2.0 / s, "gpu-bound", adam_pair_timings(s, 1.0))
+        meas = PointMeasurement(Status.OK, None, s, s * 0.9, s * 1.1, "within one process", 20.0, 20.0 / s,
+                                "unknown", 100.0, 70.0, 12.5) if i % 2 else None
+        points.append(PointResult(point.index, point.values, pred, None, meas))
+    return SweepResult(spec, "cpu", "CPU", tuple(points), Status.DONE, notes=("a note",))
 
 
 def load_benchmark(name: str):

@@ -79,12 +79,12 @@ def test_each_marked_figure_is_recomputed_from_its_raw_file(doc, mark):
 def test_the_guide_s_sweep_paragraph_says_what_the_sweep_says():
     """Its own words, read from the engine: every crossing of ×1.00, a crossing back included; a cancelled sweep's
     points that never ran; a third decimal near ×1.00; the warning before a comparison that runs the same code."""
-    from bench_core.sweep.crossover import Change, Direction
-    from bench_core.sweep.records import NotRun
+    from bench_core.sweep.core.crossover import Change, Direction
+    from bench_core.sweep.core.records import NotRun
     text = (ROOT / "docs" / "GUIDE.md").read_text()
     start = text.index("* Where does a lever start to pay?")
     sweep = " ".join(text[start:text.index("\n* ", start + 1)].split())
     assert f'"{Direction.PAYS_ABOVE} A, and {Change.STOPS_PAYING} B"' in sweep
     assert f'"{NotRun.CANCELLED.text}"' in sweep
     assert "third decimal" in sweep and "`bench_core/results/near_one.py`" in sweep
-    assert "`bench_core/sweep/same_here.py`" in sweep and "warned of before" in sweep
+    assert "`bench_core/sweep/views/words.py`" in sweep and "warned of before" in sweep

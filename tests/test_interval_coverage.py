@@ -7,7 +7,7 @@ import math
 import re
 from pathlib import Path
 
-from bench_core.sweep import plan
+from bench_core.sweep.core import plan
 from helpers import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
 """Whether two levers run the same code on a device, read from the registry: on a CPU adam and adam-loop both run
-torch's for-loop Adam (foreach kernels are CUDA's). A sweep between such levers maps only noise (sweep.same_here),
+torch's for-loop Adam (foreach kernels are CUDA's). A sweep between such levers maps only noise (sweep.views.words),
 and the components view measures them once (components.bench)."""
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def color_distance(a: str, b: str) -> float:
     return sum((p - q) ** 2 for p, q in zip(_lab(a), _lab(b), strict=True)) ** 0.5
 
 
-def _wrap(text: str, width: int) -> list[str]:
+def wrap_text(text: str, width: int) -> list[str]:
     return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
 
 
@@ -86,7 +86,7 @@ def _title_lines(text: str) -> list[str]:
         sub = part.startswith("<sup>")
         plain = part.removeprefix("<sup>").removesuffix("</sup>")
         out += [f"{SUB_OPEN}{line}{SUB_CLOSE}" if sub else line
-                for line in _wrap(plain, SUB_CHARS if sub else TITLE_CHARS)]
+                for line in wrap_text(plain, SUB_CHARS if sub else TITLE_CHARS)]
     return out
 
 
@@ -96,13 +96,13 @@ def _title(text: str) -> dict:
                 pad=dict(t=MODEBAR_PX), font=dict(size=14))
 
 
-def _legend_entries(fig: go.Figure) -> int:
+def legend_entries(fig: go.Figure) -> int:
     shown_by_default = len(fig.data) > 1
     return sum(1 for t in fig.data if t.type != "heatmap" and (t.showlegend if t.showlegend is not None
                                                                  else shown_by_default))
 
 
-def _finish(fig: go.Figure, title: str, height: int, **layout: Any) -> None:
+def finish_figure(fig: go.Figure, title: str, height: int, **layout: Any) -> None:
     """Title, height and margins from what the figure holds: the top margin fits the wrapped title, and the
     height grows by the title's extra lines and by the legend at the foot, one row an entry (a phone's worst
     case), so neither squeezes the plot nor runs into it. `height` is for a two-line title and no legend."""
@@ -110,18 +110,18 @@ def _finish(fig: go.Figure, title: str, height: int, **layout: Any) -> None:
     top = MODEBAR_PX + sum(SUB_PX if line.startswith(SUB_OPEN) else TITLE_PX for line in lines) + 20
     base = {**LAYOUT, **layout}
     margin = {**base.pop("margin"), "t": top + base.pop("extra_top", 0)}
-    legend = _legend_entries(fig) * LEGEND_ROW_PX + (10 if _legend_entries(fig) else 0)
+    legend = legend_entries(fig) * LEGEND_ROW_PX + (10 if legend_entries(fig) else 0)
     margin["b"] = margin["b"] + legend
     labels = _stage_ticks(fig)
-    fig.update_layout(title=_title(title), height=height + max(0, top - 70) + legend + _label_room(labels, height),
+    fig.update_layout(title=_title(title), height=height + max(0, top - 70) + legend + label_room(labels, height),
                       margin=margin, **base)
 
 
-def _summaries(runs: RunSummary | Sequence[RunSummary]) -> list[RunSummary]:
+def as_summaries(runs: RunSummary | Sequence[RunSummary]) -> list[RunSummary]:
     return [runs] if isinstance(runs, RunSummary) else list(runs)
 
 
-def _height(rows: int, several: int = 1) -> int:
+def figure_height(rows: int, several: int = 1) -> int:
     return FRAME_PX + max(rows, 1) * ROW_PX * max(1, min(several, 3))   # a row holds a stage label of two lines
 
 
@@ -130,19 +130,19 @@ def run_name(summary: RunSummary) -> str:
     return f"{run.preset} · {run.gpu or run.device} · {run.created_at[:16].replace('T', ' ')} · {run.run_id[:6]}"
 
 
-def _keys(runs: list[RunSummary]) -> list[str]:
+def stage_keys(runs: list[RunSummary]) -> list[str]:
     """Stage keys in first-seen order across runs: the shared axis of a comparison."""
     return list(dict.fromkeys(s.key for r in runs for s in r.stages))
 
 
-def _phone_plot_px(fig: go.Figure) -> float:
+def phone_plot_px(fig: go.Figure) -> float:
     """The plot area's width on a 390 px phone: what the margins and the (wrapped) stage labels leave."""
     ticks = fig.layout.yaxis.ticktext or [str(y) for t in fig.data if t.y is not None for y in t.y]
     longest = max((len(line) for tick in ticks for line in str(tick).split("<br>")), default=0)
     return max(100.0, PHONE_PX - 40 - CHAR_PX * longest)
 
 
-def _room_for_labels(fig: go.Figure) -> None:
+def room_for_labels(fig: go.Figure) -> None:
     """Bar labels sit outside the bars: the x range leaves each its width in pixels on a phone's plot area (the
     narrowest a chart is drawn), so '12,441' or '×5.00' is never cut at the edge; at 1440 px the room is to spare."""
     # markers (a roofline's peaks) stay inside too
@@ -157,7 +157,7 @@ def _room_for_labels(fig: go.Figure) -> None:
         for end, text in zip(ends, t.text, strict=False):
             if end and text and t.textposition != "inside":
                 # the label's share of the plot's width; the range must put `end` left of (1 - share)
-                share = min(MAX_LABEL_SHARE, (CHAR_PX * len(str(text)) + 6) / _phone_plot_px(fig))
+                share = min(MAX_LABEL_SHARE, (CHAR_PX * len(str(text)) + 6) / phone_plot_px(fig))
                 need = max(need, end / (1 - share))
     if need > 0:
         fig.update_xaxes(range=[0, need])
@@ -167,14 +167,14 @@ def _stage_ticks(fig: go.Figure) -> list[str]:
     """Stage names as axis labels, broken after '+' into lines that fit beside a phone's plot: a 40-character
     name would leave a phone's chart 100 px. Returns the labels."""
     names = list(dict.fromkeys(y for t in fig.data for y in (t.y if t.y is not None else ()) if isinstance(y, str)))
-    labels = [_break_stage(n) for n in names]
+    labels = [break_stage(n) for n in names]
     if names:
         fig.update_yaxes(tickmode="array", tickvals=names, ticktext=labels)
     return labels
 
 
-def _label_room(labels: list[str], height: int) -> int:
-    """The height a chart needs beyond `height` for its labels: a row of `_height`'s holds two lines, and a label
+def label_room(labels: list[str], height: int) -> int:
+    """The height a chart needs beyond `height` for its labels: a row of `figure_height`'s holds two lines, and a label
     of three ("apex-fusedadam+ / apex-fusedln+ / fp32 · cd08cc", a run's id after its key) ran into its neighbours."""
     if not labels:
         return 0
@@ -183,7 +183,7 @@ def _label_room(labels: list[str], height: int) -> int:
     return round(len(labels) * (need - row_px)) if need > row_px else 0
 
 
-def _break_stage(name: str) -> str:
+def break_stage(name: str) -> str:
     lines: list[str] = []
     for part in name.replace("+", "+\n").split("\n"):
         if lines and len(lines[-1]) + len(part) <= STAGE_CHARS:
@@ -193,7 +193,7 @@ def _break_stage(name: str) -> str:
     return "<br>".join(lines)
 
 
-def _empty(fig: go.Figure, text: str) -> go.Figure:
+def empty_figure(fig: go.Figure, text: str) -> go.Figure:
     fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
                        font=dict(color="#757575"))
     fig.update_xaxes(visible=False)

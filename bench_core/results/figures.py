@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from bench_core.measure.breakdown import CATEGORIES
 from bench_core.measure.proof import CELL_STATES, KEY_KERNELS
-from bench_core.results.chart_layout import (  # noqa: F401 (re-exported: the figures' own names)
+from bench_core.results.chart_layout import (
     BOUND_COLORS,
     BUSY_TEXT_INSIDE,
     CATEGORY_COLORS,
@@ -24,38 +24,20 @@ from bench_core.results.chart_layout import (  # noqa: F401 (re-exported: the fi
     DASHES,
     FAILED,
     FASTER,
-    LAYOUT,
-    LEGEND_ROW_PX,
-    MAX_LABEL_SHARE,
-    MODEBAR_PX,
     NEUTRAL,
     NOTE_CHARS,
     NOTE_PX,
-    PHONE_PX,
     RUN_COLORS,
     SLOWER,
-    STAGE_CHARS,
-    SUB_CHARS,
-    SUB_CLOSE,
-    SUB_OPEN,
-    SUB_PX,
-    TITLE_CHARS,
-    TITLE_PX,
     UNAVAILABLE,
-    _break_stage,
-    _empty,
-    _finish,
-    _height,
-    _keys,
-    _legend_entries,
-    _phone_plot_px,
-    _room_for_labels,
-    _stage_ticks,
-    _summaries,
-    _title,
-    _title_lines,
-    _wrap,
+    as_summaries,
+    empty_figure,
+    figure_height,
+    finish_figure,
+    room_for_labels,
     run_name,
+    stage_keys,
+    wrap_text,
 )
 from bench_core.results.parity import first_round_losses, loss_parity
 from bench_core.results.summary import RunSummary, StageSummary
@@ -68,7 +50,7 @@ def _interval_words(summaries: Sequence[RunSummary]) -> str:
 
 
 def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
-    summaries = _summaries(runs)
+    summaries = as_summaries(runs)
     several = len(summaries) > 1
     fig = go.Figure()
     for n, summary in enumerate(summaries):
@@ -109,15 +91,15 @@ def speedup_bars(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     base = summaries[0].baseline_key if summaries else None
     title = f"Speedup vs {base}<br><sup>median step times, {_interval_words(summaries)}</sup>" if base else "Speedup"
     note = next((s.baseline_note for s in summaries if s.baseline_note), None)
-    _finish(fig, title + (f"<br><sup>{note}</sup>" if note else ""), _height(len(_keys(summaries)), len(summaries)),
-            xaxis_title="× faster", barmode="group")
-    fig.update_yaxes(categoryorder="array", categoryarray=_keys(summaries))
-    _room_for_labels(fig)
-    return fig if summaries and summaries[0].stages else _empty(fig, "no stages yet")
+    finish_figure(fig, title + (f"<br><sup>{note}</sup>" if note else ""),
+                  figure_height(len(stage_keys(summaries)), len(summaries)), xaxis_title="× faster", barmode="group")
+    fig.update_yaxes(categoryorder="array", categoryarray=stage_keys(summaries))
+    room_for_labels(fig)
+    return fig if summaries and summaries[0].stages else empty_figure(fig, "no stages yet")
 
 
 def iteration_times(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
-    summaries = _summaries(runs)
+    summaries = as_summaries(runs)
     several = len(summaries) > 1
     fig = go.Figure()
     for n, summary in enumerate(summaries):
@@ -131,9 +113,9 @@ def iteration_times(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                                  legendgroup=str(n), showlegend=several and s is summary.stages[0],
                                  marker=dict(size=4, color=color), line=dict(width=1.5),
                                  hovertext=f"median {s.timing.median_ms:.2f} ms" + (" · PARTIAL" if s.partial else "")))
-    _finish(fig, "Step time per stage<br><sup>box p25–p75, line median; red: partial, not a result</sup>",
-            _height(len(_keys(summaries)), len(summaries)), xaxis_title="ms", boxmode="group")
-    return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
+    finish_figure(fig, "Step time per stage<br><sup>box p25–p75, line median; red: partial, not a result</sup>",
+            figure_height(len(stage_keys(summaries)), len(summaries)), xaxis_title="ms", boxmode="group")
+    return fig if fig.data else empty_figure(fig, "waiting for the first timed iteration")
 
 
 def _bars(runs: list[RunSummary], value: Callable[[StageSummary], float | None], fmt: str, title: str,
@@ -147,14 +129,14 @@ def _bars(runs: list[RunSummary], value: Callable[[StageSummary], float | None],
                              text=[(label and label(s)) or format(v, fmt) for s, v in rows],
                              textposition="outside", cliponaxis=False,
                              showlegend=several))
-    _finish(fig, title, _height(len(_keys(runs)), len(runs)), xaxis_title=axis, barmode="group")
-    _room_for_labels(fig)
-    return fig if any(len(t.x) for t in fig.data) else _empty(fig, "reported when a stage finishes ok")
+    finish_figure(fig, title, figure_height(len(stage_keys(runs)), len(runs)), xaxis_title=axis, barmode="group")
+    room_for_labels(fig)
+    return fig if any(len(t.x) for t in fig.data) else empty_figure(fig, "reported when a stage finishes ok")
 
 
 def peak_memory(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     """The CUDA allocator's peak; on CPU the worker's peak RSS, titled as such (the CLI's Peak RSS column)."""
-    summaries = _summaries(runs)
+    summaries = as_summaries(runs)
     title = ("Peak GPU memory per stage<br><sup>CUDA allocator, after warm-up</sup>"
              if any(s.run.device == "cuda" for s in summaries) else
              "Peak RSS per stage<br><sup>the worker's resident host memory</sup><br><sup>the whole process, "
@@ -163,11 +145,11 @@ def peak_memory(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
 
 
 def throughput(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
-    return _bars(_summaries(runs), lambda s: s.rates.tokens_per_s, ",.0f", "Throughput (ok stages)", "tokens/s")
+    return _bars(as_summaries(runs), lambda s: s.rates.tokens_per_s, ",.0f", "Throughput (ok stages)", "tokens/s")
 
 
 def mfu(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
-    return _bars(_summaries(runs), lambda s: None if s.rates.mfu is None else 100 * s.rates.mfu, ".1f",
+    return _bars(as_summaries(runs), lambda s: None if s.rates.mfu is None else 100 * s.rates.mfu, ".1f",
                  "Model FLOPs utilisation<br><sup>of the dense datasheet peak; FP8 stages: of the BF16 peak, "
                  "same model FLOPs</sup>", "% of peak", label=lambda s: s.mfu_text)
 
@@ -176,7 +158,7 @@ def loss_curves(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     """Each stage's first-process losses at their training steps (its warm-up steps, then its timed ones), with the
     parity verdict in words under it. Drawn by timed step, stages with different warm-ups sat apart by that offset
     and read as a loss gap (a new user's pass); a curve hidden under an equal one shows through its dashes."""
-    summaries = _summaries(runs)
+    summaries = as_summaries(runs)
     fig = go.Figure()
     keys: dict[str, str] = {}   # each curve's name -> its colour
     for summary in summaries:
@@ -196,10 +178,10 @@ def loss_curves(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     lines = []
     for n, (name, color) in enumerate(keys.items()):
         lines.append(f"<span style='color:{color}'>{DASH_KEYS[n % len(DASHES)]}</span> {name}")
-        lines += [f"    {line}" for line in _wrap(verdicts.get(name, "the reference" if verdicts else ""),
+        lines += [f"    {line}" for line in wrap_text(verdicts.get(name, "the reference" if verdicts else ""),
                                                     NOTE_CHARS) if line]
     notes = NOTE_PX * len(lines)
-    _finish(fig, "Loss per timed step (first process)<br><sup>same seed, init and batch; each at its training "
+    finish_figure(fig, "Loss per timed step (first process)<br><sup>same seed, init and batch; each at its training "
             "step, after its warm-up</sup><br><sup>parity compares the same training step, against a rounding "
             "bound</sup>", 70 + 250 + 60 + notes, xaxis_title="training step", yaxis_title="loss",
             yaxis=dict(gridcolor="#ebf0f8", automargin=True),
@@ -207,12 +189,12 @@ def loss_curves(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     if lines:
         fig.add_annotation(text="<br>".join(lines), showarrow=False, align="left", x=0, xanchor="left",
                            xref="paper", y=-60 / 250, yref="paper", yanchor="top", font=dict(size=11))
-    return fig if fig.data else _empty(fig, "waiting for the first timed iteration")
+    return fig if fig.data else empty_figure(fig, "waiting for the first timed iteration")
 
 
 def time_breakdown(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     """Where a step's time goes, by category (GPU kernel ms per step on CUDA, CPU op self time on CPU)."""
-    summaries = _summaries(runs)
+    summaries = as_summaries(runs)
     several = len(summaries) > 1
     rows = [(summary, s) for summary in summaries for s in summary.stages if s.profile]
     labels = [f"{s.key} · {summary.run.run_id[:6]}" if several else s.key for summary, s in rows]
@@ -234,8 +216,8 @@ def time_breakdown(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     title = ("Where the time goes<br><sup>CPU op self time per step, by category; | = measured step time</sup>"
              + _cpu_ops_note([s for _, s in rows]) if cpu else
              "Where the time goes<br><sup>GPU kernel time per step by category; | = measured step time</sup>")
-    _finish(fig, title, _height(len(rows)) + 40, xaxis_title="ms per step", barmode="stack")
-    return fig if rows else _empty(fig, "the breakdown comes from the profiled steps, after the timed ones")
+    finish_figure(fig, title, figure_height(len(rows)) + 40, xaxis_title="ms per step", barmode="stack")
+    return fig if rows else empty_figure(fig, "the breakdown comes from the profiled steps, after the timed ones")
 
 
 def _cpu_ops_note(stages: list[StageSummary]) -> str:
@@ -255,7 +237,7 @@ def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     """Kernel share of each step (kernel time ÷ step time), coloured by its verdict (which the host wait decides,
     not a share line): one
     trace a verdict, so the legend names it; the bar says its share, short enough to sit whole inside the bar."""
-    summaries = _summaries(runs)
+    summaries = as_summaries(runs)
     several = len(summaries) > 1
     rows = [(summary, s) for summary in summaries for s in summary.stages if s.bottleneck.busy is not None]
     labels = [f"{s.key} · {summary.run.run_id[:6]}" if several else s.key for summary, s in rows]
@@ -271,10 +253,11 @@ def bottleneck(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
                              insidetextanchor="end", textfont=dict(color="white"),
                              outsidetextfont=dict(color="#2a3f5f"),
                              hovertext=[f"{verdict}: {s.bottleneck.sentence}" for _, s in mine]))
-    _finish(fig, "Kernel share of the step<br><sup>kernel time ÷ step time; colour: what sets the pace</sup>",
-            _height(len(rows)) + 20, xaxis_title="% of the step in kernels", xaxis_range=[0, 100], barmode="overlay")
+    finish_figure(fig, "Kernel share of the step<br><sup>kernel time ÷ step time; colour: what sets the pace</sup>",
+                  figure_height(len(rows)) + 20, xaxis_title="% of the step in kernels", xaxis_range=[0, 100],
+                  barmode="overlay")
     fig.update_yaxes(categoryorder="array", categoryarray=labels)
-    return fig if rows else _empty(fig, "the kernel share needs a CUDA profile")
+    return fig if rows else empty_figure(fig, "the kernel share needs a CUDA profile")
 
 
 # What each column of the kernel grid proves, once: the dashboard and the HTML report print it under the grid.
@@ -285,7 +268,7 @@ KERNEL_GRID_CAPTION = ("Each column is a key kernel a lever must launch; a row i
 
 
 def kernel_grid(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
-    summaries = _summaries(runs)
+    summaries = as_summaries(runs)
     several = len(summaries) > 1
     rows = [(summary, s) for summary in summaries for s in summary.stages]
     keys = [k for k in KEY_KERNELS if any(s.cells.get(k) and s.cells[k].state not in ("not used", "pending",
@@ -310,7 +293,7 @@ def kernel_grid(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     # the column headers sit on top (under the title), so the colour legend goes at the foot, clear of them
     # the upright headers' height is kept under the title (automargin alone grew the plot up into it on a phone)
     headers = CHAR_PX * max(len(KEY_KERNELS[k].label) for k in keys) + 12
-    _finish(fig, "Kernel proof<br><sup>torch.profiler, untimed steps after the timed ones</sup>",
+    finish_figure(fig, "Kernel proof<br><sup>torch.profiler, untimed steps after the timed ones</sup>",
             round(70 + headers + 20 + 50 + 40 * max(len(rows), 1)), margin=dict(l=10, r=30, t=0, b=20),
             extra_top=round(headers))
     fig.update_yaxes(showgrid=False)
@@ -322,7 +305,7 @@ def kernel_grid(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
 def roofline(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     """Achieved model TFLOP/s per stage against this GPU's ceilings: the datasheet's dense peak and the peak
     measured here (a large square GEMM), each for the stage's precision."""
-    summaries = _summaries(runs)
+    summaries = as_summaries(runs)
     several = len(summaries) > 1
     fig = go.Figure()
     rows = [(summary, s) for summary in summaries for s in summary.stages if s.ok and s.rates.tflops]
@@ -342,10 +325,10 @@ def roofline(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
         fig.add_trace(go.Scatter(y=labels, x=xs, mode="markers", name=name,
                                  marker=dict(symbol=symbol, size=14, color="#c62828" if "data" in name else "#212121",
                                              line_width=2)))
-    _finish(fig, "Achieved TFLOP/s against this GPU's ceilings<br><sup>datasheet dense peak and measured GEMM "
-            "peak</sup>", _height(len(rows)) + 40, xaxis_title="TFLOP/s")
-    _room_for_labels(fig)
-    return fig if rows else _empty(fig, "TFLOP/s are reported for stages that finished ok")
+    finish_figure(fig, "Achieved TFLOP/s against this GPU's ceilings<br><sup>datasheet dense peak and measured GEMM "
+            "peak</sup>", figure_height(len(rows)) + 40, xaxis_title="TFLOP/s")
+    room_for_labels(fig)
+    return fig if rows else empty_figure(fig, "TFLOP/s are reported for stages that finished ok")
 
 
 class HasComponentRows(Protocol):
@@ -368,15 +351,15 @@ def components_bars(report: HasComponentRows) -> go.Figure:
     if any(r.kernel_ms is not None for r in rows):  # the GPU's own share; the rest of the bar is host launch cost
         fig.add_trace(go.Scatter(y=labels, x=[r.kernel_ms for r in rows], mode="markers", name="kernels alone",
                                  marker=dict(symbol="diamond", size=11, color="#212121")))
-    _finish(fig, "Each component alone<br><sup>median ms per call; orange: Apex; ◆ the kernels' own time "
-            "(launch-bound: the host's launches set the pace)</sup>", _height(len(rows)) + 20, xaxis_title="ms")
-    _room_for_labels(fig)
-    return fig if rows else _empty(fig, "no row ran")
+    finish_figure(fig, "Each component alone<br><sup>median ms per call; orange: Apex; ◆ the kernels' own time "
+            "(launch-bound: the host's launches set the pace)</sup>", figure_height(len(rows)) + 20, xaxis_title="ms")
+    room_for_labels(fig)
+    return fig if rows else empty_figure(fig, "no row ran")
 
 
 def scaling(runs: RunSummary | Sequence[RunSummary]) -> go.Figure:
     """Scaling efficiency = throughput(N) / (N x throughput(1)) of the same levers, per multi-GPU stage."""
-    return _bars(_summaries(runs), lambda s: None if s.scaling_efficiency is None else 100 * s.scaling_efficiency,
+    return _bars(as_summaries(runs), lambda s: None if s.scaling_efficiency is None else 100 * s.scaling_efficiency,
                  ".0f", "Scaling efficiency<br><sup>weak scaling, same per-GPU batch</sup>", "% of N × one GPU")
 
 
@@ -387,7 +370,7 @@ ALL_FIGURES = {"speedup": speedup_bars, "breakdown": time_breakdown, "bottleneck
 
 def not_applicable(name: str, runs: RunSummary | Sequence[RunSummary]) -> str | None:
     """Why a chart has nothing to show for these runs (one line), or None when it applies."""
-    summaries = _summaries(runs)
+    summaries = as_summaries(runs)
     cuda = any(s.run.device == "cuda" for s in summaries)
     if name == "scaling" and not any(st.gpus > 1 for s in summaries for st in s.stages):
         return "Scaling efficiency needs stages at more than one GPU count (run with --gpus=1,2)."

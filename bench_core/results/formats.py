@@ -149,7 +149,7 @@ def incomplete_note(run: RunResult) -> str | None:
 
 
 def is_sweep_csv(header: Sequence[str]) -> bool:
-    """A sweep's CSV export: its points' id column, no run's stage column. (sweep.rows.CSV_FIELDS opens with
+    """A sweep's CSV export: its points' id column, no run's stage column. (sweep.views.rows.CSV_FIELDS opens with
     SWEEP_ID; results stands below sweep, so the name is written here, and a test holds the two together.)"""
     return SWEEP_ID in header and "stage" not in header
 

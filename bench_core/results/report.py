@@ -103,7 +103,7 @@ def render_html(run: RunResult) -> str:
         if name == "kernels":
             parts.append(f"<p class='na'>{html.escape(KERNEL_GRID_CAPTION)}</p>")
         figures.append(f'{{"id": "fig-{name}", "fig": {build(summary).to_json()}}}')
-    parts.append(_plotly_loader(figures))
+    parts.append(plotly_loader(figures))
     # fits a 390 px phone: stage names break after '+', wide tables scroll inside their own box, charts shrink
     style = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto;padding:0 12px}"
              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:4px;"
@@ -119,7 +119,7 @@ def render_html(run: RunResult) -> str:
 PLOTLY_BUNDLE = Path(__file__).parent.parent / "assets" / "plotly-cartesian-4.1.1.min.js.gz"
 
 
-def _plotly_loader(figures: list[str]) -> str:
+def plotly_loader(figures: list[str]) -> str:
     """One shared plotly.js for every chart: its cartesian bundle, gzipped and inlined (≈0.5 MB instead of the
     4.7 MB full bundle per report), unpacked in the browser with DecompressionStream; no network needed."""
     packed = base64.b64encode(PLOTLY_BUNDLE.read_bytes()).decode()

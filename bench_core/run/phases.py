@@ -1,5 +1,5 @@
 """The phases of one training step, in the order the step runs them (run.step calls its `on_phase` hook at the end
-of each): what a step's peak memory is read per phase by (sweep.kernels), no torch."""
+of each): what a step's peak memory is read per phase by (sweep.timing.process), no torch."""
 from __future__ import annotations
 
 from enum import StrEnum

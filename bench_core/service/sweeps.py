@@ -11,10 +11,10 @@ from bench_core.config.settings import Limits
 from bench_core.results.records import Status
 from bench_core.service.access import OPERATOR
 from bench_core.service.jobs import JobManager, LimitExceeded, NotAllowed
-from bench_core.sweep.history import SweepStore
-from bench_core.sweep.records import SweepResult
-from bench_core.sweep.runner import SweepHooks, new_sweep, run_sweep
-from bench_core.sweep.spec import SweepSpec, check, check_runnable
+from bench_core.sweep.core.history import SweepStore
+from bench_core.sweep.core.records import SweepResult
+from bench_core.sweep.core.runner import SweepHooks, new_sweep, run_sweep
+from bench_core.sweep.core.spec import SweepSpec, check, check_runnable
 
 
 class SweepService:
@@ -84,7 +84,7 @@ class SweepService:
     def import_sweep(self, data: bytes, role: str) -> tuple[str, str]:
         """A sweep's JSON into the history: the id it is stored under, and the message naming it."""
         from bench_core.results.formats import ImportRejected
-        from bench_core.sweep.records import from_json, is_sweep_json
+        from bench_core.sweep.core.records import from_json, is_sweep_json
         if role != OPERATOR:
             raise NotAllowed("only an operator may import")
         if self.store is None:

@@ -1,1 +1,1 @@
-"""Crossover maps: one lever comparison across model shapes, predicted from kernel timings and measured."""
+"""Where a lever starts to pay across model shapes: `timing` (the timing process), `core`, `views` (what is shown)."""

@@ -14,7 +14,7 @@ from bench_core.models.families import (
     matmul_params,
     param_count,
 )
-from bench_core.sweep.predict import block_gemms
+from bench_core.sweep.timing.variants import block_gemms
 
 RUN = {"seq_len": 16, "batch_size": 2, "warmup": 1, "iters": 2, "device": "cpu"}
 

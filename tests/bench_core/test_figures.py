@@ -4,7 +4,7 @@ import dataclasses
 import pytest
 from sample_runs import gpu_run
 
-from bench_core.results import figures
+from bench_core.results import chart_layout, figures
 from bench_core.results.summary import summarize
 from helpers import plain_title
 
@@ -13,7 +13,7 @@ def test_speedup_bars_are_horizontal_with_full_names_intervals_and_meaningful_co
     fig = figures.speedup_bars(summarize(gpu_run()))
     bar = fig.data[0]
     assert bar.orientation == "h" and list(bar.y) == [s.key for s in summarize(gpu_run()).stages]
-    assert bar.marker.color[1] == figures.FASTER and bar.marker.color[2] == figures.FAILED
+    assert bar.marker.color[1] == chart_layout.FASTER and bar.marker.color[2] == chart_layout.FAILED
     assert bar.x[2] == 0 and bar.text[2] == "failed (partial)"
 
 
@@ -42,7 +42,7 @@ def test_the_speedup_title_says_what_its_intervals_cover():
     assert "95% interval across 2 processes" in figures.speedup_bars(summarize(run)).layout.title.text
     one = dataclasses.replace(run.stages[1], rounds=(8,))
     mixed = figures.speedup_bars(summarize(run.with_stage(one))).layout.title.text.replace(
-        f"{figures.SUB_CLOSE}<br>{figures.SUB_OPEN}", " ")
+        f"{chart_layout.SUB_CLOSE}<br>{chart_layout.SUB_OPEN}", " ")
     assert "each bar's scope in its hover" in mixed and "bootstrap" not in mixed
 
 
@@ -65,8 +65,8 @@ def test_breakdown_stacks_categories_and_bottleneck_marks_the_threshold():
     assert fig.layout.barmode == "stack" and {t.name for t in fig.data if t.type == "bar"} >= {"gemm", "cast/copy"}
     bars = {t.name: t for t in figures.bottleneck(summary).data}
     launch = bars["launch-bound"]
-    assert list(launch.y) == ["apex-fusedadam+apex-fusedln+bf16"] and launch.marker.color == figures.SLOWER
-    assert bars["gpu-bound"].marker.color == figures.FASTER
+    assert list(launch.y) == ["apex-fusedadam+apex-fusedln+bf16"] and launch.marker.color == chart_layout.SLOWER
+    assert bars["gpu-bound"].marker.color == chart_layout.FASTER
 
 
 def test_breakdown_subtitle_names_the_devices_time_before_any_stage_is_profiled():
@@ -88,7 +88,7 @@ def test_charts_that_do_not_apply_say_why():
 
 
 def test_kernel_grid_separates_pending_from_not_used():
-    assert figures.CELL_COLORS["pending"] != figures.CELL_COLORS["not used"]
+    assert chart_layout.CELL_COLORS["pending"] != chart_layout.CELL_COLORS["not used"]
     fig = figures.kernel_grid(summarize(gpu_run()))
     assert all(label.split(". ", 1)[1] in [s.key for s in gpu_run().stages] for label in fig.data[0].y)
 
@@ -189,8 +189,8 @@ def test_speedup_numbers_sit_beyond_the_error_bars_upper_end():
 
 def _title_px(fig):
     lines = fig.layout.title.text.split("<br>")
-    return figures.MODEBAR_PX + sum(figures.SUB_PX if line.startswith(figures.SUB_OPEN) else figures.TITLE_PX
-                                  for line in lines)
+    sub, title = chart_layout.SUB_PX, chart_layout.TITLE_PX
+    return chart_layout.MODEBAR_PX + sum(sub if line.startswith(chart_layout.SUB_OPEN) else title for line in lines)
 
 
 def test_busy_labels_are_whole_and_the_verdict_is_a_legend_entry():
@@ -206,11 +206,11 @@ def test_busy_labels_are_whole_and_the_verdict_is_a_legend_entry():
     for t in fig.data:
         for x, text, where in zip(t.x, t.text, t.textposition, strict=True):
             assert text == f"{round(x)}%", text   # the share alone, a whole word
-            assert (where == "inside") == (x >= figures.BUSY_TEXT_INSIDE)
+            assert (where == "inside") == (x >= chart_layout.BUSY_TEXT_INSIDE)
             if where == "outside":   # the rest of the axis is the label's: at least 3/4 of the plot
                 assert 100 - x >= 75
             else:   # inside: 4 characters fit in the bar's share of the narrowest plot area
-                assert len(text) * figures.CHAR_PX + 6 <= x / 100 * figures._phone_plot_px(fig)
+                assert len(text) * chart_layout.CHAR_PX + 6 <= x / 100 * chart_layout.phone_plot_px(fig)
     assert all("bound" in h for t in fig.data for h in t.hovertext)
 
 
@@ -222,14 +222,15 @@ def test_every_chart_keeps_its_legend_at_the_foot_and_its_title_clear_of_the_plo
         fig = build(summary)
         legend = fig.layout.legend
         assert (legend.yref, legend.y, legend.yanchor) == ("container", 0, "bottom"), name
-        entries = figures._legend_entries(fig)
-        assert fig.layout.margin.b >= 50 + entries * figures.LEGEND_ROW_PX or name == "kernels", name
+        entries = chart_layout.legend_entries(fig)
+        assert fig.layout.margin.b >= 50 + entries * chart_layout.LEGEND_ROW_PX or name == "kernels", name
         if name == "kernels":
-            assert entries == len(figures.CELL_STATES) and fig.layout.margin.b >= entries * figures.LEGEND_ROW_PX
+            assert entries == len(figures.CELL_STATES) and fig.layout.margin.b >= entries * chart_layout.LEGEND_ROW_PX
         assert fig.layout.margin.t >= _title_px(fig), name
         for line in fig.layout.title.text.split("<br>"):
-            plain = line.removeprefix(figures.SUB_OPEN).removesuffix(figures.SUB_CLOSE)
-            assert len(plain) <= (figures.SUB_CHARS if line.startswith(figures.SUB_OPEN) else figures.TITLE_CHARS), \
+            plain = line.removeprefix(chart_layout.SUB_OPEN).removesuffix(chart_layout.SUB_CLOSE)
+            sub = line.startswith(chart_layout.SUB_OPEN)
+            assert len(plain) <= (chart_layout.SUB_CHARS if sub else chart_layout.TITLE_CHARS), \
                 line
 
 
@@ -237,7 +238,7 @@ def test_bar_labels_have_room_on_a_phone_and_stage_names_break_after_plus():
     summary = summarize(gpu_run())
     for name in ("speedup", "throughput", "mfu", "memory", "roofline"):
         fig = figures.ALL_FIGURES[name](summary)
-        plot_px = figures._phone_plot_px(fig)
+        plot_px = chart_layout.phone_plot_px(fig)
         top = fig.layout.xaxis.range[1]
         for t in fig.data:
             if t.text is None or isinstance(t.text, str) or t.textposition == "inside":
@@ -245,9 +246,9 @@ def test_bar_labels_have_room_on_a_phone_and_stage_names_break_after_plus():
             errors = t.error_x.array if t.type == "bar" and t.error_x.array is not None else [0] * len(t.x)
             for x, e, text in zip(t.x, errors, t.text, strict=True):
                 if x and text:   # the label's pixels fit between the bar's (or error bar's) end and the edge
-                    assert (top - x - e) / top * plot_px >= len(text) * figures.CHAR_PX, (name, text)
+                    assert (top - x - e) / top * plot_px >= len(text) * chart_layout.CHAR_PX, (name, text)
         ticks = list(fig.layout.yaxis.ticktext)
-        assert all(len(line) <= figures.STAGE_CHARS for tick in ticks for line in tick.split("<br>")), ticks
+        assert all(len(line) <= chart_layout.STAGE_CHARS for tick in ticks for line in tick.split("<br>")), ticks
         assert [t.replace("<br>", "") for t in ticks] == list(fig.layout.yaxis.tickvals)
 
 
@@ -255,20 +256,20 @@ def test_a_stage_label_of_three_lines_gets_the_height_it_needs():
     """Two runs side by side label each bar "key · run": "apex-fusedadam+ / apex-fusedln+ / fp32 · cd08cc" took three
     lines in a row of two's height and ran into its neighbours (docs' bottleneck PNG). Rows of two-line labels keep
     their height; rows of three get a 14 px line each more."""
-    from bench_core.results.chart_layout import LABEL_LINE_PX, ROW_PX, _break_stage, _height, _label_room
-    three = _break_stage("apex-fusedadam+apex-fusedln+fp32 · cd08cc")
+    from bench_core.results.chart_layout import LABEL_LINE_PX, ROW_PX, break_stage, figure_height, label_room
+    three = break_stage("apex-fusedadam+apex-fusedln+fp32 · cd08cc")
     assert three.count("<br>") == 2
-    two = _break_stage("adam-fused+layernorm+fp32 · 11612b")
-    assert two.count("<br>") == 1 and _label_room([two] * 9, _height(9)) == 0
-    room = _label_room([two] * 8 + [three], _height(9))
+    two = break_stage("adam-fused+layernorm+fp32 · 11612b")
+    assert two.count("<br>") == 1 and label_room([two] * 9, figure_height(9)) == 0
+    room = label_room([two] * 8 + [three], figure_height(9))
     assert room == 9 * (3 * LABEL_LINE_PX + 6 - ROW_PX)   # each of the 9 rows to 3 lines' pitch
     # and every chart gets it: the same bars, one label longer, are drawn that much taller
     import plotly.graph_objects as go
     keys = [f"adam-fused+layernorm+fp32 · {i:06d}" for i in range(9)]
     short, tall = go.Figure(go.Bar(x=[1] * 9, y=keys)), go.Figure(go.Bar(x=[1] * 9, y=[*keys[:8], "apex-fusedadam+"
                                                                                         "apex-fusedln+fp32 · cd08cc"]))
-    figures._finish(short, "t", _height(9))
-    figures._finish(tall, "t", _height(9))
+    chart_layout.finish_figure(short, "t", figure_height(9))
+    chart_layout.finish_figure(tall, "t", figure_height(9))
     assert tall.layout.height - short.layout.height == room
 
 

@@ -17,7 +17,7 @@ from bench_core.models import hf_config
 from bench_core.models.families import ModelParts, architecture, build_model, collect_errors
 from bench_core.run.processes import StageJob
 from bench_core.service.sources import server_source_errors
-from bench_core.sweep.spec import point_config
+from bench_core.sweep.core.spec import point_config
 from helpers import PROBE
 
 LIMITS = Limits()

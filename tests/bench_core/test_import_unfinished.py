@@ -10,8 +10,8 @@ from bench_core.results import formats
 from bench_core.results.formats import ImportRejected, parse_csv, parse_json, to_csv, to_json
 from bench_core.results.records import Status
 from bench_core.results.store import Store
-from bench_core.sweep.records import from_json
-from bench_core.sweep.rows import to_csv as sweep_csv
+from bench_core.sweep.core.records import from_json
+from bench_core.sweep.views.rows import to_csv as sweep_csv
 
 SWEEP = Path(__file__).parents[2] / "docs/data/h200_2026-12-04_call29_sweep_apex_gpt_1.json"
 
@@ -26,7 +26,7 @@ def test_a_sweep_csv_is_named_as_a_sweep_export():
 
 def test_the_sweep_csv_mark_is_the_sweeps_own_field():
     """formats cannot import the sweep package (it stands above results): the field it looks for is the sweep's."""
-    from bench_core.sweep.rows import CSV_FIELDS
+    from bench_core.sweep.views.rows import CSV_FIELDS
     assert formats.SWEEP_ID in CSV_FIELDS and formats.is_sweep_csv(CSV_FIELDS)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import bench_core
 from bench_core.cli import main
-from bench_core.sweep.history import SweepStore
+from bench_core.sweep.core.history import SweepStore
 
 COMPARE = "adam+layernorm+fp32,adam-fused+layernorm+fp32"
 
@@ -22,7 +22,7 @@ def nothing_starts(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("started although the input is bad")
     monkeypatch.setattr("bench_core.machine.probe.cached_probe", refuse)
-    monkeypatch.setattr("bench_core.sweep.runner.run_sweep", refuse)
+    monkeypatch.setattr("bench_core.sweep.core.runner.run_sweep", refuse)
 
 
 @pytest.mark.parametrize("args, flag", [
@@ -46,7 +46,7 @@ def test_bad_input_exits_2_naming_the_flag_and_starts_nothing(args, flag, nothin
 @pytest.mark.parametrize("command", ["sweep", "run"])
 def test_an_html_report_without_plotly_is_refused_before_anything_starts(command, nothing_starts, capsys,
                                                                          monkeypatch, tmp_path):
-    """The H200 has no plotly: a 225 s sweep wrote its JSON, then ended in a traceback at the HTML (call 22)."""
+    """The H200 has no plotly: a 225 s sweep wrote its JSON, then ended in a traceback at the HTML."""
     import importlib.util
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "plotly" else real(name, *a))
@@ -63,7 +63,7 @@ def test_a_stage_that_cannot_run_here_exits_2_before_any_point(capsys, monkeypat
 
     def refuse(*args, **kwargs):
         raise AssertionError("started although a stage cannot run here")
-    monkeypatch.setattr("bench_core.sweep.runner.run_sweep", refuse)
+    monkeypatch.setattr("bench_core.sweep.core.runner.run_sweep", refuse)
     assert main(["sweep", "--device", "cpu", "--compare", "fp8-torchao", "--axis", "width=64", "--model", "tiny",
                  "--no-db"]) == 2
     err = capsys.readouterr().err
@@ -81,7 +81,7 @@ def test_a_comparison_that_runs_the_same_code_here_is_warned_of_before_the_sweep
 
     def started(*args, **kwargs):
         raise Started
-    monkeypatch.setattr("bench_core.sweep.runner.run_sweep", started)
+    monkeypatch.setattr("bench_core.sweep.core.runner.run_sweep", started)
     with pytest.raises(Started):
         main(["sweep", "--device", "cpu", "--compare", "adam-loop", "--axis", "width=64", "--model", "tiny",
               "--no-db"])
@@ -103,7 +103,7 @@ def test_ctrl_c_cancels_the_sweep_and_keeps_what_finished():
 
     from rich.console import Console
 
-    from bench_core.sweep.cli import _until_done
+    from bench_core.sweep_cli import _until_done
     cancel, ended = threading.Event(), threading.Event()
 
     def work():

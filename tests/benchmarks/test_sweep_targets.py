@@ -5,9 +5,9 @@ import pytest
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.results.records import Status
-from bench_core.sweep.records import PointMeasurement, PointPrediction, PointResult, SweepResult, to_json
-from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
-from bench_core.sweep.timings import KernelTime, Part, PointTimings
+from bench_core.sweep.core.records import PointMeasurement, PointPrediction, PointResult, SweepResult, to_json
+from bench_core.sweep.core.spec import Axis, SweepSpec, grid, parse_comparison
+from bench_core.sweep.timing.timings import KernelTime, Part, PointTimings
 from helpers import load_benchmark
 
 targets = load_benchmark("sweep_targets")

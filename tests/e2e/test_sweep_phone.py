@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench_core.sweep.history import SweepStore
-from bench_core.sweep.records import from_json
+from bench_core.sweep.core.history import SweepStore
+from bench_core.sweep.core.records import from_json
 from live_server import ROOT, wait_idle
 
 pytestmark = pytest.mark.browser

@@ -7,10 +7,10 @@ import pytest
 
 from bench_core.config.bench_config import BenchConfig, workload
 from bench_core.levers.stage import Stage
-from bench_core.sweep.kernels import time_point, with_full_steps
-from bench_core.sweep.predict import predict
-from bench_core.sweep.spec import Axis, SweepSpec, grid, parse_comparison
-from bench_core.sweep.timings import Part
+from bench_core.sweep.core.predict import predict
+from bench_core.sweep.core.spec import Axis, SweepSpec, grid, parse_comparison
+from bench_core.sweep.timing.process import time_point, with_full_steps
+from bench_core.sweep.timing.timings import Part
 
 pytestmark = pytest.mark.gpu
 
@@ -29,7 +29,7 @@ def _as_swept(cfg, stages, least=None):
 def test_the_full_depth_step_is_timed_for_its_host_and_replaces_the_shallow_steps_rate():
     """Four blocks: the full step launches more kernels than the two-block one, its host is measured in rounds, and
     the prediction's host is that host scaled by the predicted kernels, not the shallow steps' rate."""
-    from bench_core.sweep.predict import host_per_kernel_ms
+    from bench_core.sweep.core.predict import host_per_kernel_ms
     cfg = replace(LLAMA, depth=4)
     timings, missing = _as_swept(cfg, (BF16,))
     assert missing == ()
@@ -66,7 +66,7 @@ def test_every_part_is_timed_with_its_kernels_and_the_launch_cost_is_measured():
 
 def test_a_shallow_step_s_peak_is_read_by_phase_and_its_highest_phase_is_the_step_s_peak():
     """The phases split one step, so the highest phase's peak is the step's own; a replayed CUDA graph has no
-    phases (the whole step's peak stands alone). Guards the per-phase depth rule (sweep.predict.peak_in_depth)."""
+    phases (the whole step's peak stands alone). Guards the per-phase depth rule (sweep.core.predict.peak_in_depth)."""
     graphs = BF16.replace(compile="graphs")
     timings, missing = time_point(LLAMA, (BF16, graphs), "cuda")
     assert missing == ()
@@ -121,8 +121,8 @@ def test_compiled_fp8_over_compiled_bf16_on_llama_1b_is_predicted_as_measured():
 def test_a_two_point_sweep_runs_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
     from bench_core.machine.probe import cached_probe
-    from bench_core.sweep.records import crossovers
-    from bench_core.sweep.runner import run_sweep
+    from bench_core.sweep.core.records import crossovers
+    from bench_core.sweep.core.runner import run_sweep
     probe, _ = cached_probe()
     spec = SweepSpec(parse_comparison("adam-fused+rmsnorm+fp32,adam-fused+rmsnorm+bf16", "llama"), LLAMA,
                      (Axis("width", (512, 1024)),), None)
@@ -138,7 +138,7 @@ def test_a_two_point_sweep_runs_end_to_end(tmp_path, monkeypatch):
     assert len(full[0]) == 2 and full[0] == full[1]
     assert all(p.measurement.a_host_ms and p.measurement.b_host_ms and p.host_errors for p in result.points)
     # and where they were taken, the depth extrapolation is checked against them
-    from bench_core.sweep.errors import error_figures
+    from bench_core.sweep.core.errors import error_figures
     assert [p.prediction.timings.full_here for p in result.points] == [True, False]
     assert any(e.label == "depth extrapolation against the full step timed at width=512" and "A: GPU time" in e.text
                for e in error_figures(result))

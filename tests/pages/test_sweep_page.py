@@ -6,8 +6,8 @@ import pytest
 
 import dashboard.session
 from bench_core.results.records import Status
-from bench_core.sweep.records import PointMeasurement
-from bench_core.sweep.runner import SweepHooks
+from bench_core.sweep.core.records import PointMeasurement
+from bench_core.sweep.core.runner import SweepHooks
 from helpers import step_timings
 
 
@@ -135,7 +135,7 @@ def test_a_viewer_cannot_start_a_sweep(app_env, monkeypatch, root, fake_sweeps):
 def test_the_breakdown_asked_for_is_kept_with_the_sweep_and_shown_beside_its_map(app, monkeypatch):
     """The checkbox reaches the sweep's spec (so the timing process times each part); parts timed are shown A beside
     B per step: adam's optimizer 2.0 ms against adam-fused's 0.5."""
-    from bench_core.sweep.timings import KernelTime, Part, PointTimings
+    from bench_core.sweep.timing.timings import KernelTime, Part, PointTimings
 
     def predict_points(points, comparison, device, cancel):
         for p in points:
@@ -156,7 +156,7 @@ def test_the_breakdown_asked_for_is_kept_with_the_sweep_and_shown_beside_its_map
     result = dashboard.session.get_sweeps().wait(timeout=30)
     assert result is not None and result.spec.breakdown
     at.run()
-    from bench_core.sweep.parts import BREAKDOWN_TITLE
+    from bench_core.sweep.views.parts import BREAKDOWN_TITLE
     [expander] = [e for e in at.expander if e.label == BREAKDOWN_TITLE]
     [table] = [d.value for d in expander.dataframe]
     row = table.set_index("part").loc["optimizer"]
@@ -213,7 +213,7 @@ def test_two_maps_of_one_comparison_are_set_side_by_side_line_by_line_and_point_
     # batch 8 x 768 at least: ×1.005 in call 33 against ×0.79 in call 32
     assert tables[0].iloc[0, 0] == "8, 768" and "(batch_size, width: 8, 768" in said
     assert "Their intervals lie apart at **1 of 12**" in said, said
-    from bench_core.sweep.compare import sweep_name
+    from bench_core.sweep.views.compare import sweep_name
     shown, picked = (sweep_name(sweeps.store.load(i)) for i in (second, first))
     heads = [m.value for m in at.markdown]
     assert heads.index(f"**{shown}** (shown above)") < heads.index(f"**{picked}**")
@@ -256,7 +256,7 @@ def test_which_levers_run_the_same_here_is_read_from_the_registry():
     from dataclasses import replace
 
     from bench_core.levers.registry import LEVERS
-    from bench_core.sweep.same_here import same_here
+    from bench_core.levers.same_code import same_here
     pairs = {device: [(a, b) for a in LEVERS for b in LEVERS if a < b and same_here(LEVERS[a], LEVERS[b], device)]
              for device in ("cpu", "cuda")}
     assert pairs == {"cpu": [("adam", "adam-loop")], "cuda": []}
@@ -277,8 +277,8 @@ def _in_order(node):
 def test_the_crossing_sentence_comes_first_and_the_prediction_statistics_below_the_map(app):
     from pathlib import Path
 
-    from bench_core.sweep.errors import error_figures
-    from bench_core.sweep.records import from_json
+    from bench_core.sweep.core.errors import error_figures
+    from bench_core.sweep.core.records import from_json
     data = Path(__file__).parents[2] / "docs/data/h200_2026-12-05_call33_sweep_apex_gpt_2.json"
     sweep_id, _ = dashboard.session.get_sweeps().import_sweep(data.read_bytes(), "operator")
     at = app("pages/sweep.py")
