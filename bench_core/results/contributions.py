@@ -161,7 +161,7 @@ class Contribution(_ReadsPaired):
 
 def _differing(a: StageSummary, b: StageSummary) -> list[str]:
     sa, sb = a.result.stage, b.result.stage
-    return [k for k in KINDS if getattr(sa, k) != getattr(sb, k)]
+    return [k for k in KINDS if sa.name_of(k) != sb.name_of(k)]
 
 
 def _speedup_of(s: StageSummary, baseline_key: str | None) -> tuple[float, tuple[float, float] | None] | None:

@@ -55,7 +55,7 @@ def file_columns(display: tuple[DisplayColumn, ...]) -> list[Column]:
     shown = display_fields(display)
     ordered: list[Column] = [
         shown["stage"], Column("label", "str", _s(lambda s: s.label)),
-        *[Column(kind, "str", (lambda k: _s(lambda s: getattr(s.result.stage, k)))(kind)) for kind in KINDS],
+        *[Column(kind, "str", (lambda k: _s(lambda s: s.result.stage.name_of(k)))(kind)) for kind in KINDS],
         shown["status"], shown["reason"], shown["verdict"], shown["warnings"],
         Column("baseline_stage", "str", lambda run, stage: run.baseline_key or ""),
         shown["partial"], shown["median_ms"], shown["p10_ms"], shown["p90_ms"],

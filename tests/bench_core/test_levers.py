@@ -30,6 +30,22 @@ def test_every_lever_kind_is_registered_with_its_own_class():
         assert type(lever) is classes[lever.kind], lever.name
 
 
+def test_every_kind_has_a_typed_name_and_lever_on_a_stage():
+    # each kind reads as a str (its lever's name) and as its Lever, by an attribute Stage declares: no magic lookup
+    classes = {"optimizer": OptimizerLever, "norm": NormLever, "precision": PrecisionLever,
+               "compile": CompileLever, "gpus": GpusLever, "head": HeadLever, "mlp": MlpLever}
+    stage = Stage()
+    for kind in KINDS:
+        assert isinstance(Stage.__dict__.get(kind), property), f"Stage declares no {kind} property"
+        assert isinstance(Stage.__dict__.get(f"{kind}_lever"), property), f"Stage declares no {kind}_lever property"
+        assert getattr(stage, kind) == stage.name_of(kind) == stage.lever(kind).name
+        assert type(getattr(stage, f"{kind}_lever")) is classes[kind]
+    with pytest.raises(AttributeError):
+        stage.no_such_kind  # noqa: B018
+    with pytest.raises(KeyError, match="no lever kind"):
+        stage.name_of("no_such_kind")
+
+
 def test_optimizer_builds():
     adam = LEVERS["adam"].build(params())
     assert type(adam) is torch.optim.Adam and adam.defaults["foreach"] is None and not adam.defaults["fused"]
