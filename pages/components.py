@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from bench_core.components.report import (
+from bench_core.components.rows import (
     ComponentsReport,
     component_cells,
     component_columns,

@@ -19,7 +19,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from bench_core.components.report import (
+from bench_core.components.rows import (
     ComponentRow,
     ComponentsReport,
     gbps,
