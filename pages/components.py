@@ -14,7 +14,8 @@ from bench_core.components.rows import (
     write_csv_text,
 )
 from bench_core.config.bench_config import WORKLOADS
-from bench_core.levers.registry import BASELINE_LEVERS, LEVERS, OptimizerLever
+from bench_core.levers.lever_types import OptimizerLever
+from bench_core.levers.registry import BASELINE_LEVERS, LEVERS
 from bench_core.measure.breakdown import BUSY_THRESHOLD, Bound
 from bench_core.results.figures import components_bars
 from bench_core.service.jobs import LimitExceeded, NotAllowed

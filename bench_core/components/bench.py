@@ -32,7 +32,8 @@ from bench_core.components.rows import (
     optimizer_step_bytes,
 )
 from bench_core.config.bench_config import BenchConfig, ConfigError
-from bench_core.levers.registry import KERNEL_PACKAGES, LEVERS, Lever, NormLever, OptimizerLever, names_of
+from bench_core.levers.lever_types import Lever, NormLever, OptimizerLever
+from bench_core.levers.registry import KERNEL_PACKAGES, LEVERS, names_of
 from bench_core.levers.same_code import same_here
 from bench_core.levers.stage import Stage
 from bench_core.machine import cache as machine_cache

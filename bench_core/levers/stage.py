@@ -7,11 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from bench_core.levers.registry import (
-    BASELINE_LEVERS,
-    KIND_SPECS,
-    KINDS,
-    LEVERS,
+from bench_core.levers.lever_types import (
     CompileLever,
     GpusLever,
     HeadLever,
@@ -21,9 +17,8 @@ from bench_core.levers.registry import (
     OptimizerLever,
     PartLever,
     PrecisionLever,
-    names_of,
-    twin,
 )
+from bench_core.levers.registry import BASELINE_LEVERS, KIND_SPECS, KINDS, LEVERS, names_of, twin
 from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe
 from bench_core.models.architecture import PART_NOUNS

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from bench_core.levers.registry import BASELINE_LEVERS, KINDS, LEVERS, Lever
+from bench_core.levers.lever_types import Lever
+from bench_core.levers.registry import BASELINE_LEVERS, KINDS, LEVERS
 from bench_core.measure import stats
 from bench_core.measure.breakdown import Bound
 from bench_core.measure.stats import Effect

@@ -1,10 +1,7 @@
 import pytest
 import torch
 
-from bench_core.levers.presets import PRESETS
-from bench_core.levers.registry import (
-    KINDS,
-    LEVERS,
+from bench_core.levers.lever_types import (
     CompileLever,
     GpusLever,
     HeadLever,
@@ -13,6 +10,8 @@ from bench_core.levers.registry import (
     OptimizerLever,
     PrecisionLever,
 )
+from bench_core.levers.presets import PRESETS
+from bench_core.levers.registry import KINDS, LEVERS
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe
 from bench_core.measure.proof import KEY_KERNELS, Facts, classify, gemm_pseudo_names, verdict
