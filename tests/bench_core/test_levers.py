@@ -237,7 +237,7 @@ def test_torch_multi_tensor_kernels_are_not_mistaken_for_apex():
 # ---------------------------------------------------------------- the mlp kind: registry entries only
 def test_the_mlp_kind_is_derived_everywhere_from_the_registry():
     from bench_core.measure.proof import kernel_cells
-    from bench_core.results.formats import CSV_COLUMNS
+    from bench_core.results.file_columns import CSV_COLUMNS
     stage = Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu")
     assert "mlp" in KINDS and "mlp" in CSV_COLUMNS and stage.as_dict()["mlp"] == stage.mlp == "liger-swiglu"
     assert stage.key == "adam-fused+rmsnorm+bf16+liger-swiglu"       # a non-baseline MLP is named in the key
