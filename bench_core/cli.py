@@ -330,7 +330,7 @@ class RoundLog:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from bench_core.components.report import is_components_json, parse_report
+    from bench_core.components.rows import is_components_json, parse_report
     from bench_core.results.examples import example_json
     from bench_core.results.formats import ImportRejected, incomplete_note, parse_upload
     limit = load_limits().max_upload_mib * 2**20

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_core.components.report import ComponentsReport
+from bench_core.components.rows import ComponentsReport
 from bench_core.results.records import RunResult
 from bench_core.results.summary import StageSummary, summarize
 

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_core.components.report import ComponentsReport
+from bench_core.components.rows import ComponentsReport
 from bench_core.results import figures
 from bench_core.results.records import RunResult
 from bench_core.results.summary import summarize

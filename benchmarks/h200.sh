@@ -41,7 +41,7 @@ apex() {
   elif [ ! -d /tmp/apexlib/apex ]; then
     apex_build apex_build.log; apex_pack
   fi
-  export PYTHONPATH=/tmp/apexlib:${PYTHONPATH:-$ROOT}  # keeps what `wheels` added (call 24 lost plotly)
+  export PYTHONPATH=/tmp/apexlib:${PYTHONPATH:-$ROOT}  # keeps what `wheels` added: replacing it drops plotly
 }
 
 apex_clean_twice() {  # "make apex <= 90 s": two builds, each from nothing (no target, no staging copy, no objects)
@@ -101,15 +101,15 @@ sweep() {  # sweep NAME ARGS...: one `python -m bench_core sweep`, budgeted to e
 map_args() {  # map_args MAP: the comparison, base model and axes of one of issue 21's maps
   case $1 in
     # torchao FP8 compiled against compiled BF16, llama widths 1024-4096 x batch 2 and 4 (llama-1b's 16 x 2048), 2
-    # processes a stage: each compiled FP8 process spends ~33 s compiling even with a warm cache (call 21)
+    # processes a stage: each compiled FP8 process spends ~33 s compiling even with a warm cache
     fp8) echo "--compare adam-fused+rmsnorm+bf16+compile,adam-fused+rmsnorm+fp8-torchao+compile --model llama-1b
                --axis width=1024,2048,3072,4096 --axis batch_size=2,4 --repeats 2" ;;
-    # the same on an 80 GB H100 at batch 1 and 2: width 4096 at batch 4 needs 89.1 GiB (call 43's refusal)
+    # the same at batch 1 and 2, to fit an 80 GB H100: width 4096 at batch 4 needs 89.1 GiB
     fp8_b12) echo "--compare adam-fused+rmsnorm+bf16+compile,adam-fused+rmsnorm+fp8-torchao+compile --model llama-1b
                    --axis width=1024,2048,3072,4096 --axis batch_size=1,2 --repeats 2" ;;
-    # the b12 map's two widths either side of its predicted batch-2 crossing (width ~1,700-1,900 in calls 46-47, where
-    # 10 minutes measured batch 1's widest points only), end to end, to check those predictions (sweep_targets.py
-    # --measured THIS --predicted CALL46)
+    # the b12 map's two widths either side of its predicted batch-2 crossing (width ~1,700-1,900), end to end: a
+    # 10-minute b12 sweep measures batch 1's widest points only, so this checks its batch-2 predictions
+    # (sweep_targets.py --measured THIS --predicted B12_SWEEP.json)
     fp8_b2) echo "--compare adam-fused+rmsnorm+bf16+compile,adam-fused+rmsnorm+fp8-torchao+compile --model llama-1b
                   --axis width=1024,2048 --axis batch_size=2 --repeats 2" ;;
     # the Apex BF16 stage against native BF16 on GPT, batch 1-32 at widths 768 and 1280 (gpt2-small's depth)
@@ -247,8 +247,8 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
       IFS=: read -r _ map extra <<< "$mode"; SWEEP_N=$(( ${SWEEP_N:-0} + 1 ))
       # shellcheck disable=SC2046,SC2086  # the map's arguments and EXTRA are split on purpose
       if args=$(map_args "$map"); then sweep "${map}_$SWEEP_N" $args ${extra//,/ }; else log "unknown sweep map $map"; fi ;;
-    predict:*)  # predict:MAP: one map's points predicted only (a 1 s budget runs none), to check against the calls
-      # that measured it end to end (calls 22-27): python benchmarks/sweep_targets.py --measured
+    predict:*)  # predict:MAP: one map's points predicted only (a 1 s budget runs none), to check against sweeps
+      # of the map that measured it end to end: python benchmarks/sweep_targets.py --measured
       # docs/data/h200_..._sweep_MAP_*.json --predicted sweep_MAP_N.json. `wheels` and `apex` first.
       map=${mode#predict:}; SWEEP_N=$(( ${SWEEP_N:-0} + 1 ))
       # shellcheck disable=SC2046  # the map's arguments are split on purpose
@@ -256,8 +256,9 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
     inductor_in)  # the compile cache a previous call sent back (inductor_out), if carried
       if [ -f .inductor/inductor_cache.tar.xz ]; then mkdir -p "$TORCHINDUCTOR_CACHE_DIR" && \
         tar -C "$TORCHINDUCTOR_CACHE_DIR" -xJf .inductor/inductor_cache.tar.xz; log "compile cache unpacked"; fi ;;
-    inductor_out)  # the compile cache, for the next call (comes back only under 16 MiB). xz of a grown cache ran
-      # past call 28's limit, so the results archive was never made: skipped with under 90 s left, and time-limited
+    inductor_out)  # the compile cache, for the next call (comes back only under 16 MiB). xz of a grown cache can
+      # outlast the call's limit, and then the results archive is never made: skipped with under 90 s left, and
+      # time-limited
       left=$(( CALL_BUDGET_S - ($(date +%s) - START) ))
       if [ "$left" -lt 90 ]; then log "inductor_out skipped: ${left} s left in this call"; else
         (cd "$TORCHINDUCTOR_CACHE_DIR" 2>/dev/null && timeout $(( left - 30 )) tar -cJf "$OUT/inductor_cache.tar.xz" .) \

@@ -13,9 +13,9 @@ a point for its user (crossover.Verdict): above (low > 1, pays), below (high < 1
 measurable difference). The prediction is right where its side is the measured one: what it told the user before
 the point ran is what the measurement says. A prediction that claims a side where the measurement cannot tell one
 is wrong (it told the user more than is known), and so is one that holds x1.00 where the measurement has a side.
-(This was the rule until call 28; from call 28 to this restoration a predicted side was read from the predicted
-speedup alone and a measured x1.00 matched any overlapping prediction, chosen after calls 25-27 missed the target:
-with 2-process measured intervals wide, overlap is near-automatic and the count no longer judged the predictor.)
+(Not the predicted speedup's side alone, nor a measured x1.00 matched by any overlapping prediction: with
+2-process measured intervals wide, overlap is near-automatic and the count would no longer judge the predictor. That
+looser rule's runs and why it was dropped: docs/BENCHMARKS.md, "The sweep side target under its restored rule".)
 The last lines count the points whose measured speedup lies inside the prediction's own interval, and inside the
 interval a sweep shows, widened by the error of the other measured points (leave one out; no target for either).
 Beside each stage's step-time error: its predicted kernel time against the kernels its profiled steps measured, and

@@ -15,30 +15,23 @@ from bench_core.run.runner import new_run
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from dashboard import form, job_view, ladder, model_source
 from dashboard.live import live, verdict_card
-from dashboard.routing import through_app
+from dashboard.page_header import open_page, page_header
 from dashboard.session import (
-    access_panel,
     cluster_nodes,
-    get_manager,
     is_operator,
-    persistence_banner,
     role,
     session_id,
 )
 
-through_app()   # a deep link opened before app.py ran once: through app.py's menu
-
-manager = get_manager()
+manager = open_page()
 sid = session_id()
-access_panel()
 probe = manager.probe(timeout=0)
 device_kind = ("cuda" if probe.cuda_available else "cpu") if probe else ("cuda" if has_nvidia_gpu() else "cpu")
 
-st.title("Fused kernels and mixed precision: what does this machine gain?" if device_kind == "cpu" else
-         "Fused kernels and mixed precision: what does this GPU gain?")
-st.caption(f"Each stage runs in its own fresh process, timed with {TIMER_NAMES[device_kind]} after warm-up, and "
+page_header(manager, "Fused kernels and mixed precision: what does this machine gain?" if device_kind == "cpu" else
+            "Fused kernels and mixed precision: what does this GPU gain?",
+            f"Each stage runs in its own fresh process, timed with {TIMER_NAMES[device_kind]} after warm-up, and "
            "the profiler proves which kernels ran and where the time goes. Nothing is smoothed or assumed.")
-persistence_banner(manager)
 
 if probe is None:
     st.info("Probing this machine (torch, GPU, Apex)… lever availability appears in a few seconds.")

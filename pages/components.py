@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from bench_core.components.report import (
+from bench_core.components.rows import (
     ComponentsReport,
     component_cells,
     component_columns,
@@ -14,38 +14,33 @@ from bench_core.components.report import (
     write_csv_text,
 )
 from bench_core.config.bench_config import WORKLOADS
-from bench_core.levers.registry import BASELINE_LEVERS, LEVERS, OptimizerLever
+from bench_core.levers.lever_types import OptimizerLever
+from bench_core.levers.registry import BASELINE_LEVERS, LEVERS
 from bench_core.measure.breakdown import BUSY_THRESHOLD, Bound
 from bench_core.results.figures import components_bars
 from bench_core.service.jobs import LimitExceeded, NotAllowed
-from dashboard.routing import through_app
+from dashboard.page_header import open_page, page_header
 from dashboard.session import (
-    access_panel,
-    get_manager,
     history,
     is_operator,
     listed,
-    persistence_banner,
     role,
 )
 
-through_app()   # a deep link opened before app.py ran once: through app.py's menu
+manager = open_page()
 
 _BASELINE: OptimizerLever = LEVERS[BASELINE_LEVERS["optimizer"]]  # type: ignore[assignment]
 _ADAM_BYTES = optimizer_step_bytes([1], _BASELINE.moment_bytes)
-manager = get_manager()
-access_panel()
-st.title("Components: what Apex changes in isolation")
 probe = manager.probe(timeout=0)
 # the timer this machine uses (a CPU has no CUDA events; the intro said it did, a new user's pass)
 timer = "with CUDA events" if probe is None or probe.cuda_available else "with time.perf_counter (no GPU here)"
-st.caption("A training step hides the optimizer and the norm (LayerNorm for gpt, RMSNorm for llama) in a few percent "
-           "of its time. Here each runs alone, "
-           f"at the chosen model's real parameter shapes and rows × width, timed {timer} (median of "
-           "repeated calls), and set against what this GPU can do at most: its measured copy bandwidth (an "
-           "optimizer step reads and writes the parameter and two moments and reads the gradient, each moment at "
-           f"its lever's own size: {_ADAM_BYTES} bytes per fp32 parameter for Adam, less for an 8-bit state).")
-persistence_banner(manager)
+page_header(manager, "Components: what Apex changes in isolation",
+            "A training step hides the optimizer and the norm (LayerNorm for gpt, RMSNorm for llama) in a few "
+            "percent of its time. Here each runs alone, "
+            f"at the chosen model's real parameter shapes and rows × width, timed {timer} (median of "
+            "repeated calls), and set against what this GPU can do at most: its measured copy bandwidth (an "
+            "optimizer step reads and writes the parameter and two moments and reads the gradient, each moment at "
+            f"its lever's own size: {_ADAM_BYTES} bytes per fp32 parameter for Adam, less for an 8-bit state).")
 
 ceilings = probe.ceilings if probe else None
 if ceilings:

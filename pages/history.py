@@ -20,24 +20,17 @@ from bench_core.sweep.core.records import is_sweep_json
 from dashboard import job_view
 from dashboard.examples import example_buttons
 from dashboard.live import verdict_card
-from dashboard.routing import through_app
+from dashboard.page_header import open_page, page_header
 from dashboard.session import (
-    access_panel,
-    get_manager,
     get_sweeps,
     history,
     is_operator,
     listed,
-    persistence_banner,
     role,
 )
 
-through_app()   # a deep link opened before app.py ran once: through app.py's menu
-
-manager = get_manager()
-access_panel()
-st.title("Run history")
-persistence_banner(manager)
+manager = open_page()
+page_header(manager, "Run history")
 PASTE_MAX_CHARS = manager.limits.max_upload_mib * 2**20
 
 

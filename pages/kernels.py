@@ -9,10 +9,8 @@ from bench_core.apex_build.build import default_build_dir
 from bench_core.apex_build.doctor import BuildEnvironment, HostFacts, Verdict, diagnose, host_facts
 from bench_core.machine.status_board import AMBER, GREEN, install_commands, probe_board
 from bench_core.machine.telemetry import gpu_telemetry
-from dashboard.routing import through_app
-from dashboard.session import access_panel, get_manager, is_operator, operator_token, role
-
-through_app()   # a deep link opened before app.py ran once: through app.py's menu
+from dashboard.page_header import open_page, page_header
+from dashboard.session import is_operator, operator_token, role
 
 DOT = {GREEN: ":green[●]", AMBER: ":orange[●]", "red": ":red[●]"}
 # a word in a colour, not an emoji: without an emoji font ✅ and ❌ render as the same box
@@ -31,9 +29,8 @@ def _plain(text: str) -> str:
     return text.replace("$", "\\$")
 
 
-manager = get_manager()
-access_panel()
-st.title("Kernels and environment")
+manager = open_page()
+page_header(manager, "Kernels and environment")
 
 if operator_token() is None:
     st.info("No operator token is configured, so everyone who opens this page is an operator (may run, "

@@ -7,16 +7,13 @@ import streamlit as st
 from bench_core.cluster.address import ADDRESS_ENV
 from bench_core.cluster.nodes import Node
 from bench_core.machine.probe import Probe
-from dashboard.routing import through_app
-from dashboard.session import access_panel, cluster_nodes, get_manager
-
-through_app()   # a deep link opened before app.py ran once: through app.py's menu
+from dashboard.page_header import open_page, page_header
+from dashboard.session import cluster_nodes
 
 PACKAGES = (("liger_kernel", "Liger"), ("torchao", "torchao"), ("transformer_engine", "TE"))
 
-manager = get_manager()
-access_panel()
-st.title("Machines")
+manager = open_page()
+page_header(manager, "Machines")
 
 
 def _gib(value: int | None) -> str:

@@ -42,24 +42,20 @@ from bench_core.sweep.views import (
     sweep_line,
     to_csv,
 )
-from dashboard.routing import through_app
-from dashboard.session import access_panel, get_manager, get_sweeps, is_operator, listed, persistence_banner, role
+from dashboard.page_header import open_page, page_header
+from dashboard.session import get_sweeps, is_operator, listed, role
 
-through_app()   # a deep link opened before app.py ran once: through app.py's menu
-
-manager = get_manager()
+manager = open_page()
 sweeps = get_sweeps()
-access_panel()
-st.title("Sweep: where does a lever start to pay?")
-st.caption("One comparison across model shapes on this machine. Each point is first predicted: each stage's own "
-           "training step timed on the point's model cut to one block and to two, every kernel at its real shape, "
-           "and extrapolated to the full depth (its GPU time, kernels and peak memory; on a GPU the host's time "
-           "to issue a step is taken from the stage's full-depth step at the sweep's smallest point); then the "
-           "points nearest ×1.00 run end to end, two stages each in fresh processes, while the budget lasts. "
-           "On a line, measured points are filled circles, predicted ones hollow; on a heatmap a measured cell "
-           "has a dark dot in its corner, a predicted one a light diamond, its figure reading ≈×… inside a dotted "
-           "edge.")
-persistence_banner(manager)
+page_header(manager, "Sweep: where does a lever start to pay?",
+            "One comparison across model shapes on this machine. Each point is first predicted: each stage's own "
+            "training step timed on the point's model cut to one block and to two, every kernel at its real shape, "
+            "and extrapolated to the full depth (its GPU time, kernels and peak memory; on a GPU the host's time "
+            "to issue a step is taken from the stage's full-depth step at the sweep's smallest point); then the "
+            "points nearest ×1.00 run end to end, two stages each in fresh processes, while the budget lasts. "
+            "On a line, measured points are filled circles, predicted ones hollow; on a heatmap a measured cell "
+            "has a dark dot in its corner, a predicted one a light diamond, its figure reading ≈×… inside a dotted "
+            "edge.")
 probe = manager.probe(timeout=0)
 device = "cuda" if probe is not None and probe.cuda_available else "cpu"
 

@@ -16,10 +16,13 @@ import importlib.util
 import platform
 import statistics
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
-from bench_core.components.report import (
+from bench_core.components.rows import (
     ComponentRow,
     ComponentsReport,
     gbps,
@@ -29,7 +32,8 @@ from bench_core.components.report import (
     optimizer_step_bytes,
 )
 from bench_core.config.bench_config import BenchConfig, ConfigError
-from bench_core.levers.registry import KERNEL_PACKAGES, LEVERS, Lever, NormLever, OptimizerLever, names_of
+from bench_core.levers.lever_types import Lever, NormLever, OptimizerLever
+from bench_core.levers.registry import KERNEL_PACKAGES, LEVERS, names_of
 from bench_core.levers.same_code import same_here
 from bench_core.levers.stage import Stage
 from bench_core.machine import cache as machine_cache
@@ -107,31 +111,62 @@ def _judge(levers: tuple[Lever, ...], stage: Stage, device: str, seen: dict[str,
     return ("verified" if state == "verified" else state), ("; ".join(warnings) or None)
 
 
-def measure_row(torch, view: str, name: str, title: str, dtype: str, fn, nbytes: int, cuda: bool, warmup: int,
-                repeats: int, copy_gbps: float | None, judge) -> tuple[ComponentRow, breakdown.StageProfile | None]:
-    """Time and profile one row; `judge(seen)` gives (proof, note). Returns the row and its trace profile."""
+Judge = Callable[[dict[str, list[str]]], tuple[str | None, str | None]]  # the kernels seen -> (proof, note)
+
+
+def _unjudged(seen: dict[str, list[str]]) -> tuple[str | None, str | None]:
+    return None, None
+
+
+@dataclass(frozen=True)
+class RowCall:
+    """One row to measure: what it is (view, registry name, title, dtype), the call timed, the bytes it moves
+    (0: no bandwidth figure) and how its kernels are judged."""
+    view: str
+    name: str
+    title: str
+    dtype: str
+    fn: Callable[[], object]
+    nbytes: int = 0
+    judge: Judge = _unjudged
+
+
+@dataclass(frozen=True)
+class RowTiming:
+    """How every row of one measurement is timed: the device's timer, the calls before and in the timing, and
+    the copy ceiling a bandwidth is set against (None: no share of it)."""
+    cuda: bool
+    warmup: int
+    repeats: int
+    copy_gbps: float | None = None
+
+
+def measure_call(torch: Any, call: RowCall, timing: RowTiming) -> tuple[ComponentRow, breakdown.StageProfile | None]:
+    """Time and profile one row. Returns the row and its trace profile."""
+    cuda = timing.cuda
     try:
-        times = time_calls(torch, fn, cuda, warmup, repeats)
-        profile, names = _profile(torch, fn, cuda)
+        times = time_calls(torch, call.fn, cuda, timing.warmup, timing.repeats)
+        profile, names = _profile(torch, call.fn, cuda)
     except Exception as exc:
-        return ComponentRow(view, name, dtype, "failed", reason=f"{type(exc).__name__}: {exc}"[:500],
-                            bytes_moved=nbytes, title=title), None
+        return ComponentRow(call.view, call.name, call.dtype, "failed", reason=f"{type(exc).__name__}: {exc}"[:500],
+                            bytes_moved=call.nbytes, title=call.title), None
     seen = proof.classify(names)
-    verdict, note = judge(seen)
+    verdict, note = call.judge(seen)
     median = statistics.median(times)
-    rate = gbps(nbytes, median)
+    rate = gbps(call.nbytes, median)
     return ComponentRow(
-        view, name, dtype, "ok", reason=note, median_ms=median, p10_ms=quantile(times, 0.1),
-        p90_ms=quantile(times, 0.9), bytes_moved=nbytes, gb_per_s=rate,
-        copy_fraction=(rate / copy_gbps) if (rate and copy_gbps) else None,
+        call.view, call.name, call.dtype, "ok", reason=note, median_ms=median, p10_ms=quantile(times, 0.1),
+        p90_ms=quantile(times, 0.9), bytes_moved=call.nbytes, gb_per_s=rate,
+        copy_fraction=(rate / timing.copy_gbps) if (rate and timing.copy_gbps) else None,
         kernels_per_call=round(profile.kernels_per_step) if cuda and profile.kernels_per_step is not None else None,
         kernel_ms=profile.gpu_kernel_ms if cuda else None, kernel_names=_shown_names(profile, seen), proof=verdict,
-        title=title), profile
+        title=call.title), profile
 
 
 def optimizer_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: int, probe: Probe,
                    copy_gbps: float | None) -> list[ComponentRow]:
     cuda = device == "cuda"
+    timing = RowTiming(cuda, warmup, repeats, copy_gbps)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     params = []
     for shape in param_shapes(cfg):
@@ -162,8 +197,9 @@ def optimizer_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: i
             continue
         facts = proof.Facts(optimizer_class=_class_name(opt))
         nbytes = optimizer_step_bytes((p.numel() for p in params), lever.moment_bytes)
-        row, _ = measure_row(torch, "optimizer", name, lever.title, "fp32", opt.step, nbytes, cuda, warmup, repeats,
-                             copy_gbps, lambda seen, s=stage, lv=lever, f=facts: _judge((lv,), s, device, seen, f))
+        row, _ = measure_call(torch, RowCall(
+            "optimizer", name, lever.title, "fp32", opt.step, nbytes,
+            partial(_judge, (lever,), stage, device, facts=facts)), timing)
         rows.append(row)
         del opt
         gc.collect()
@@ -185,6 +221,7 @@ def _norm_module(torch, lever: NormLever, width: int, device: str, compiled: boo
 def norm_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: int, probe: Probe,
               copy_gbps: float | None) -> list[ComponentRow]:
     cuda = device == "cuda"
+    timing = RowTiming(cuda, warmup, repeats, copy_gbps)
     rows_n, width = norm_shape(cfg)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     x = torch.randn(rows_n, width, device=device, generator=gen).requires_grad_()
@@ -233,9 +270,9 @@ def norm_rows(torch, cfg: BenchConfig, device: str, warmup: int, repeats: int, p
                                         reason=f"{type(exc).__name__}: {exc}"[:500]))
                 continue
             nbytes = norm_bytes(rows_n, width, io_bytes, architecture(cfg).norm, lever.stat_bytes, lever.param_bytes)
-            row, profile = measure_row(
-                torch, "norm", name, title, dtype, step, nbytes, cuda, warmup, repeats, copy_gbps,
-                lambda seen, s=stage, lvs=levers, f=facts: _judge(lvs, s, device, seen, f))
+            row, profile = measure_call(torch, RowCall(
+                "norm", name, title, dtype, step, nbytes,
+                partial(_judge, levers, stage, device, facts=facts)), timing)
             if compiled and row.status == "ok":
                 note = f"first call (compile) took {first_s:.1f} s, not timed"
                 row = _with(row, reason=f"{row.reason}; {note}" if row.reason else note)

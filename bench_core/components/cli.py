@@ -11,7 +11,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from bench_core.components.report import (
+from bench_core.components.rows import (
     DEFAULT_REPEATS,
     DEFAULT_WARMUP,
     ComponentsReport,

@@ -115,7 +115,7 @@ def family_errors(stages: Any, family: str) -> list[Any]:
     for stage in stages:
         conflict = stage.family_conflict(family)
         if conflict:
-            out.append(ConfigError(conflict[0], getattr(stage, conflict[0]), conflict[1]))
+            out.append(ConfigError(conflict[0], stage.name_of(conflict[0]), conflict[1]))
     return out
 
 

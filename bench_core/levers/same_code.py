@@ -3,7 +3,7 @@ torch's for-loop Adam (foreach kernels are CUDA's). A sweep between such levers 
 and the components view measures them once (components.bench)."""
 from __future__ import annotations
 
-from bench_core.levers.registry import Lever
+from bench_core.levers.lever_types import Lever
 
 
 def proofs_here(lever: Lever, device: str) -> frozenset[str]:

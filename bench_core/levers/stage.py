@@ -1,25 +1,24 @@
 """A stage: one lever of each kind (the registry's KINDS), checked against the registry, with what follows from its
 levers. Its kinds are data: `Stage("adam", "layernorm", "fp32")` fills kinds in the registry's order, keywords name
-them, absent kinds take their baseline, and `stage.precision` reads a kind's lever name."""
+them, absent kinds take their baseline. Each kind has two typed names: `stage.precision` is the lever's name (a str,
+as keys, CSVs and configs write it) and `stage.precision_lever` is the Lever itself; `name_of(kind)` and
+`lever(kind)` read any kind by its registry name."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
-from bench_core.levers.registry import (
-    BASELINE_LEVERS,
-    KIND_SPECS,
-    KINDS,
-    LEVERS,
+from bench_core.levers.lever_types import (
     CompileLever,
+    GpusLever,
     HeadLever,
     Lever,
+    MlpLever,
     NormLever,
     OptimizerLever,
     PartLever,
     PrecisionLever,
-    names_of,
-    twin,
 )
+from bench_core.levers.registry import BASELINE_LEVERS, KIND_SPECS, KINDS, LEVERS, names_of, twin
 from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe
 from bench_core.models.architecture import PART_NOUNS
@@ -32,6 +31,8 @@ def saved_names(data: Any) -> dict[str, str]:
     (the one place old files are defaulted)."""
     return {kind: str(data.get(kind) or BASELINE_LEVERS[kind]) for kind in KINDS}
 
+
+_L = TypeVar("_L", bound=Lever)
 
 _KEY_ORDER = [k for k in KIND_SPECS if not k.key_last] + [k for k in KIND_SPECS if k.key_last]
 
@@ -62,15 +63,6 @@ class Stage:
         object.__setattr__(self, "_names", names)
         object.__setattr__(self, "levers", tuple(chosen))
 
-    def __getattr__(self, kind: str) -> str:
-        # only reached for names that are not slots: a kind's lever name (stage.precision -> "bf16")
-        if kind.startswith("_"):
-            raise AttributeError(kind)
-        names = object.__getattribute__(self, "_names")
-        if kind in names:
-            return names[kind]
-        raise AttributeError(f"Stage has no lever kind {kind!r}")
-
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Stage is immutable: use stage.replace(kind=lever)")
 
@@ -89,28 +81,78 @@ class Stage:
     def replace(self, **changes: Any) -> Stage:
         return Stage(**{**self._names, **changes})
 
+    def name_of(self, kind: str) -> str:
+        """A kind's lever name, for code that walks the registry's KINDS."""
+        if kind not in self._names:
+            raise KeyError(f"Stage has no lever kind {kind!r}; kinds are {', '.join(KINDS)}")
+        return self._names[kind]
+
     def lever(self, kind: str) -> Lever:
         return self.levers[KINDS.index(kind)]
 
+    # One str property per kind (the lever's name) and one typed Lever property; test_levers checks every kind in
+    # KIND_SPECS has both, so a new kind cannot be read by a name that silently does not exist.
+    @property
+    def optimizer(self) -> str:
+        return self._names["optimizer"]
+
+    @property
+    def norm(self) -> str:
+        return self._names["norm"]
+
+    @property
+    def precision(self) -> str:
+        return self._names["precision"]
+
+    @property
+    def compile(self) -> str:
+        return self._names["compile"]
+
+    @property
+    def gpus(self) -> str:
+        return self._names["gpus"]
+
+    @property
+    def head(self) -> str:
+        return self._names["head"]
+
+    @property
+    def mlp(self) -> str:
+        return self._names["mlp"]
+
     @property
     def optimizer_lever(self) -> OptimizerLever:
-        return self.lever("optimizer")  # type: ignore[return-value]
+        return self._typed("optimizer", OptimizerLever)
 
     @property
     def norm_lever(self) -> NormLever:
-        return self.lever("norm")  # type: ignore[return-value]
+        return self._typed("norm", NormLever)
 
     @property
     def precision_lever(self) -> PrecisionLever:
-        return self.lever("precision")  # type: ignore[return-value]
+        return self._typed("precision", PrecisionLever)
 
     @property
     def compile_lever(self) -> CompileLever:
-        return self.lever("compile")  # type: ignore[return-value]
+        return self._typed("compile", CompileLever)
+
+    @property
+    def gpus_lever(self) -> GpusLever:
+        return self._typed("gpus", GpusLever)
 
     @property
     def head_lever(self) -> HeadLever:
-        return self.lever("head")  # type: ignore[return-value]
+        return self._typed("head", HeadLever)
+
+    @property
+    def mlp_lever(self) -> MlpLever:
+        return self._typed("mlp", MlpLever)
+
+    def _typed(self, kind: str, cls: type[_L]) -> _L:
+        lever = self.lever(kind)
+        if not isinstance(lever, cls):  # the registry gives each kind one class (test_levers holds it)
+            raise TypeError(f"{kind} lever {lever.name} is a {type(lever).__name__}, not {cls.__name__}")
+        return lever
 
     @property
     def part_levers(self) -> tuple[PartLever, ...]:

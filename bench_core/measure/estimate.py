@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from bench_core.config.bench_config import WARMUP_MIN_S, BenchConfig
-from bench_core.levers.registry import LEVERS, PrecisionLever
+from bench_core.levers.lever_types import PrecisionLever
+from bench_core.levers.registry import LEVERS
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe
 from bench_core.machine.stage_costs import ASSUMED_FIXED_S, StageCosts

@@ -11,7 +11,8 @@ from enum import StrEnum
 
 from bench_core.levers.changes import SurgeryReport
 from bench_core.levers.kernels import KeyKernel
-from bench_core.levers.registry import KEY_KERNELS, Lever, PartLever
+from bench_core.levers.lever_types import Lever, PartLever
+from bench_core.levers.registry import KEY_KERNELS
 from bench_core.levers.stage import Stage
 from bench_core.measure.gemms import GemmShare, GemmTrace, gemm_operand_dtype, gemm_share, gemm_trace
 from bench_core.measure.trace import Trace

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from bench_core.levers.registry import VENDORS, Vendor
+from bench_core.levers.lever_types import Vendor
+from bench_core.levers.registry import VENDORS
 from bench_core.measure import stats
 from bench_core.measure.breakdown import Bound
 from bench_core.measure.stats import Effect

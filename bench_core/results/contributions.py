@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from bench_core.levers.registry import BASELINE_LEVERS, KINDS, LEVERS, Lever
+from bench_core.levers.lever_types import Lever
+from bench_core.levers.registry import BASELINE_LEVERS, KINDS, LEVERS
 from bench_core.measure import stats
 from bench_core.measure.breakdown import Bound
 from bench_core.measure.stats import Effect
@@ -161,7 +162,7 @@ class Contribution(_ReadsPaired):
 
 def _differing(a: StageSummary, b: StageSummary) -> list[str]:
     sa, sb = a.result.stage, b.result.stage
-    return [k for k in KINDS if getattr(sa, k) != getattr(sb, k)]
+    return [k for k in KINDS if sa.name_of(k) != sb.name_of(k)]
 
 
 def _speedup_of(s: StageSummary, baseline_key: str | None) -> tuple[float, tuple[float, float] | None] | None:

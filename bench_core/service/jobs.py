@@ -153,7 +153,7 @@ class JobManager:
             raise NotAllowed("only an operator may import runs")
         if self.store is None:
             raise ImportRejected("this server keeps no history")
-        from bench_core.components.report import is_components_json, parse_report
+        from bench_core.components.rows import is_components_json, parse_report
         if is_components_json(data):  # a components report: into the Components page's history
             report = parse_report(name, data, self.limits.max_upload_mib * 2**20)
             return f"Imported components report {self.store.save_components(report.to_dict())} from {name}."

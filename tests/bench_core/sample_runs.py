@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bench_core.components.report import ComponentRow, ComponentsReport
+from bench_core.components.rows import ComponentRow, ComponentsReport
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.presets import PRESETS
 from bench_core.machine.probe import Probe

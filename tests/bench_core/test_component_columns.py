@@ -5,7 +5,7 @@ import re
 
 from sample_runs import APEX_ADAM_REASON, cpu_components_report
 
-from bench_core.components.report import (
+from bench_core.components.rows import (
     ComponentRow,
     OptimizerPath,
     component_cells,

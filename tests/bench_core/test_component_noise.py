@@ -4,7 +4,7 @@ import csv
 import io
 from dataclasses import replace
 
-from bench_core.components.report import ComponentRow, ComponentsReport, format_table, write_csv_text
+from bench_core.components.rows import ComponentRow, ComponentsReport, format_table, write_csv_text
 from bench_core.measure import stats
 from bench_core.results.figures import components_bars
 

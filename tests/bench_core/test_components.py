@@ -12,7 +12,7 @@ import pytest
 
 from bench_core.components import cli as components
 from bench_core.components.bench import norm_levers, optimizer_levers, param_shapes
-from bench_core.components.report import (
+from bench_core.components.rows import (
     ComponentRow,
     ComponentsReport,
     layernorm_bytes,

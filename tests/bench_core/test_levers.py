@@ -1,10 +1,7 @@
 import pytest
 import torch
 
-from bench_core.levers.presets import PRESETS
-from bench_core.levers.registry import (
-    KINDS,
-    LEVERS,
+from bench_core.levers.lever_types import (
     CompileLever,
     GpusLever,
     HeadLever,
@@ -13,6 +10,8 @@ from bench_core.levers.registry import (
     OptimizerLever,
     PrecisionLever,
 )
+from bench_core.levers.presets import PRESETS
+from bench_core.levers.registry import KINDS, LEVERS
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe
 from bench_core.measure.proof import KEY_KERNELS, Facts, classify, gemm_pseudo_names, verdict
@@ -28,6 +27,22 @@ def test_every_lever_kind_is_registered_with_its_own_class():
                "compile": CompileLever, "gpus": GpusLever, "head": HeadLever, "mlp": MlpLever}
     for lever in LEVERS.values():
         assert type(lever) is classes[lever.kind], lever.name
+
+
+def test_every_kind_has_a_typed_name_and_lever_on_a_stage():
+    # each kind reads as a str (its lever's name) and as its Lever, by an attribute Stage declares: no magic lookup
+    classes = {"optimizer": OptimizerLever, "norm": NormLever, "precision": PrecisionLever,
+               "compile": CompileLever, "gpus": GpusLever, "head": HeadLever, "mlp": MlpLever}
+    stage = Stage()
+    for kind in KINDS:
+        assert isinstance(Stage.__dict__.get(kind), property), f"Stage declares no {kind} property"
+        assert isinstance(Stage.__dict__.get(f"{kind}_lever"), property), f"Stage declares no {kind}_lever property"
+        assert getattr(stage, kind) == stage.name_of(kind) == stage.lever(kind).name
+        assert type(getattr(stage, f"{kind}_lever")) is classes[kind]
+    with pytest.raises(AttributeError):
+        stage.no_such_kind  # noqa: B018
+    with pytest.raises(KeyError, match="no lever kind"):
+        stage.name_of("no_such_kind")
 
 
 def test_optimizer_builds():
@@ -222,7 +237,7 @@ def test_torch_multi_tensor_kernels_are_not_mistaken_for_apex():
 # ---------------------------------------------------------------- the mlp kind: registry entries only
 def test_the_mlp_kind_is_derived_everywhere_from_the_registry():
     from bench_core.measure.proof import kernel_cells
-    from bench_core.results.formats import CSV_COLUMNS
+    from bench_core.results.file_columns import CSV_COLUMNS
     stage = Stage("adam-fused", "rmsnorm", "bf16", mlp="liger-swiglu")
     assert "mlp" in KINDS and "mlp" in CSV_COLUMNS and stage.as_dict()["mlp"] == stage.mlp == "liger-swiglu"
     assert stage.key == "adam-fused+rmsnorm+bf16+liger-swiglu"       # a non-baseline MLP is named in the key

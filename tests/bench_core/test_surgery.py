@@ -239,7 +239,7 @@ def test_the_worker_reports_a_refused_surgery_as_unavailable_before_any_step(mon
 def test_every_vendor_part_lever_declares_how_it_acts_on_a_model_of_its_own():
     """A model not built with parts gets a vendor's norm, MLP or loss head only through the surgery its registry
     entry declares: one missing would be a lever applied to nothing, silently."""
-    from bench_core.levers.registry import PartLever
+    from bench_core.levers.lever_types import PartLever
     for lever in LEVERS.values():
         if isinstance(lever, PartLever) and lever.vendor is not None:
             assert lever.surgery is not None, lever.name

@@ -14,7 +14,8 @@ from bench_core.levers.stage import Stage
 from bench_core.machine.conditions import ClocksLocked, Conditions
 from bench_core.machine.probe import Probe
 from bench_core.results.columns import DISPLAY_COLUMNS, NA, Layout, key_columns, shown
-from bench_core.results.formats import CSV_COLUMNS, neutralise, to_csv
+from bench_core.results.file_columns import CSV_COLUMNS
+from bench_core.results.formats import neutralise, to_csv
 from bench_core.results.report import HIDDEN, render_html
 from bench_core.results.summary import summarize
 from bench_core.results.table import print_table
@@ -152,7 +153,7 @@ def test_every_raw_field_of_a_shown_column_is_a_file_column():
 def test_a_new_shown_figure_reaches_the_file_without_touching_formats():
     """A figure added to the display spec only lands in the CSV columns (at the end: saved files keep their order)."""
     from bench_core.results.columns import DisplayColumn, Field
-    from bench_core.results.formats import file_columns
+    from bench_core.results.file_columns import file_columns
     extra = DisplayColumn("host", "Host", lambda s: None, "host time per step",
                           (Field("host_per_token", "float", lambda r, s: None),))
     names = [c.name for c in file_columns((*DISPLAY_COLUMNS, extra))]

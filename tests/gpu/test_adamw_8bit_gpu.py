@@ -3,7 +3,7 @@ fall back to torch's Adam kernels, and be charged its own (smaller) state bytes.
 import pytest
 
 from bench_core.components import bench
-from bench_core.components.report import numel, optimizer_step_bytes
+from bench_core.components.rows import numel, optimizer_step_bytes
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.registry import LEVERS
 from bench_core.levers.stage import Stage

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from bench_core.components.bench import param_shapes
 from bench_core.config.bench_config import BenchConfig
-from bench_core.levers.registry import LEVERS, HeadLever, NormLever, OptimizerLever
+from bench_core.levers.lever_types import HeadLever, NormLever, OptimizerLever
+from bench_core.levers.registry import LEVERS
 from bench_core.levers.stage import Stage
 from bench_core.models.families import architecture, mlp_hidden
 from bench_core.sweep.timing.timings import STEP_BLOCKS, STEP_PARTS, Part

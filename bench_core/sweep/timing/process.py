@@ -1,6 +1,6 @@
 """A stage's own training step on the point's model cut to one block and to two, its full-depth step once a
 sweep (on a GPU, for its host's time), and each part of a block timed alone (the breakdown), at the point's real
-shapes, through the components engine's row measurement (components.bench.measure_row: the stages' timer, kernels
+shapes, through the components engine's row measurement (components.bench.measure_call: the stages' timer, kernels
 counted by the profiler on CUDA); imports torch, so it runs in the sweep's own measuring process, never in the
 dashboard's. The parts' builders are in sweep.timing.builders.
 
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from bench_core.components.bench import measure_row
+from bench_core.components.bench import RowCall, RowTiming, measure_call
 from bench_core.config.bench_config import BenchConfig
 from bench_core.levers.stage import Stage
 from bench_core.machine.timer import HOST_CALLS, HOST_ROUNDS, host_rounds_ms
@@ -98,8 +98,8 @@ def time_part(torch, cfg: BenchConfig, device: str, part: Part, name: str, stage
             torch.cuda.reset_peak_memory_stats()
         # the host's time before the part's profile (see PROFILER_TEARDOWN)
         rounds = host_rounds_ms(torch, fn, STEP_HOST_CALLS if whole else HOST_CALLS, host_rounds) if cuda else [0.0]
-        row, _ = measure_row(torch, part.value, name, name, name, fn, 0, cuda, 0, repeats, None,
-                             lambda seen: (None, None))
+        row, _ = measure_call(torch, RowCall(part.value, name, name, name, fn, 0, lambda seen: (None, None)),
+                              RowTiming(cuda, 0, repeats, None))
         # a whole step's peak: its model, gradients, optimizer state and activations, less what was there before
         peak_mib = (torch.cuda.max_memory_allocated() - baseline) / 2**20 if cuda and whole else 0.0
         phases = phase_peaks_mib(torch, fn, baseline) if cuda and isinstance(fn, StepCall) else ()

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench_core.levers.registry import Lever
+from bench_core.levers.lever_types import Lever
 from bench_core.levers.same_code import proofs_here, same_here
 from bench_core.results.near_one import times
 from bench_core.results.records import Status

@@ -1,5 +1,6 @@
-"""The components report: the counting (parameter shapes, bytes moved), the result types, their shown columns
-(one registry: the page's table), the terminal's table and the CSV.
+"""The rows of a components run and the report that holds them: the counting (parameter shapes, bytes moved), the
+result types, their shown columns (one registry: the page's table), the terminal's table and the CSV. A data model:
+it renders no HTML.
 
 Imports no torch. The measurement is in ``components.bench``; the command line in ``components.cli``.
 """
