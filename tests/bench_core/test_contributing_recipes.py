@@ -109,7 +109,8 @@ def test_a_model_family_is_one_family_specs_entry(tmp_path):
 
 def test_a_sweep_axis_is_a_bounded_config_field_named_in_axes(tmp_path):
     repo = _copy(tmp_path)
-    _insert_after(repo / "bench_core/sweep/core/spec.py", 'AXES = ("width", "depth", "batch_size", "seq_len", "vocab_size")',
+    _insert_after(repo / "bench_core/sweep/core/spec.py",
+                  'AXES = ("width", "depth", "batch_size", "seq_len", "vocab_size")',
                   'AXES = (*AXES, "heads")\n')
     proc = _python(repo, "-c", """
 from bench_core.config.bench_config import ConfigError
