@@ -18,7 +18,7 @@ STEPS = 20
 
 def searched(true_ms, fits=None):
     out = []
-    for i, ms in enumerate(true_ms):
+    for i in range(len(true_ms)):
         c = Candidate(STAGES[i], 8)
         fit = Fit(c, 1.0, PeakSource.UPPER_BOUND, True if fits is None else fits[i])
         out.append(Searched(c, Predicted(None), fit, tokens=8 * 64))
@@ -26,7 +26,7 @@ def searched(true_ms, fits=None):
 
 
 def synthetic(true_ms, unverified=(), seed=0):
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 (synthetic timings, not cryptography)
     by_key = {Candidate(STAGES[i], 8): (ms, i in unverified) for i, ms in enumerate(true_ms)}
     calls = []
 
