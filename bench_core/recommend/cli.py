@@ -13,6 +13,7 @@ from bench_core.config.bench_config import (
     FIELD_HELP,
     INT_FIELDS,
     WORKLOADS,
+    BenchConfig,
     ConfigError,
     OneLineParser,
     check_outputs,
@@ -78,6 +79,22 @@ def _positive(name: str, raw: str | None, kind: type = float) -> float | None:
     return value
 
 
+def _whole(name: str, raw: str) -> int:
+    """A config field's integer; its minimum and limit are the config's own check (models.families.validate)."""
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(name, raw, "must be an integer") from None
+
+
+def _tokens(raw: str | None) -> int | None:
+    """A training run's tokens: a whole number, written out or as 1e9."""
+    value = _positive("tokens", raw)
+    if value is not None and value != int(value):
+        raise ConfigError("tokens", raw, "must be a whole number of tokens")
+    return None if value is None else int(value)
+
+
 def batch_sizes(raw: str | None, default: int, limit: int) -> tuple[int, ...]:
     """N, or A:B: A, 2A, 4A ... up to B (and B itself), each within the batch-size limit."""
     if raw is None:
@@ -113,7 +130,7 @@ def checked_flags(args: argparse.Namespace) -> dict:
     if args.model is not None and args.model not in WORKLOADS:
         raise ConfigError("model", args.model, f"unknown model size; choose one of {', '.join(WORKLOADS)}")
     return {"budget_s": parse_budget(args.budget), "memory": _positive("memory", args.memory),
-            "tokens": _positive("tokens", args.tokens, int), "gpu_price": _positive("gpu_price", args.gpu_price),
+            "tokens": _tokens(args.tokens), "gpu_price": _positive("gpu_price", args.gpu_price),
             "from_stage": Stage.from_key(args.from_key) if args.from_key else None, "exclude": left_out}
 
 
@@ -128,9 +145,8 @@ def ask_of(args: argparse.Namespace, probe) -> Ask:
         if args.family not in FAMILIES:
             raise ConfigError("family", args.family, f"must be one of {', '.join(FAMILIES)}")
         cfg = replace(cfg, family=args.family)
-    sizes = {n: _positive(n, getattr(args, n), int) for n in INT_FIELDS if n != "batch_size"
-             and getattr(args, n) is not None}
-    cfg = sourced_config(args, cfg, sizes) or replace(cfg, **sizes)
+    sizes = {n: _whole(n, getattr(args, n)) for n in INT_FIELDS if n != "batch_size" and getattr(args, n) is not None}
+    cfg = sourced_config(args, cfg, sizes) or BenchConfig.from_dict({**cfg.to_dict(), **sizes})
     batches = batch_sizes(args.batch_size, cfg.batch_size, limits.max_batch_size)
     if args.hold_tokens and len(batches) > 1:
         raise ConfigError("hold_tokens", args.batch_size, "tokens per step are held only at one batch size: give "

@@ -4,6 +4,7 @@ recommends a candidate whose kernels did not verify, and stops at the budget kee
 import random
 
 from bench_core.levers.stage import Stage
+from bench_core.recommend.answer import leader_and_runner_up
 from bench_core.recommend.memory import Fit, PeakSource
 from bench_core.recommend.planner import MAX_PROCESSES, Label, Measurement, Planner, Searched, Stop
 from bench_core.recommend.predict import Predicted
@@ -53,6 +54,7 @@ def test_a_clear_winner_is_found_and_the_search_stops_early():
     processes = sum(p for _, p in calls)
     assert processes < len(true) * MAX_PROCESSES, "stopping early must cost fewer processes than the exhaustive cap"
     assert all(s.dropped for s in states if s.candidate.stage != STAGES[3])
+    assert leader_and_runner_up(states)[2] is False
 
 
 def test_a_tie_runs_to_the_cap_and_stays_either():
@@ -63,6 +65,7 @@ def test_a_tie_runs_to_the_cap_and_stays_either():
     assert planner.stop is Stop.PROCESS_CAP
     live = {s.candidate.stage for s in states if not s.dropped}
     assert live == {STAGES[0], STAGES[1]}
+    assert leader_and_runner_up(states)[2] is True, "a tie's answer is either"
 
 
 def test_unverified_kernels_are_never_the_leader():
