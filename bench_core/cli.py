@@ -91,6 +91,8 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("sweep", add_help=False,
                    help="a lever's speedup across model shapes, predicted and measured: where it starts to pay "
                         "(python -m bench_core sweep --help)")
+    sub.add_parser("recommend", add_help=False, help="what to switch on here: levers and batch size, measured "
+                   "(python -m bench_core recommend --help)")
     sub.add_parser("components", add_help=False,
                    help="the optimizer step and LayerNorm alone, against this GPU's measured ceilings "
                         "(python -m bench_core components --help)")
@@ -399,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["components"]:  # its own parser and entry point
         from bench_core.components.cli import main as components_main
         return components_main(argv[1:])
+    if argv[:1] == ["recommend"]:
+        from bench_core.recommend.cli import main as recommend_main
+        return recommend_main(argv[1:])
     if argv[:1] == ["sweep"]:
         from bench_core.sweep_cli import main as sweep_main
         return sweep_main(argv[1:])

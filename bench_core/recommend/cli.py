@@ -1,0 +1,206 @@
+"""`python -m bench_core recommend`: what to switch on for this model on this machine. Every flag is checked before
+anything starts (a bad one exits 2 naming it and its limit, as `run` does); progress and its ETA go to stderr, the
+answer to stdout (--json: the answer's JSON to a file); Ctrl-C keeps what was measured."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import replace
+
+from bench_core.config.bench_config import (
+    FIELD_HELP,
+    INT_FIELDS,
+    WORKLOADS,
+    BenchConfig,
+    ConfigError,
+    OneLineParser,
+    check_outputs,
+    defaults_for,
+    exit_code_of,
+    resolve_device,
+    workload,
+)
+from bench_core.config.settings import load_limits
+from bench_core.levers.presets import family_errors
+from bench_core.levers.stage import Stage
+from bench_core.machine.probe import cached_probe
+from bench_core.models.families import FAMILIES, validate
+from bench_core.models.sources import model_source_args, sourced_config
+from bench_core.recommend.answer import text
+from bench_core.recommend.from_sweep import parse_budget
+from bench_core.recommend.memory import MemoryBudget, default_budget
+from bench_core.recommend.planner import Progress
+from bench_core.recommend.predict import EstimatePredictor
+from bench_core.recommend.search import Ask, recommend
+from bench_core.recommend.space import lever_names, search_space
+
+DEFAULT_BUDGET = "10m"
+MAX_BATCH_SIZES = 8      # a range's doublings at most: each is a whole copy of the search space
+
+
+def parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m bench_core recommend", description="What to switch on: the fastest verified "
+                      "combination of this machine's levers and batch sizes that fits, measured end to end")
+    p.add_argument("--model", default=None, help=f"a model size: {', '.join(WORKLOADS)}")
+    p.add_argument("--family", default=None, help=f"{', '.join(FAMILIES)} (default: the model size's)")
+    p.add_argument("--device", default="auto", help="auto, cuda or cpu")
+    model_source_args(p)
+    for name in INT_FIELDS:
+        if name != "batch_size":
+            p.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
+                           help=FIELD_HELP[name].replace("%", "%%"))
+    p.add_argument("--batch-size", default=None, help="N, or A:B for every doubling from A up to B")
+    p.add_argument("--hold-tokens", action="store_true", help="tokens per step held at the model's: one batch "
+                   "size only (the engine has no gradient accumulation to hold them across a range)")
+    p.add_argument("--memory", default=None, help="GiB the training may use (default: free memory less a margin)")
+    p.add_argument("--from", dest="from_key", default=None, help="your current setup as a stage key (default: "
+                   "adam+<the family's norm>+fp32, the device's baseline)")
+    p.add_argument("--budget", default=DEFAULT_BUDGET, help="wall time for measuring: 10m, 90s, 1h30m")
+    p.add_argument("--tokens", default=None, help="your training run's tokens, for what the answer saves")
+    p.add_argument("--gpu-price", dest="gpu_price", default=None, help="price per GPU-hour, for the cost saved")
+    p.add_argument("--exclude", default="", help="levers to leave out, comma separated (e.g. compile)")
+    p.add_argument("--json", dest="json_path", default=None, help="write the answer's JSON here")
+    p.add_argument("--db", default=None, help="history database (default: the dashboard's)")
+    p.add_argument("--no-db", action="store_true", help="do not keep this recommendation in the history")
+    return p
+
+
+def _positive(name: str, raw: str | None, kind: type = float) -> float | None:
+    if raw is None:
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ConfigError(name, raw, f"must be a {'number' if kind is float else 'whole number'}") from None
+    if value <= 0:
+        raise ConfigError(name, raw, "must be greater than zero")
+    return value
+
+
+def _whole(name: str, raw: str) -> int:
+    """A config field's integer; its minimum and limit are the config's own check (models.families.validate)."""
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(name, raw, "must be an integer") from None
+
+
+def _tokens(raw: str | None) -> int | None:
+    """A training run's tokens: a whole number, written out or as 1e9."""
+    value = _positive("tokens", raw)
+    if value is not None and value != int(value):
+        raise ConfigError("tokens", raw, "must be a whole number of tokens")
+    return None if value is None else int(value)
+
+
+def batch_sizes(raw: str | None, default: int, limit: int) -> tuple[int, ...]:
+    """N, or A:B: A, 2A, 4A ... up to B (and B itself), each within the batch-size limit."""
+    if raw is None:
+        return (default,)
+    parts = raw.split(":")
+    if len(parts) > 2 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise ConfigError("batch_size", raw, "write a positive whole number N or a range A:B")
+    low, high = int(parts[0]), int(parts[-1])
+    if low > high:
+        raise ConfigError("batch_size", raw, "a range A:B needs A <= B")
+    if high > limit:
+        raise ConfigError("batch_size", raw, f"exceeds the limit of {limit}")
+    sizes = []
+    while low < high:
+        sizes.append(low)
+        low *= 2
+    sizes.append(high)
+    if len(sizes) > MAX_BATCH_SIZES:
+        raise ConfigError("batch_size", raw, f"{len(sizes)} batch sizes exceed the limit of {MAX_BATCH_SIZES}")
+    return tuple(sizes)
+
+
+def checked_flags(args: argparse.Namespace) -> dict:
+    """Every flag that needs no probe, checked; nothing has started."""
+    if args.device not in ("auto", "cuda", "cpu"):
+        raise ConfigError("device", args.device, "must be one of auto, cuda, cpu")
+    check_outputs({"json": args.json_path, "db": args.db})
+    left_out = [n.strip() for n in args.exclude.split(",") if n.strip()]
+    unknown = [n for n in left_out if n not in lever_names()]
+    if unknown:
+        raise ConfigError("exclude", args.exclude, f"{', '.join(unknown)} is no lever; choose from "
+                          f"{', '.join(sorted(lever_names()))}")
+    if args.model is not None and args.model not in WORKLOADS:
+        raise ConfigError("model", args.model, f"unknown model size; choose one of {', '.join(WORKLOADS)}")
+    return {"budget_s": parse_budget(args.budget), "memory": _positive("memory", args.memory),
+            "tokens": _tokens(args.tokens), "gpu_price": _positive("gpu_price", args.gpu_price),
+            "from_stage": Stage.from_key(args.from_key) if args.from_key else None, "exclude": left_out}
+
+
+def ask_of(args: argparse.Namespace, probe) -> Ask:
+    flags = checked_flags(args)
+    limits = load_limits()
+    device = resolve_device(args.device, probe.cuda_available)
+    cfg = replace(defaults_for(device), device=device)
+    if args.model:
+        cfg = workload(args.model, cfg)
+    if args.family:
+        if args.family not in FAMILIES:
+            raise ConfigError("family", args.family, f"must be one of {', '.join(FAMILIES)}")
+        cfg = replace(cfg, family=args.family)
+    sizes = {n: _whole(n, getattr(args, n)) for n in INT_FIELDS if n != "batch_size" and getattr(args, n) is not None}
+    cfg = sourced_config(args, cfg, sizes) or BenchConfig.from_dict({**cfg.to_dict(), **sizes})
+    batches = batch_sizes(args.batch_size, cfg.batch_size, limits.max_batch_size)
+    if args.hold_tokens and len(batches) > 1:
+        raise ConfigError("hold_tokens", args.batch_size, "tokens per step are held only at one batch size: give "
+                          "--batch-size N (the engine has no gradient accumulation)")
+    cfg = replace(cfg, batch_size=batches[0])
+    validate(replace(cfg, batch_size=min(batches)), limits, probe.cuda_available, {})
+    from_stage = (flags["from_stage"] or Stage()).for_family(cfg.family) or Stage()
+    for error in family_errors([from_stage], cfg.family):
+        raise error
+    why_not = from_stage.unavailable_reason(probe, device)
+    if why_not:
+        raise ConfigError("from", from_stage.key, f"cannot run here: {why_not}")
+    budget = MemoryBudget(flags["memory"], "given by --memory") if flags["memory"] else \
+        default_budget(probe.free_bytes.get(device), device)
+    held = f"held at {cfg.tokens_per_step:,} (batch {cfg.batch_size} x sequence {cfg.seq_len})" \
+        if len(batches) == 1 else (f"not held: batch {batches[0]} to {batches[-1]} x sequence {cfg.seq_len}; "
+                                   "candidates compared per token (a larger batch also changes the optimisation)")
+    return Ask(cfg, device, probe.gpu_name, search_space(probe, device, cfg.family, batches, flags["exclude"]),
+               from_stage, flags["budget_s"], budget, flags["tokens"], flags["gpu_price"], held)
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    from bench_core.recommend.measure import engine_measure
+    checked_flags(args)   # before the probe: a bad flag starts nothing
+    probe, _ = cached_probe()
+    ask = ask_of(args, probe)
+    started = time.monotonic()
+    print(f"recommend: {len(ask.space.candidates)} candidates "
+          f"({len(ask.space.stages)} stages x {len(ask.space.batch_sizes)} batch sizes), budget "
+          f"{args.budget}", file=sys.stderr, flush=True)
+
+    def say(p: Progress) -> None:
+        eta = f", about {p.eta_s:.0f} s left" if p.eta_s is not None else ""
+        print(f"[{time.monotonic() - started:6.1f} s] {p.text} ({p.measured_processes} processes so far{eta})",
+              file=sys.stderr, flush=True)
+    rec, run = recommend(ask, EstimatePredictor(ask.cfg, probe, ask.device),
+                         engine_measure(ask.cfg, probe, load_limits().stage_timeout_s), say)
+    if not args.no_db:
+        from bench_core.recommend.history import RecommendationStore
+        from bench_core.results.store import Store
+        if run is not None:
+            Store(args.db).save_run(run)
+        rid = RecommendationStore(args.db).save(rec)
+        rec = replace(rec, recommendation_id=rid)
+        print(f"saved to the history: recommendation {rid}", file=sys.stderr)
+    print(text(rec))
+    if args.json_path:
+        tmp = args.json_path + ".tmp"
+        with open(tmp, "w") as fh:
+            fh.write(rec.to_json())
+        os.replace(tmp, args.json_path)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    return exit_code_of(lambda: cmd_recommend(args))

@@ -1,0 +1,126 @@
+"""One recommendation from start to end: the space predicted, filtered by memory, planned and measured, the user's
+current setup (--from) measured beside the leader with as many processes, and the answer built from what ran."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from bench_core.config.bench_config import BenchConfig, describe_shape
+from bench_core.levers.stage import Stage
+from bench_core.measure.breakdown import Bound
+from bench_core.measure.stats import SpeedupInterval
+from bench_core.recommend.answer import (
+    LAUNCH_BOUND_LIMIT,
+    Ranked,
+    Recommendation,
+    leader_and_runner_up,
+    savings_of,
+)
+from bench_core.recommend.measure import gathered_run
+from bench_core.recommend.memory import MemoryBudget, memory_fit
+from bench_core.recommend.planner import Label, Measure, Planner, Progress, Searched, time_bounds, versus
+from bench_core.recommend.predict import Predicted, Predictor
+from bench_core.recommend.space import Candidate, SearchSpace
+from bench_core.results.contributions import contribution_lines
+from bench_core.results.records import RunResult
+from bench_core.results.summary import summarize
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What the user asked for, checked (recommend.cli)."""
+    cfg: BenchConfig
+    device: str
+    gpu: str | None
+    space: SearchSpace
+    from_stage: Stage
+    budget_s: float | None
+    memory: MemoryBudget | None
+    tokens: int | None
+    gpu_price: float | None
+    tokens_per_step: str
+
+
+def recommend(ask: Ask, predictor: Predictor, measure: Measure,
+              on_progress: Callable[[Progress], None] | None = None) -> tuple[Recommendation, RunResult | None]:
+    candidates = ask.space.candidates
+    predicted = predictor(candidates)
+    fits = {f.candidate: f for f in memory_fit(ask.cfg, candidates, predicted, ask.memory)}
+    searched = [Searched(c, predicted[c], fits[c], ask.cfg.seq_len * c.batch_size) for c in candidates]
+    planner = Planner(measure, ask.budget_s, on_progress=on_progress)
+    states = planner.run(searched)
+    lead, second, either, separation = leader_and_runner_up(states)
+    base = _measured_from(ask, states, lead, measure, on_progress)
+    run = _gathered(ask, states, base, lead)
+    ranked = {s.candidate: Ranked.of(s, ask.cfg.seq_len, ask.gpu, _at(ask, s)) for s in states + [base]}
+    interval = versus(lead, base) if lead is not None and base.measurement and base.measurement.rounds_ms else None
+    summary = summarize(run) if run is not None else None
+    limits = [f"{len([s for s in states if s.label is Label.DOES_NOT_FIT])} candidate(s) did not fit the memory "
+              f"budget", f"predictions: {predicted[candidates[0]].source.value}" if candidates else "no candidates"]
+    if summary is not None and lead is not None:
+        lead_summary = next((s for s in summary.stages if s.key == lead.candidate.stage.key), None)
+        if lead_summary is not None and lead_summary.bottleneck.verdict is Bound.LAUNCH:
+            limits.append(LAUNCH_BOUND_LIMIT)
+    rec = Recommendation(
+        model=describe_shape(ask.cfg), device=ask.device, gpu=ask.gpu, from_key=ask.from_stage.key,
+        recommended=ranked[lead.candidate] if lead else None, either=either,
+        runner_up=ranked[second.candidate] if second else None, separation=separation,
+        speedup=_point(interval, lead, base), speedup_low=interval.low if interval else None,
+        speedup_high=interval.high if interval else None, speedup_scope=interval.text if interval else "",
+        contributions=contribution_lines(summary) if summary is not None else (),
+        savings=savings_of(ask.tokens, ranked[lead.candidate], ranked[base.candidate],
+                           (_energy(lead), _energy(base)), ask.gpu_price) if lead else None,
+        recipe=lead.candidate.stage.snippet() if lead else "", limits=tuple(limits),
+        tokens_per_step=ask.tokens_per_step, memory=ask.memory, stop=(planner.stop.value if planner.stop else ""),
+        candidates=tuple(sorted((ranked[s.candidate] for s in states), key=_order)), excluded=ask.space.excluded,
+        history_run=run.run_id if run is not None else None)
+    return rec, run
+
+
+def _point(interval: SpeedupInterval | None, lead: Searched | None, base: Searched) -> float | None:
+    """The speedup's point: the interval's own where it has one (across processes), else the medians' ratio."""
+    if interval is None or lead is None:
+        return None
+    if interval.estimate is not None:
+        return interval.estimate
+    return time_bounds(base.per_token_rounds())[1] / time_bounds(lead.per_token_rounds())[1]
+
+
+def _order(r: Ranked) -> tuple[int, float]:
+    return (0 if r.label == Label.MEASURED.value else 1, r.step_ms / (r.batch_size or 1) if r.step_ms else 1e30)
+
+
+def _at(ask: Ask, s: Searched) -> BenchConfig:
+    return replace(ask.cfg, batch_size=s.candidate.batch_size)
+
+
+def _energy(s: Searched) -> float | None:
+    return s.measurement.energy_j_per_token if s.measurement else None
+
+
+def _measured_from(ask: Ask, states: list[Searched], lead: Searched | None, measure: Measure,
+                   on_progress: Callable[[Progress], None] | None) -> Searched:
+    """--from at the base batch size, topped up to the leader's processes: the speedup's interval needs both."""
+    c = Candidate(ask.from_stage, ask.cfg.batch_size)
+    found = next((s for s in states if s.candidate == c), None)
+    base = found or Searched(c, Predicted(None), memory_fit(ask.cfg, (c,), {}, None)[0],
+                             ask.cfg.seq_len * c.batch_size)
+    want = lead.measurement.processes if lead is not None and lead.measurement else 0
+    have = base.measurement.processes if base.measurement else 0
+    if want > have:
+        if on_progress:
+            on_progress(Progress(f"{c.key} (--from): {want - have} process(es)", 0, None))
+        more = measure(c, want - have)
+        base = replace(base, measurement=base.measurement.merged(more) if base.measurement else more)
+    return base
+
+
+def _gathered(ask: Ask, states: list[Searched], base: Searched, lead: Searched | None) -> RunResult | None:
+    """The stages measured at the leader's batch size as one run, --from first (when at that batch)."""
+    if lead is None:
+        return None
+    batch = lead.candidate.batch_size
+    order = [base] + [s for s in states if s.candidate != base.candidate]
+    runs = [list(s.measurement.results) for s in order
+            if s.candidate.batch_size == batch and s.measurement and s.measurement.rounds_ms]
+    return gathered_run(runs, replace(ask.cfg, batch_size=batch))
