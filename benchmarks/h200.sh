@@ -307,6 +307,19 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
         --model gpt2-small; done
       log "gpu test: adamw-8bit"; timeout 120 python3 -m pytest -q -m gpu tests/gpu/test_adamw_8bit_gpu.py \
         -p no:cacheprovider -rA > "$OUT/gpu_tests_adamw_8bit.log" 2>&1; log "exit $?" ;;
+    hf:*)  # hf:NAME:PRESET:SOURCE[:EXTRA,ARGS] (issue 44): one CLI run of a preset on a Hugging Face architecture
+      # (a catalog entry or a config.json path), e.g. hf:seed_gpt2_1:seed:gpt2 or hf:peers_qwen3_1:peers:qwen3-0.6b
+      IFS=: read -r _ name preset source extra <<< "$mode"
+      # shellcheck disable=SC2086  # EXTRA is split on purpose
+      run "$name" --preset "$preset" --hf "$source" ${extra//,/ } ;;
+    crosscheck)  # issue 44: the built-in llama-1b against Hugging Face LlamaForCausalLM of the same shape
+      # (benchmarks/llama_1b_as_hf.json), native BF16 eager and compiled, 2 processes a stage, in turn
+      for src in builtin hf; do
+        if [ $src = builtin ]; then model=(--model llama-1b); else model=(--hf benchmarks/llama_1b_as_hf.json \
+          --seq-len 2048 --batch-size 4); fi
+        run "crosscheck_llama-1b_$src" --stages adam-fused+rmsnorm+bf16,adam-fused+rmsnorm+bf16+compile \
+          "${model[@]}" --repeats 2
+      done ;;
     *) log "unknown mode $mode" ;;
   esac
 done
