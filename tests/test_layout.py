@@ -47,3 +47,16 @@ def test_no_two_test_files_share_a_name():
     """pytest imports test files by their base name (no packages under tests/): two of one name stop collection."""
     names = [p.name for p in Path(__file__).parent.rglob("test_*.py")]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def test_each_test_file_in_an_engine_package_folder_names_one_of_its_modules():
+    """tests/bench_core/<package>/test_<module>.py tests bench_core/<package>/<module>.py, so the mirror cannot rot
+    when a module is renamed or moved. A module name two packages share is test_<package>_<module>.py: pytest imports
+    test files by their base name."""
+    for path in (ROOT / "tests" / "bench_core").glob("*/test_*.py"):
+        package, name = path.parent.name, path.stem.removeprefix("test_")
+        where = path.relative_to(ROOT)
+        assert (ENGINE / package / "__init__.py").exists(), f"{where}: there is no package bench_core/{package}/"
+        modules = {p.stem for p in (ENGINE / package).glob("*.py") if p.stem != "__init__"}
+        assert name in modules or name.removeprefix(package + "_") in modules, \
+            f"{where}: bench_core/{package}/ has no module {name}.py (it has {sorted(modules)})"

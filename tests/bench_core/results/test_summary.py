@@ -3,11 +3,13 @@ import math
 from dataclasses import replace
 
 import pytest
-from sample_runs import gpu_run
 
 from bench_core.measure.metrics import flops_per_step
 from bench_core.results.records import Status
 from bench_core.results.summary import summarize
+from helpers import sample_runs
+
+gpu_run = sample_runs().gpu_run
 
 
 def test_speedups_baseline_and_rates_are_computed_once_and_right():
