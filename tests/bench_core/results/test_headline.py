@@ -36,8 +36,8 @@ def test_one_liner_for_history():
 
 
 def test_the_history_one_liner_leads_with_each_vendor_against_its_native_twin():
-    """The seed ladder with its twins (H200, call 12): History's verdict read "apex-fusedadam+apex-fusedln+bf16
-    ×6.17", BF16's gain credited to the Apex stage; it now leads with Apex against its native twin (×0.66 here)."""
+    """The seed ladder with its twins, measured on an H200: the one-liner leads with Apex against its native twin
+    (×0.66 here), never with the Apex stage against the baseline, which would credit BF16's gain to Apex."""
 
     from bench_core.results import formats
     run = formats.parse_json((ROOT / "docs/data/h200_2026-12-03_call12_seed_small_after_apex"
