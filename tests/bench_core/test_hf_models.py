@@ -131,6 +131,7 @@ def test_the_job_manager_queues_nothing_for_a_factory(tmp_path):
     (["--hf", "gpt2", "--heads", "5"], "must be divisible by heads"),
     (["--model-factory", "nowhere"], "must be module:function"),
 ])
+@pytest.mark.slow
 def test_cli_bad_model_input_exits_2_before_anything_starts(tmp_path, args, match):
     out = subprocess.run([sys.executable, "-m", "bench_core", "run", "--device", "cpu", "--no-db", *args],
                          capture_output=True, text=True, timeout=300)
@@ -145,6 +146,7 @@ def test_cli_malformed_config_json_exits_2(tmp_path):
     assert out.returncode == 2 and "is not valid JSON" in out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(hf_config.catalog()))
 def test_each_catalog_architecture_runs_the_native_ladder_on_cpu(name):
     """Every native stage this CPU can run, built and timed by the engine's own step (in this process: fresh

@@ -206,6 +206,7 @@ def test_history_lists_runs_from_the_db(app, app_env):
     assert run.run_id in set(table["run_id"])
 
 
+@pytest.mark.slow
 def test_a_cli_run_lands_in_the_history_page(app, app_env):
     db = app_env / "runs.sqlite3"
     proc = subprocess.run([sys.executable, "-m", "bench_core", "run", "--preset", "seed", "--device", "cpu",
@@ -255,6 +256,7 @@ def test_an_imported_sweep_is_linked_to_its_map(app, app_env):
         texts(at, "success")
 
 
+@pytest.mark.slow
 def test_finished_cpu_seed_run_shows_its_verdict_charts_table_and_downloads(app, manager):
     snap = manager.submit(CFG, PRESETS["seed"], "seed", session_id="someone-else")
     done = wait(manager, snap.job_id, timeout=300)
@@ -283,6 +285,7 @@ def test_finished_cpu_seed_run_shows_its_verdict_charts_table_and_downloads(app,
     assert "adam-fused+layernorm+bf16+graphs" in " ".join(texts(at, "markdown"))
 
 
+@pytest.mark.slow
 def test_a_run_with_a_failed_stage_says_so_in_its_verdict(app, manager, monkeypatch):
     monkeypatch.setenv("BENCH_TEST_FAULT", "exit3@adam-fused+layernorm+fp32")  # the worker's environment
     snap = manager.submit(CFG, [Stage(), Stage("adam-fused")], "custom", session_id="s")
@@ -371,6 +374,7 @@ def test_a_viewer_cannot_import_or_probe_again_even_past_the_page(app_env, monke
     assert manager.store.list_runs() == []
 
 
+@pytest.mark.slow
 def test_a_failing_database_is_never_silent(app, app_env, manager):
     """A real write failure: another connection holds the database's write lock while a run is submitted."""
     path = str(app_env / "runs.sqlite3")
