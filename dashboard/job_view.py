@@ -76,6 +76,13 @@ def figure(name: str, summaries: RunSummary | Sequence[RunSummary], version: tup
     return fig
 
 
+def stored_version(store_path: str, runs: Sequence[RunResult]) -> tuple:
+    """The figure cache's key for runs read from a store. One store never gives two runs one id (an import that
+    collides gets a new one), but another store may (BENCH_DB set elsewhere, a copied history): the same id there
+    can be an imported run, whose kernel grid must say so, not a run measured here."""
+    return (store_path, *((r.run_id, r.status.value, r.imported) for r in runs))
+
+
 def charts(summaries: RunSummary | Sequence[RunSummary], key: str, version: tuple) -> None:
     """`version` identifies the data (job id and snapshot version, or the run ids shown)."""
     said: set[str] = set()   # MFU and the roofline share one note: said once

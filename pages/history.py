@@ -85,7 +85,7 @@ if linked:  # a link to one run (?run=ID, as an import's message gives): that ru
         linked_summary = summarize(linked_run)
         st.subheader(f"{linked_run.preset} · {linked_run.gpu or linked_run.device} · run {linked_run.run_id}")
         show_run(linked_summary)
-        job_view.charts(linked_summary, key="linked", version=(linked_run.run_id, linked_run.status.value))
+        job_view.charts(linked_summary, key="linked", version=job_view.stored_version(history().path, [linked_run]))
         st.divider()
 
 runs = listed(history().list_runs, f"the history database {history().path}")
@@ -168,7 +168,7 @@ else:
                 st.markdown(f"**Run {run_b.run.run_id[:6]} against run {run_a.run.run_id[:6]}:** {sentence}")
     if summaries:
         job_view.charts(summaries if len(summaries) > 1 else summaries[0], key="history",
-                        version=tuple((r.run_id, r.status.value) for r in loaded))
+                        version=job_view.stored_version(history().path, loaded))
     if len(loaded) > 1:
         st.download_button("Download the selected runs as one CSV", data=to_csv(loaded), file_name="bench_runs.csv",
                            mime="text/csv", key="dl_selected")

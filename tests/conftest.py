@@ -27,6 +27,10 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        # a browser test starts a real server and Chromium: never quick
+        if "browser" in item.keywords:
+            item.add_marker(pytest.mark.slow)
     if _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

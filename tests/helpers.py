@@ -19,6 +19,7 @@ from bench_core.machine.probe import Probe
 from bench_core.results.records import RunResult, Status, initial_stage
 
 TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent   # the checkout: docs/data holds the measured runs tests read
 CFG = BenchConfig(depth=1, width=32, heads=2, seq_len=16, batch_size=2, vocab_size=64, warmup=1, iters=3, device="cpu")
 # A CPU machine without Apex, as the probe reports it (a partial dict: Probe.from_dict fills in the rest).
 PROBE_DATA = {"cuda": {"available": False}, "cpu": {"available_bytes": 8 * 2**30}, "apex": {"status": "missing"},
@@ -329,3 +330,19 @@ def tiny_hf(kind: str, depth: int = 2, width: int = 64, vocab: int = 256, **over
             if "norm" in name or "ln_" in name:
                 p.uniform_(0.5, 1.5)
     return model
+
+
+# A short CPU run of a tiny model: enough steps to time, nothing to wait for.
+TINY_RUN = {"seq_len": 16, "batch_size": 2, "warmup": 1, "iters": 2, "device": "cpu"}
+
+
+def tiny_catalog_cfg(name: str, **run) -> BenchConfig:
+    """A catalog architecture cut to 2 layers, vocabulary 256 and 16-wide heads, keeping its query-to-KV ratio."""
+    from bench_core.config.settings import Limits
+    from bench_core.models import hf_config
+    source = hf_config.resolve_source(name, Limits())
+    conf = hf_config._base_config(source)
+    ratio = conf.num_attention_heads // hf_config.kv_heads_of(conf)
+    heads = ratio * -(-4 // ratio)
+    return hf_config.shape_from_source(source, BenchConfig(**{**TINY_RUN, **run}),
+                                       {"depth": 2, "width": 16 * heads, "heads": heads, "vocab_size": 256})

@@ -74,3 +74,19 @@ def test_no_two_test_files_share_a_name():
     name with one elsewhere."""
     names = [_test_module_name(p) for p in Path(__file__).parent.rglob("test_*.py")]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def test_each_test_file_in_an_engine_package_folder_names_one_of_its_modules():
+    """tests/bench_core/<package path>/test_<module>.py tests bench_core/<package path>/<module>.py (sub-packages
+    too: tests/bench_core/sweep/core/test_spec.py is bench_core/sweep/core/spec.py), so the mirror cannot rot when a
+    module is renamed or moved. A module name two packages share is test_<package>_<module>.py: pytest imports test
+    files outside a test package by their base name. A test of several modules lives in tests/bench_core/ itself."""
+    tests = ROOT / "tests" / "bench_core"
+    for path in tests.glob("*/**/test_*.py"):
+        folder = path.parent.relative_to(tests)
+        package, name = ENGINE / folder, path.stem.removeprefix("test_")
+        where = path.relative_to(ROOT)
+        assert (package / "__init__.py").exists(), f"{where}: there is no package bench_core/{folder}/"
+        modules = {p.stem for p in package.glob("*.py") if p.stem != "__init__"}
+        assert name in modules or name.removeprefix(folder.name + "_") in modules, \
+            f"{where}: bench_core/{folder}/ has no module {name}.py (it has {sorted(modules)})"

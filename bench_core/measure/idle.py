@@ -13,7 +13,7 @@ An activity with no runtime call in the trace is never host wait (HTA: no `ts_ru
 One difference, for a share of the step: HTA judges each stream alone and sums a stream's gaps even while another
 stream runs. Here only the time the whole GPU is idle counts (the complement of all streams' activities within the
 span), each idle interval judged by HTA's rule against the activity that ends it and the GPU's last end before it.
-On one stream the two are the same (tests/bench_core/test_idle.py checks HTA's own numbers on a saved trace).
+On one stream the two are the same (tests/bench_core/measure/test_idle.py checks HTA's own numbers on a saved trace).
 HTA also rounds float timestamps to whole microseconds first; this works on the raw values.
 """
 from __future__ import annotations

@@ -99,3 +99,13 @@ def cpu_run() -> RunResult:
     return RunResult(config=cfg, machine=Probe.from_dict({"torch": "2.13.0+cpu", "cuda": {"available": False}}),
                      device="cpu", preset="native", stages=stages, status=Status.DONE, run_id="cpu0run0abcd",
                      created_at="2026-12-06T10:00:00+00:00")
+
+
+def gpu_ladder_on_cpu() -> RunResult:
+    """The same ladder measured on a CPU: RSS, not GPU memory; no MFU, no launch/GPU split."""
+    run = gpu_run()
+    stages = tuple(replace(s, peak_allocated_mib=None, peak_reserved_mib=None,
+                           peak_rss_mib=300.0 + s.index if s.peak_allocated_mib else None, host_ms=(), profile=None)
+                   for s in run.stages)
+    return replace(run, device="cpu", machine=Probe.from_dict({"torch": "2.13.0+cpu"}), stages=stages,
+                   config=replace(run.config, device="cpu"))

@@ -49,6 +49,7 @@ def test_import_example_refuses_a_bad_name_or_both_naming_the_field(home, tmp_pa
     assert not db.exists() or Store(str(db)).list_runs() == []
 
 
+@pytest.mark.slow
 def test_a_cpu_run_opens_with_the_answer_and_says_what_to_do_next(home):
     proc = _cli(home, "run", "--stages", "adam+layernorm+fp32,adam-fused+layernorm+fp32", "--device", "cpu",
                 "--model", "tiny", "--iters", "3", "--warmup", "1", "--no-db", "--quiet")

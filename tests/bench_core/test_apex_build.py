@@ -375,6 +375,7 @@ PyMODINIT_FUNC PyInit_{0}(void) {{ return PyModule_Create(&d); }}
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 def test_real_pip_builds_only_the_named_extensions_from_the_staged_copy(tmp_path):
     """pip + setuptools for real, on a checkout whose other extension does not compile: only the shim's three are

@@ -53,6 +53,7 @@ def read_csv(path):
     (["--family", "mamba"], "family='mamba': must be one of gpt, llama"),
     (["--preset", "llama-seed", "--model", "gpt2-small"], "preset='llama-seed': is the seed ladder for the llama"),
 ])
+@pytest.mark.slow
 def test_bad_input_exits_2_without_traceback(cli, tmp_path, args, message):
     db = tmp_path / "h.sqlite3"
     proc = cli("run", *args, BENCH_DB=str(db))
@@ -61,6 +62,7 @@ def test_bad_input_exits_2_without_traceback(cli, tmp_path, args, message):
     assert not db.exists()  # refused before anything was saved
 
 
+@pytest.mark.slow
 def test_run_writes_csv_json_html_and_lands_in_the_history(cli, tmp_path):
     out, js, html, db = tmp_path / "r.csv", tmp_path / "r.json", tmp_path / "r.html", tmp_path / "h.sqlite3"
     proc = cli("run", "--preset", "seed", "--device", "cpu", "--width", "64", "--iters", "3", "--warmup", "1",
@@ -85,6 +87,7 @@ def test_run_writes_csv_json_html_and_lands_in_the_history(cli, tmp_path):
     assert f"saved to the history: {db} (run {run_id})" in proc.stderr
 
 
+@pytest.mark.slow
 def test_no_db_writes_nothing(cli, tmp_path):
     default, xdg = tmp_path / "default.sqlite3", tmp_path / "xdg"
     proc = cli("run", "--preset", "seed", "--device", "cpu", "--iters", "2", "--warmup", "1", "--no-db", "--quiet",
@@ -94,6 +97,7 @@ def test_no_db_writes_nothing(cli, tmp_path):
     assert "saved to the history" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_repeats_fill_the_new_columns_without_making_up_gpu_figures(cli, home, tmp_path):
     """Two rounds on CPU, the baseline at 1 and 2 gloo processes: a non-baseline ok stage with an interval.
     No --db: the run goes to the default history ($BENCH_DB)."""
@@ -199,6 +203,7 @@ def test_unwritable_output_is_refused_before_anything_runs(cli, tmp_path):
     assert proc.returncode == 2 and "db=" in proc.stderr and "does not exist" in proc.stderr
 
 
+@pytest.mark.slow
 def test_probe_text_and_json(cli):
     proc = cli("probe")
     assert proc.returncode == 0, proc.stderr
@@ -208,6 +213,7 @@ def test_probe_text_and_json(cli):
     assert proc.returncode == 0 and json.loads(proc.stdout)["apex"]["status"] == "missing"
 
 
+@pytest.mark.slow
 def test_llama_seed_runs_the_rms_ladder_on_cpu(cli, tmp_path):
     """The llama family end to end: a real worker trains Llama with torch's RMSNorm; the Apex stages say why not."""
     out = tmp_path / "r.json"
@@ -243,6 +249,7 @@ def custom_ladder(home, tmp_path_factory):
     return proc, out
 
 
+@pytest.mark.slow
 def test_stages_runs_the_keys_given(custom_ladder):
     proc, out = custom_ladder
     assert proc.returncode == 0, proc.stderr
@@ -361,6 +368,7 @@ def test_a_runs_probe_imports_only_the_kernel_packages_its_ladder_uses(monkeypat
     assert {p.name for p in asked["packages"]} == expected
 
 
+@pytest.mark.slow
 def test_a_runs_workers_start_with_its_probe_and_the_pool_adopts_them(monkeypatch, home):
     """The spare workers started ahead (after a probe measured, before one cached) are the processes the stages
     run in (no new start later), and none is left running after the run."""

@@ -35,6 +35,7 @@ def command(stages, *args):
             "--model", "tiny", "--iters", "3", "--warmup", "1", "--no-db", "--quiet", *args]
 
 
+@pytest.mark.slow
 def test_quiet_prints_one_line_per_stage_round_as_the_summary_reads_it(env, tmp_path):
     """Two rounds, the second backwards; C fails in its first round (and is not run again), Apex cannot run."""
     out = tmp_path / "r.json"
@@ -62,6 +63,7 @@ def test_quiet_prints_one_line_per_stage_round_as_the_summary_reads_it(env, tmp_
         assert m[5] == (f", {stage.rounds[number - 1]} steps, median {median:,.2f} ms, warm-up {warmup:.1f} s")
 
 
+@pytest.mark.slow
 def test_a_killed_run_leaves_files_with_the_rounds_that_finished(env, tmp_path):
     """B hangs, so the run never ends on its own: once A's line is out, the whole process group is killed."""
     out, js = tmp_path / "r.csv", tmp_path / "r.json"

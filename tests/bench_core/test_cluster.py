@@ -24,6 +24,7 @@ from helpers import CFG, PROBE
 NATIVE = preset("native")
 
 
+@pytest.mark.slow
 def test_local_is_the_default_and_a_local_run_never_imports_ray(tmp_path):
     script = (
         "import sys\n"
@@ -110,6 +111,7 @@ def test_cancel_reaches_the_handle_within_one_poll_and_unfinished_stages_say_can
     assert [s.status for s in final.stages] == [Status.OK, Status.CANCELLED, Status.CANCELLED]
 
 
+@pytest.mark.slow
 def test_the_node_side_streams_the_run_on_its_own_probe_and_a_cancel_stops_its_worker(cpu_probe):
     """stream_run is the Ray task's body: Ray's cancel raises KeyboardInterrupt into it."""
     cfg = replace(CFG, iters=2000, width=128, depth=2, seq_len=64, batch_size=4)

@@ -54,6 +54,7 @@ def test_adam_moves_28_bytes_per_fp32_parameter():
     assert optimizer_step_bytes([10], lambda n: n) == 160
 
 
+@pytest.mark.slow
 def test_each_optimizer_row_counts_its_own_levers_state_bytes(monkeypatch):
     """An optimizer row's bytes are its lever's: param and grad traffic, and the lever's moments over the model's
     tensors. Adam given one-byte moments (as an 8-bit state keeps) must be charged 16 bytes per parameter, not 28."""
@@ -137,6 +138,7 @@ def _assert_measured(row: ComponentRow):
     assert row.proof == "verified", row.reason
 
 
+@pytest.mark.slow
 def test_a_row_per_registry_optimizer_lever_that_runs_its_own_code_here(cpu_report):
     """On a CPU torch's default Adam is the for-loop (foreach kernels are CUDA's): adam and adam-loop are one row,
     which names the other (the registry's rule, levers.same_code), not "Adam · for-loop" beside "Adam (for-loop)"."""
@@ -221,6 +223,7 @@ def test_cpu_apex_and_compiled_rows_are_unavailable_with_a_reason(cpu_report):
     assert "CUDA only" in cpu_report.row("norm", "layernorm-compiled").reason
 
 
+@pytest.mark.slow
 def test_unavailable_rows_give_the_levers_own_reason(cpu_report):
     from bench_core.levers.registry import LEVERS
     from bench_core.levers.stage import Stage
@@ -231,6 +234,7 @@ def test_unavailable_rows_give_the_levers_own_reason(cpu_report):
         assert cpu_report.row(view, name).reason == LEVERS[name].requires(probe, "cpu", Stage(**{kind: name}))
 
 
+@pytest.mark.slow
 def test_llama_rows_are_rmsnorm_rows():
     cfg = BenchConfig(**{**WORKLOADS["llama-tiny"], "depth": 1}, device="cpu")
     report = components.run(cfg, "cpu", repeats=3, warmup=1, model="llama-tiny")
@@ -259,6 +263,7 @@ def test_report_round_trips_and_flattens(cpu_report):
 
 
 # ---------------------------------------------------------------- command line
+@pytest.mark.slow
 def test_cli_json_parses_and_writes_csv(tmp_path, capsys):
     out = tmp_path / "rows.csv"
     code = components.main(["--model", "tiny", "--device", "cpu", "--json", "-", "--repeats", "3", "--warmup", "1",
@@ -272,6 +277,7 @@ def test_cli_json_parses_and_writes_csv(tmp_path, capsys):
     assert len(out.read_text().splitlines()) == 1 + len(data["rows"])
 
 
+@pytest.mark.slow
 def test_cli_json_path_writes_the_file_and_it_imports(tmp_path, capsys):
     path, db = tmp_path / "components.json", tmp_path / "runs.sqlite3"
     code = components.main(["--model", "tiny", "--device", "cpu", "--json", str(path), "--repeats", "2",

@@ -42,6 +42,7 @@ def assert_workers_gone(workers):
 COUNTED_WARMUP = {**os.environ, "BENCH_WARMUP_MIN_S": "0"}
 
 
+@pytest.mark.slow
 def test_seed_preset_on_cpu(tiny_cfg, cpu_probe):
     updates = []
     run = run_all(new_run(tiny_cfg, PRESETS["seed"], cpu_probe, "seed"), cpu_probe,
@@ -71,6 +72,7 @@ def test_seed_preset_on_cpu(tiny_cfg, cpu_probe):
     assert run.status == Status.DONE
 
 
+@pytest.mark.slow
 def test_native_preset_on_cpu(tiny_cfg, cpu_probe):
     cfg = replace(tiny_cfg, iters=3)
     run = run_all(new_run(cfg, PRESETS["native"], cpu_probe, "native"), cpu_probe,
@@ -93,6 +95,7 @@ def test_native_preset_on_cpu(tiny_cfg, cpu_probe):
     assert all(c is not None and c.swaps[0].text == f"{2 * cfg.depth + 1} LayerNorm" for c in built), built
 
 
+@pytest.mark.slow
 def test_fp16_stage_uses_grad_scaler(tiny_cfg, cpu_probe):
     result = run_stage(tiny_cfg, Stage("adam", "layernorm", "fp16"), cpu_probe)
     assert result.status == Status.OK and result.autocast_dtype == "float16" and result.verdict == "verified"
@@ -102,6 +105,7 @@ def test_fp16_stage_uses_grad_scaler(tiny_cfg, cpu_probe):
     assert bf16.status == Status.OK and bf16.kernels["grad_scaler"] == [] and bf16.skipped_steps is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault,expected", [("abort", "signal SIGABRT"), ("segfault", "signal SIGSEGV"),
                                             ("exit3", "exited with code 3")])
 def test_crashing_worker_is_failed_and_next_stage_runs(tiny_cfg, cpu_probe, monkeypatch, fault, expected):
@@ -115,6 +119,7 @@ def test_crashing_worker_is_failed_and_next_stage_runs(tiny_cfg, cpu_probe, monk
     assert_workers_gone(spy.workers)
 
 
+@pytest.mark.slow
 def test_a_lever_that_cannot_be_built_in_the_worker_is_unavailable(tiny_cfg, cpu_probe):
     """The worker-side path: the probe saw nothing wrong, the worker's own build raises ImportError."""
     env = {**os.environ, "BENCH_TEST_FAULT": "build@adam+layernorm+fp32"}
@@ -148,6 +153,7 @@ def _worker_baseline_vm_bytes() -> int:
     return int(out.stdout.strip()) * 1024
 
 
+@pytest.mark.slow
 def test_cpu_oom_during_a_training_step(tiny_cfg, cpu_probe):
     """The model and Adam build under the cap; the first step's logits cannot be allocated.
 
@@ -196,6 +202,7 @@ def test_unavailable_stages_stay_unavailable_after_a_cancel(tiny_cfg, cpu_probe)
     assert run.stages[2].reason == "job cancelled"
 
 
+@pytest.mark.slow
 def test_repeats_run_every_stage_each_round_in_alternating_order(tiny_cfg, cpu_probe, monkeypatch):
     """Round 0 runs the ladder forwards, round 1 backwards; the series of both rounds accumulate per stage."""
     spy = WorkerSpy(monkeypatch)
@@ -236,6 +243,7 @@ class _FakeCeilings:
         self.events.append(("close", time.time()))
 
 
+@pytest.mark.slow
 def test_ceilings_are_measured_after_the_stages_never_before_the_first(tiny_cfg, cpu_probe):
     fake = _FakeCeilings()
     stages = [Stage(), Stage(optimizer="adam-loop")]
@@ -251,6 +259,7 @@ def test_ceilings_are_measured_after_the_stages_never_before_the_first(tiny_cfg,
     assert run.machine.to_dict()["ceilings"]["device_name"] == "fake GPU"  # stored with the run
 
 
+@pytest.mark.slow
 def test_a_jobs_thread_count_reaches_its_worker(tiny_cfg):
     """The job manager's CPU-thread cap travels in the StageJob; torch's own default never exceeds the cores."""
     threads = (os.cpu_count() or 1) + 1

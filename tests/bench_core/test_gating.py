@@ -146,6 +146,7 @@ def gated_worker() -> Timeline:
     return timeline
 
 
+@pytest.mark.slow
 def test_a_gated_worker_does_no_build_before_build(gated_worker):
     """Another process may be timed while this one waits: it must not build (allocate, initialise) until told."""
     t = gated_worker
@@ -274,6 +275,7 @@ def test_a_gated_worker_imports_its_kernel_packages_before_it_may_build(monkeypa
     assert "json.tool" in sys.modules
 
 
+@pytest.mark.slow
 def test_with_bench_build_profile_a_worker_writes_where_its_build_and_imports_went(tmp_path, monkeypatch, tiny_cfg):
     """A benchmark's tool (benchmarks/h200.sh buildprof): the build's costliest calls and the worker's imports."""
     from helpers import built_event

@@ -8,7 +8,6 @@ from dataclasses import replace
 
 import pytest
 import torch
-from test_families import tiny_hf
 
 from bench_core.config.bench_config import BenchConfig, ConfigError, ModelSource, SourceKind
 from bench_core.config.settings import Limits
@@ -18,7 +17,7 @@ from bench_core.models.families import ModelParts, architecture, build_model, co
 from bench_core.run.processes import StageJob
 from bench_core.service.sources import server_source_errors
 from bench_core.sweep.core.spec import point_config
-from helpers import PROBE
+from helpers import PROBE, tiny_catalog_cfg
 
 LIMITS = Limits()
 
@@ -38,7 +37,7 @@ def test_catalog_entries_name_their_source_and_only_fields_transformers_knows():
 
 
 def test_built_in_float32_with_sdpa_whatever_the_config_says():
-    cfg = tiny_hf("llama-3.2-1b")
+    cfg = tiny_catalog_cfg("llama-3.2-1b")
     config = {**cfg.source.config, "torch_dtype": "bfloat16", "dtype": "bfloat16"}
     cfg = replace(cfg, source=source_of(config))
     model = build_model(cfg, ModelParts())
@@ -62,13 +61,13 @@ def test_width_keeps_the_head_size_and_the_kv_ratio():
 
 
 def test_seq_len_past_the_positions_raises_them():
-    cfg = replace(tiny_hf("gpt2"), seq_len=2048)
+    cfg = replace(tiny_catalog_cfg("gpt2"), seq_len=2048)
     assert hf_config.resolved_config(cfg).n_positions == 2048
     assert sum(p.numel() for p in build_model(cfg, ModelParts()).parameters()) == architecture(cfg).params
 
 
 def test_a_sweeps_width_axis_follows_the_head_rules():
-    base = tiny_hf("qwen3-0.6b")
+    base = tiny_catalog_cfg("qwen3-0.6b")
     point = point_config(base, {"width": 2 * base.width})
     a, b = architecture(base).attention, architecture(point).attention
     assert (b.heads, b.kv_heads, b.head_dim) == (2 * a.heads, 2 * a.kv_heads, a.head_dim)
@@ -111,7 +110,7 @@ def test_the_shared_server_refuses_factories_and_paths_outside_its_folders(tmp_p
     assert "outside the folders" in server_source_errors(cfg, ())[0].limit
     assert "outside the folders" in server_source_errors(cfg, (str(tmp_path / "other"),))[0].limit
     assert server_source_errors(cfg, (str(tmp_path),)) == []
-    assert server_source_errors(tiny_hf("gpt2"), ()) == []        # the catalog and uploads need no folder
+    assert server_source_errors(tiny_catalog_cfg("gpt2"), ()) == []        # the catalog and uploads need no folder
 
 
 def test_the_job_manager_queues_nothing_for_a_factory(tmp_path):
@@ -132,6 +131,7 @@ def test_the_job_manager_queues_nothing_for_a_factory(tmp_path):
     (["--hf", "gpt2", "--heads", "5"], "must be divisible by heads"),
     (["--model-factory", "nowhere"], "must be module:function"),
 ])
+@pytest.mark.slow
 def test_cli_bad_model_input_exits_2_before_anything_starts(tmp_path, args, match):
     out = subprocess.run([sys.executable, "-m", "bench_core", "run", "--device", "cpu", "--no-db", *args],
                          capture_output=True, text=True, timeout=300)
@@ -146,13 +146,14 @@ def test_cli_malformed_config_json_exits_2(tmp_path):
     assert out.returncode == 2 and "is not valid JSON" in out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(hf_config.catalog()))
 def test_each_catalog_architecture_runs_the_native_ladder_on_cpu(name):
     """Every native stage this CPU can run, built and timed by the engine's own step (in this process: fresh
     workers would each import transformers again). Compile is left to one architecture per layout kind (GPT-2's
     Conv1D, Llama's rotary), as it costs a minute a model on this CPU."""
     from bench_core.run.step import build_stage, measure
-    cfg = tiny_hf(name, iters=2, warmup=1)
+    cfg = tiny_catalog_cfg(name, iters=2, warmup=1)
     compiles = name in ("gpt2", "llama-3.2-1b")
     for stage in PRESETS["native"]:
         if stage.unavailable_reason(PROBE, "cpu") or (stage.compile != "eager" and not compiles):

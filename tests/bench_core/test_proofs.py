@@ -94,7 +94,7 @@ def test_fp8_share_is_fp8_gemm_time_over_all_gemm_time_and_names_the_rest():
 
 
 def test_a_block_linear_left_in_bf16_lowers_the_share_names_it_and_fails():
-    """One `aten::_scaled_mm` used to verify FP8 whatever else ran; now a BF16 GEMM the rule does not expect fails."""
+    """One `aten::_scaled_mm` is no proof of FP8 whatever else ran: a BF16 GEMM the rule does not expect fails."""
     left = GemmKernel(BF16_LINEAR, 3000.0, BLOCK_ADDMM)
     share = gemm_share(fp8_kernels([left]), kk.FP8_SHARE, VOCAB, steps=1)
     assert share.share == pytest.approx(8.0 / 13.0)
@@ -158,7 +158,8 @@ def test_flce_is_verified_with_chunked_logits_only():
 @pytest.mark.parametrize("op", [HEAD_MM, kk.GemmOp("aten::linear", ((4, 1024, 1024), (VOCAB, 1024))),
                                 kk.GemmOp("aten::addmm", ((VOCAB,), (TOKENS, 1024), (1024, VOCAB)))])
 def test_flce_fails_when_a_gemm_builds_the_full_logits(op):
-    """Liger's plain cross-entropy over the full logits launches liger_cross_entropy_kernel too: that used to pass."""
+    """Liger's plain cross-entropy over the full logits launches liger_cross_entropy_kernel too: the kernel's name
+    alone is no proof of FLCE."""
     trace = GemmTrace({"c10::BFloat16"}, (), (op,))
     judged = judge(FLCE, "cuda", FLCE_NAMES, trace, Facts(), False, TOKENS, VOCAB, 1)
     assert judged.verdict == "fallback" and judged.seen["full_logits"] == [f"logits:{TOKENS}x{VOCAB} {op.name}"]
@@ -179,7 +180,7 @@ def test_torch_norm_kernels_are_told_apart_by_their_rms_flag():
 
 
 def test_native_rmsnorm_under_graphs_is_verified_by_its_kernels():
-    """A graph replay records no CPU op: torch's RMSNorm used to read `unconfirmed` there."""
+    """A graph replay records no CPU op: torch's RMSNorm is proven by its kernels there, not `unconfirmed`."""
     stage = Stage("adam-fused", "rmsnorm", "bf16", compile="graphs")
     assert verdict(stage, "cuda", classify([GRAPH_LAUNCH, FUSED_ADAM, TORCH_RMS_FWD, TORCH_RMS_BWD])) == \
         ("verified", [])

@@ -115,6 +115,7 @@ def test_ctrl_c_cancels_the_sweep_and_keeps_what_finished():
     assert cancel.is_set() and ended.is_set()
 
 
+@pytest.mark.slow
 def test_a_real_tiny_sweep_on_cpu_end_to_end_and_its_import(tmp_path):
     """Two widths of the tiny model, adam against adam-fused: both points predicted from their kernels and
     measured by real workers; the JSON, CSV and HTML written; the history has it; the JSON imports again."""

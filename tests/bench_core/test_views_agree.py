@@ -8,27 +8,16 @@ from dataclasses import replace
 
 import pytest
 from rich.console import Console
-from sample_runs import gpu_run
+from sample_runs import gpu_ladder_on_cpu, gpu_run
 
 from bench_core.levers.stage import Stage
 from bench_core.machine.conditions import ClocksLocked, Conditions
-from bench_core.machine.probe import Probe
 from bench_core.results.columns import DISPLAY_COLUMNS, NA, Layout, key_columns, shown
 from bench_core.results.file_columns import CSV_COLUMNS
 from bench_core.results.formats import neutralise, to_csv
 from bench_core.results.report import HIDDEN, render_html
 from bench_core.results.summary import summarize
 from bench_core.results.table import print_table
-
-
-def cpu_run():
-    """The same ladder measured on a CPU: RSS, not GPU memory; no MFU, no launch/GPU split."""
-    run = gpu_run()
-    stages = tuple(replace(s, peak_allocated_mib=None, peak_reserved_mib=None,
-                           peak_rss_mib=300.0 + s.index if s.peak_allocated_mib else None, host_ms=(), profile=None)
-                   for s in run.stages)
-    return replace(run, device="cpu", machine=Probe.from_dict({"torch": "2.13.0+cpu"}), stages=stages,
-                   config=replace(run.config, device="cpu"))
 
 
 def wide_gpu_run():
@@ -79,7 +68,7 @@ def html_cells(text):
     return heads, [dict(zip(heads, k + r[1:], strict=True)) for k, r in zip(key_rows, rest_rows, strict=True)]
 
 
-@pytest.mark.parametrize("make", [gpu_run, cpu_run, wide_gpu_run])
+@pytest.mark.parametrize("make", [gpu_run, gpu_ladder_on_cpu, wide_gpu_run])
 def test_every_column_shows_the_same_text_in_every_view_where_it_applies(make):
     from dashboard.job_view import column_config, table_rows
     run = make()
@@ -122,7 +111,7 @@ def test_every_column_shows_the_same_text_in_every_view_where_it_applies(make):
 
 def test_each_sometimes_shown_column_is_shown_in_some_run_and_hidden_in_another():
     """The parametrised runs reach both sides of every `applies` rule (so none of them is vacuous)."""
-    runs = [summarize(make()) for make in (gpu_run, cpu_run, wide_gpu_run)]
+    runs = [summarize(make()) for make in (gpu_run, gpu_ladder_on_cpu, wide_gpu_run)]
     for column in DISPLAY_COLUMNS:
         verdicts = {column in shown(summary) for summary in runs}
         always = column.key in ("stage", "status", "median_ms", "spread", "speedup", "interval", "tokens_per_s",
@@ -132,7 +121,7 @@ def test_each_sometimes_shown_column_is_shown_in_some_run_and_hidden_in_another(
 
 def test_the_drifts_are_gone():
     """Peak memory is GPU memory; a CPU run's RSS is labelled so; energy per token is shown where measured."""
-    cuda, cpu, wide = (summarize(make()) for make in (gpu_run, cpu_run, wide_gpu_run))
+    cuda, cpu, wide = (summarize(make()) for make in (gpu_run, gpu_ladder_on_cpu, wide_gpu_run))
     headers = {name: [c.header for c in shown(s)] for name, s in (("cuda", cuda), ("cpu", cpu), ("wide", wide))}
     assert "Peak memory" in headers["cuda"] and "Peak RSS" not in headers["cuda"]
     assert "Peak RSS" in headers["cpu"] and "Peak memory" not in headers["cpu"]

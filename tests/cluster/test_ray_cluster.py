@@ -26,7 +26,7 @@ ray_cluster = importlib.util.module_from_spec(SPEC)
 sys.modules[SPEC.name] = ray_cluster
 SPEC.loader.exec_module(ray_cluster)
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]   # a Ray head and a second node
 NATIVE = preset("native")
 
 

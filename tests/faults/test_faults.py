@@ -24,6 +24,7 @@ from helpers import CFG, PROBE, FakeRunner, WorkerSpy, environ_of, fake_package,
 HELPERS = Path(__file__).resolve().parents[1] / "helpers.py"
 
 
+@pytest.mark.slow
 def test_oom_stage_is_marked_and_the_rest_of_the_job_and_the_next_job_run(tmp_path):
     env = {**os.environ, "BENCH_TEST_FAULT": "oom@adam-loop+layernorm+fp32"}
     store = Store(str(tmp_path / "runs.sqlite3"))
@@ -199,6 +200,7 @@ def test_the_operator_token_never_reaches_a_worker(monkeypatch):
         assert "BENCH_OPERATOR_TOKEN" not in seen and "s3cret-token" not in "".join(seen.values())
 
 
+@pytest.mark.slow
 def test_the_operator_token_never_reaches_the_probe(tmp_path, monkeypatch):
     """The probe's process dumps its environment at start-up (a sitecustomize on its PYTHONPATH)."""
     dump = tmp_path / "env.txt"

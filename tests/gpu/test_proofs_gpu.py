@@ -52,7 +52,7 @@ def test_torchao_fp8_is_verified_with_only_the_lm_head_outside_fp8(probe, runnab
 
 
 def test_torchao_fp8_with_a_block_left_in_bf16_is_not_verified(probe, runnable, monkeypatch):
-    """One `aten::_scaled_mm` used to verify the stage: leave block 0's Linears in BF16 and it must fail."""
+    """One `aten::_scaled_mm` is no proof of the stage: leave block 0's Linears in BF16 and it must fail."""
     runnable(FP8)
     from torchao.float8 import convert_to_float8_training
 
@@ -80,7 +80,7 @@ def test_liger_flce_is_verified(probe, runnable):
 
 
 def test_liger_cross_entropy_over_full_logits_is_not_verified(probe, runnable, monkeypatch):
-    """Liger's plain cross-entropy launches liger_cross_entropy_kernel too, so this fallback used to pass."""
+    """Liger's plain cross-entropy launches liger_cross_entropy_kernel too: that kernel alone must not pass it."""
     runnable(FLCE)
 
     def full_logits_head():

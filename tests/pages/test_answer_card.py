@@ -2,6 +2,7 @@
 shows the answer in its first column, and a CPU run's result on the Benchmark page says what to do next."""
 from dataclasses import replace
 
+import pytest
 from test_pages import texts, verdict_lines
 
 from bench_core.results.answer import Worth, answer
@@ -17,6 +18,7 @@ def _open(at, name):
     return button.click().run()
 
 
+@pytest.mark.slow
 def test_an_example_gpu_run_opens_with_its_answer_and_is_imported_once(app, app_env):
     at = _open(app("pages/history.py"), "h100-seed-A")
     assert not at.exception, at.exception

@@ -28,6 +28,7 @@ def catalog_form(app, entry: str):
     return at
 
 
+@pytest.mark.slow
 def test_a_catalog_pick_fills_its_shape_and_shows_its_facts(app):
     at = catalog_form(app, "qwen2.5-0.5b")
     conf = hf_config.catalog()["qwen2.5-0.5b"]
@@ -76,6 +77,7 @@ def test_a_bad_upload_names_its_field_and_limit_and_launches_nothing(app, manage
     assert manager.jobs() == [] and manager.store.list_runs() == []
 
 
+@pytest.mark.slow
 def test_a_tiny_catalog_run_runs_on_cpu_and_history_shows_its_source(app, manager):
     at = catalog_form(app, "llama-3.2-1b")
     for name, value in TINY.items():

@@ -1,5 +1,5 @@
 """The HTML report, downloadable from each run's page: the same report as `python -m bench_core run --html`
-(tests/bench_core/test_report.py checks its content), built only when the button is pressed."""
+(tests/bench_core/results/test_report.py checks its content), built only when the button is pressed."""
 from bench_core.results.formats import to_json
 from helpers import sample_runs
 

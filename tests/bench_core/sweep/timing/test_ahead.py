@@ -48,6 +48,7 @@ def test_the_processes_side_by_side_go_with_the_cores_and_the_costliest_job_goes
 
 @pytest.mark.skipif(not (shutil.which("c++") or shutil.which("g++")),
                     reason="inductor's CPU backend needs a C++ compiler")
+@pytest.mark.slow
 def test_a_step_compiled_ahead_is_read_from_the_cache_when_it_is_timed(tmp_path, monkeypatch):
     """The real compiler: a process compiles the tiny llama's one-block step into a fresh cache; the timing code
     then reads both its graphs (forward, backward) from it and compiles none. Without the process ahead, the same
@@ -66,6 +67,7 @@ def test_a_step_compiled_ahead_is_read_from_the_cache_when_it_is_timed(tmp_path,
     assert (found.cache_hits, found.cache_misses) == (2, 0)
 
 
+@pytest.mark.slow
 def test_a_step_that_fails_ahead_is_named_and_left_to_the_timing(tmp_path, monkeypatch):
     """A job that cannot run (here a width its heads do not divide) is said, not raised: it is compiled while it
     is timed, as before."""

@@ -22,6 +22,7 @@ BF16 = Stage("adam-fused", "layernorm", "bf16")
 
 
 
+@pytest.mark.slow
 def test_the_timing_process_times_each_stage_in_its_familys_form():
     """A stage key leaves out llama's own SwiGLU (a plain lever), so a timing process that rebuilt stages from
     their keys timed GELU and left every llama point without a prediction ('activation swiglu@fp32 was not timed
@@ -43,6 +44,7 @@ def test_the_timing_process_times_each_stage_in_its_familys_form():
 
 @pytest.mark.skipif(not (shutil.which("c++") or shutil.which("g++")),
                     reason="inductor's CPU backend needs a C++ compiler (the probe reports compile unusable here)")
+@pytest.mark.slow
 def test_a_compiled_stages_parts_are_timed_compiled():
     """A compiled stage's parts timed eagerly count its fused work unfused (FP8's casts above all). The real
     timing code on a tiny llama on CPU: its steps and each traced part of its breakdown run as torch.compile's

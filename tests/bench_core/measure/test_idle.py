@@ -19,8 +19,9 @@ from bench_core.measure.idle import (
     inputs,
 )
 from bench_core.measure.trace import from_chrome
+from helpers import TESTS, sample_runs
 
-TRACE = Path(__file__).resolve().parents[1] / "data" / "idle_trace.json"
+TRACE = TESTS / "data" / "idle_trace.json"
 
 
 def act(start, end, corr, stream=7):
@@ -217,7 +218,7 @@ def test_host_wait_share_in_csv_and_json():
     import io
     from dataclasses import replace
 
-    from sample_runs import gpu_run
+    gpu_run = sample_runs().gpu_run
 
     from bench_core.results.formats import to_csv, to_json
     run = gpu_run()
@@ -239,7 +240,7 @@ def test_cpu_run_has_an_empty_host_wait_share():
     import io
     from dataclasses import replace
 
-    from sample_runs import gpu_run
+    gpu_run = sample_runs().gpu_run
 
     from bench_core.results.formats import to_csv
     run = gpu_run()

@@ -1,5 +1,4 @@
 import json
-import os
 from types import SimpleNamespace
 
 import pytest
@@ -20,8 +19,9 @@ from bench_core.measure.breakdown import (
     union_us,
 )
 from bench_core.measure.trace import from_profiler
+from helpers import TESTS
 
-DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "kernel_names.json")
+DATA = str(TESTS / "data" / "kernel_names.json")
 with open(DATA) as fh:
     KERNEL_NAMES = json.load(fh)
 

@@ -15,32 +15,22 @@ from bench_core.models.families import (
     param_count,
 )
 from bench_core.sweep.timing.variants import block_gemms
-
-RUN = {"seq_len": 16, "batch_size": 2, "warmup": 1, "iters": 2, "device": "cpu"}
-
-
-def tiny_hf(name: str, **run) -> BenchConfig:
-    """A catalog architecture cut to 2 layers, vocabulary 256 and 16-wide heads, keeping its query-to-KV ratio."""
-    source = hf_config.resolve_source(name, Limits())
-    conf = hf_config._base_config(source)
-    ratio = conf.num_attention_heads // hf_config.kv_heads_of(conf)
-    heads = ratio * -(-4 // ratio)
-    return hf_config.shape_from_source(source, BenchConfig(**{**RUN, **run}),
-                                       {"depth": 2, "width": 16 * heads, "heads": heads, "vocab_size": 256})
+from helpers import TINY_RUN, tiny_catalog_cfg
 
 
 def factory_cfg() -> BenchConfig:
-    return BenchConfig(family="factory", depth=2, width=32, heads=2, vocab_size=64, **RUN,
+    return BenchConfig(family="factory", depth=2, width=32, heads=2, vocab_size=64, **TINY_RUN,
                        source=ModelSource(SourceKind.FACTORY, "docs.examples.my_model:build"))
 
 
-CASES = {"gpt": BenchConfig(**{**WORKLOADS["tiny"], **RUN}), "llama": BenchConfig(**{**WORKLOADS["llama-tiny"], **RUN}),
+CASES = {"gpt": BenchConfig(**{**WORKLOADS["tiny"], **TINY_RUN}),
+         "llama": BenchConfig(**{**WORKLOADS["llama-tiny"], **TINY_RUN}),
          **{f"hf:{name}": None for name in hf_config.catalog()}, "factory": None}
 
 
 def case_config(case: str) -> BenchConfig:
     if case.startswith("hf:"):
-        return tiny_hf(case[3:])
+        return tiny_catalog_cfg(case[3:])
     return factory_cfg() if case == "factory" else CASES[case]
 
 
@@ -88,7 +78,7 @@ def test_full_size_parameter_counts_match_the_published_ones():
 
 def test_gqa_shapes_reach_the_sweeps_gemms():
     """Grouped-query attention: k and v project to the KV heads only, not a (d, 3d) QKV."""
-    arch = architecture(tiny_hf("llama-3.2-1b"))
+    arch = architecture(tiny_catalog_cfg("llama-3.2-1b"))
     d, kv = arch.hidden, arch.attention.kv_width
     assert arch.attention.kv_heads * 4 == arch.attention.heads
     assert sorted(block_gemms(arch))[:3] == sorted([(d, d), (d, kv), (d, kv)])[:3]

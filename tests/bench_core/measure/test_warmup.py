@@ -3,7 +3,6 @@ import json
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -16,9 +15,9 @@ from bench_core.run import events as ev
 from bench_core.run import step as step_module
 from bench_core.run.runner import StageFold
 from bench_core.run.warmup_record import WarmupRecorder
-from helpers import sample_runs
+from helpers import ROOT, sample_runs
 
-DOCS = Path(__file__).parents[2] / "docs" / "data"
+DOCS = ROOT / "docs" / "data"
 BAND = (24.9, 25.2)   # the stage's timed p10-p90 in these synthetic series
 
 

@@ -8,6 +8,7 @@ from helpers import sample_runs
 gpu_run = sample_runs().gpu_run
 
 
+
 def _b(times_ms):
     """Run B: `gpu_run()` with its Apex BF16 stage's steps replaced."""
     a = gpu_run()

@@ -3,10 +3,8 @@ import math
 import re
 import statistics
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-from sample_runs import gpu_run
 
 from bench_core.levers.presets import TWINS, is_twin, preset
 from bench_core.levers.stage import Stage
@@ -18,8 +16,11 @@ from bench_core.results.headline import headline
 from bench_core.results.near_one import percent, times
 from bench_core.results.records import Status, initial_stage
 from bench_core.results.summary import summarize
+from helpers import ROOT, sample_runs
 
-H200_SEED = Path(__file__).parents[2] / "docs/data/h200_2026-12-03_call3_seed_gpt2-medium_run1.json"
+gpu_run = sample_runs().gpu_run
+
+H200_SEED = ROOT / "docs/data/h200_2026-12-03_call3_seed_gpt2-medium_run1.json"
 
 
 def _h200_seed():
@@ -176,15 +177,14 @@ def test_the_cli_and_the_report_open_with_the_same_answer_card_and_contributions
 
 
 def test_the_report_shows_no_cpu_rss_as_memory_and_scrolls_its_tables_inside_a_phone():
-    from test_views_agree import cpu_run
 
     from bench_core.results.report import render_html
-    page = render_html(cpu_run())
+    page = render_html(sample_runs().gpu_ladder_on_cpu())
     assert "Peak RSS" not in page and "Peak memory" not in page
     assert "<div class='scroll'><table>" in page and ".scroll{max-width:100%;overflow-x:auto}" in page
 
 
-H200_SEED_TWINS = Path(__file__).parents[2] / "docs/data/h200_2026-12-03_call12_seed_small_after_apex.json"
+H200_SEED_TWINS = ROOT / "docs/data/h200_2026-12-03_call12_seed_small_after_apex.json"
 
 
 def test_the_apex_sentence_sets_the_apex_bf16_stage_against_native_bf16():

@@ -11,7 +11,6 @@ import types
 from dataclasses import replace
 
 import pytest
-from sample_runs import gpu_run
 
 from bench_core.machine.conditions import RUN_PID_ENV, ClocksLocked, Conditions, ConditionsSampler, decode_reasons
 from bench_core.measure.noise import Cause, StageConditions, causes, host_overloaded, worker_starved
@@ -22,6 +21,9 @@ from bench_core.results.store import Store
 from bench_core.results.summary import summarize
 from bench_core.run import events as ev
 from bench_core.run.runner import StageFold
+from helpers import sample_runs
+
+gpu_run = sample_runs().gpu_run
 
 
 class NotSupported(Exception):

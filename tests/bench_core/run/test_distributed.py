@@ -17,6 +17,7 @@ from bench_core.run.runner import new_run, run_all
 from helpers import built_event
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_through_torchrun(tiny_cfg, cpu_probe):
     cfg = replace(tiny_cfg, iters=4)
     stages = across_gpus([Stage("adam-fused")], [1, 2]) + [Stage("zero-adam", gpus=2)]
@@ -39,6 +40,7 @@ def test_two_gloo_ranks_through_torchrun(tiny_cfg, cpu_probe):
     assert "scaling_efficiency" in header and "gpus" in header
 
 
+@pytest.mark.slow
 def test_the_thread_count_reaches_a_torchrun_rank(tiny_cfg):
     """Under torchrun the job travels in BENCH_JOB_FILE, and gloo ranks start at OMP_NUM_THREADS=1: the job's
     count must still win."""

@@ -5,13 +5,15 @@ from dataclasses import replace
 
 import pytest
 from rich.console import Console
-from sample_runs import gpu_run
 
 from bench_core.levers.stage import Stage
 from bench_core.results.columns import proof_consequence
 from bench_core.results.records import Status
 from bench_core.results.summary import summarize
 from bench_core.results.table import print_table
+from helpers import sample_runs
+
+gpu_run = sample_runs().gpu_run
 
 
 def _with_stage(stage, verdict, warnings=("a lever's kernel was not seen",)):

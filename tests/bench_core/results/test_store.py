@@ -1,12 +1,13 @@
 """The SQLite history: a real file, real writes; imports never overwrite what is there."""
 from dataclasses import replace
 
-from sample_runs import gpu_run
-
 from bench_core.results.formats import parse_json, to_json
 from bench_core.results.records import Status
 from bench_core.results.store import Store
 from bench_core.results.summary import summarize
+from helpers import sample_runs
+
+gpu_run = sample_runs().gpu_run
 
 
 def test_save_load_round_trip_keeps_every_series(tmp_path):

@@ -1,7 +1,9 @@
 """The HTML report: one shared, compressed plotly.js bundle, readable names, units."""
-from sample_runs import gpu_run
 
 from bench_core.results.report import render_html
+from helpers import sample_runs
+
+gpu_run = sample_runs().gpu_run
 
 
 def test_report_is_small_and_carries_one_plotly_bundle():

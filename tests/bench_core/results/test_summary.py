@@ -3,11 +3,13 @@ import math
 from dataclasses import replace
 
 import pytest
-from sample_runs import gpu_run
 
 from bench_core.measure.metrics import flops_per_step
 from bench_core.results.records import Status
 from bench_core.results.summary import summarize
+from helpers import sample_runs
+
+gpu_run = sample_runs().gpu_run
 
 
 def test_speedups_baseline_and_rates_are_computed_once_and_right():
@@ -25,9 +27,10 @@ def test_speedups_baseline_and_rates_are_computed_once_and_right():
 
 
 def test_across_processes_the_speedup_shown_lies_inside_its_interval():
-    # The H200's eager FP8 stage on llama-1b (call 21) showed x0.486 (0.484-0.485): the pooled medians' ratio
-    # outside the interval of the three processes' paired ratios. Here each process is exactly 2x faster than its
-    # baseline round, but the pooled medians are a slow baseline round's and a fast stage round's: 120 / 50 = 2.4.
+    # The speedup shown is the estimate of the per-process paired ratios its interval is built around; the pooled
+    # medians' ratio can lie outside that interval (rounds of unequal speed pooled). Here each process is exactly 2x
+    # faster than its baseline round, but the pooled medians are a slow baseline round's and a fast stage round's:
+    # 120 / 50 = 2.4.
     run = gpu_run()
     run = run.with_stage(replace(run.stages[0], rounds=(6, 6, 6), times_ms=(100.0,) * 6 + (120.0,) * 6 + (150.0,) * 6))
     run = run.with_stage(replace(run.stages[1], rounds=(13, 6, 6), times_ms=(50.0,) * 13 + (60.0,) * 6 + (75.0,) * 6))

@@ -17,8 +17,9 @@ from bench_core.measure.breakdown import from_trace
 from bench_core.measure.gemms import gemm_trace
 from bench_core.measure.idle import idle_of
 from bench_core.measure.trace import Source, Trace, from_chrome, from_profiler, load
+from helpers import TESTS
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = TESTS / "data"
 BEFORE = json.loads((DATA / "trace_figures.json").read_text())
 CUDA = {"idle_trace.json": True, "cpu_step_trace.json": False}   # which saved trace is of a GPU run
 

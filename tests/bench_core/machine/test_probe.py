@@ -10,6 +10,7 @@ from bench_core.machine.probe import Probe, cached_probe, run_probe
 from helpers import PROBE_DATA, fake_package
 
 
+@pytest.mark.slow
 def test_probe_without_apex(cpu_probe):
     assert isinstance(cpu_probe, Probe) and cpu_probe.error is None
     assert cpu_probe.torch and not cpu_probe.cuda_available and cpu_probe.gpu_name is None
@@ -23,6 +24,7 @@ def test_probe_without_apex(cpu_probe):
     assert free["cuda"] is None and free["cpu"] > 0
 
 
+@pytest.mark.slow
 def test_probe_collect_prints_the_json_the_probe_reads():
     proc = subprocess.run([sys.executable, "-m", "bench_core.machine.probe_collect"], capture_output=True, text=True,
                           timeout=180)
@@ -47,6 +49,7 @@ def test_partial_dicts_and_round_trip():
         gpu.error = "x"
 
 
+@pytest.mark.slow
 def test_probe_detects_an_impostor(tmp_path):
     env = fake_package(tmp_path, "Rapid prototyping toolkit for Pyramid", "0.9.10dev")
     apex = run_probe(env=env).apex
@@ -56,6 +59,7 @@ def test_probe_detects_an_impostor(tmp_path):
     assert apex.label == "impostor 0.9.10dev"
 
 
+@pytest.mark.slow
 def test_probe_reports_a_broken_extension(tmp_path):
     env = fake_package(tmp_path, "PyTorch Extensions written by NVIDIA", "0.1",
                        ext_source="raise ImportError('undefined symbol: _ZN3c104cuda9SetDeviceEi')")
@@ -76,6 +80,7 @@ def test_a_failing_probe_reports_instead_of_raising():
     assert not probe.cuda_available and probe.apex.status == "missing"
 
 
+@pytest.mark.slow
 def test_cached_probe_is_measured_once_per_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
     first, was_cached = cached_probe()
@@ -114,6 +119,7 @@ def test_the_probe_measures_no_ceilings_unless_probed_again(tmp_path, monkeypatc
     assert measured == [True]                                         # probe again: measured again
 
 
+@pytest.mark.slow
 def test_a_cached_probe_gets_the_ceilings_measured_after_it(tmp_path, monkeypatch):
     from bench_core.machine import cache as machine_cache
     from bench_core.machine.ceilings import CACHE_KIND
@@ -127,6 +133,7 @@ def test_a_cached_probe_gets_the_ceilings_measured_after_it(tmp_path, monkeypatc
     assert probe.ceilings.bf16_tflops == 700.0
 
 
+@pytest.mark.slow
 def test_the_fused_adam_check_runs_the_kernel_without_importing_dynamo():
     """The check calls the fused Adam kernel itself (building an optimizer imports torch._dynamo: 6.5 s of a cold
     probe on the H200), and it judges the kernel's arithmetic: a kernel that does nothing fails it."""

@@ -5,7 +5,6 @@ import shlex
 from dataclasses import replace
 
 import pytest
-from test_families import tiny_hf
 
 from bench_core.cli import build_config, chosen_stages, parser
 from bench_core.config.bench_config import WORKLOADS, BenchConfig, SourceKind
@@ -16,7 +15,7 @@ from bench_core.models import hf_config
 from bench_core.models.families import parts_family
 from bench_core.results.repeat import repeat_command
 from bench_core.run.runner import new_run
-from helpers import PROBE
+from helpers import PROBE, tiny_catalog_cfg
 
 
 def replayed(run, tmp_path, monkeypatch):
@@ -39,7 +38,7 @@ def uploaded(name: str):
 
 
 @pytest.mark.parametrize("cfg, name, stages", [
-    (tiny_hf("llama-3.2-1b", iters=3, repeats=2), "native", None),
+    (tiny_catalog_cfg("llama-3.2-1b", iters=3, repeats=2), "native", None),
     (uploaded("my model.json"), "custom", [Stage("adam-fused"), Stage("adam-loop", precision="bf16")]),
     (BenchConfig(**{**WORKLOADS["llama-tiny"], "device": "cpu"}), "seed", None),
 ])

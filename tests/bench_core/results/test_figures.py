@@ -2,11 +2,12 @@
 import dataclasses
 
 import pytest
-from sample_runs import gpu_run
 
 from bench_core.results import chart_layout, figures
 from bench_core.results.summary import summarize
-from helpers import plain_title
+from helpers import ROOT, plain_title, sample_runs
+
+gpu_run = sample_runs().gpu_run
 
 
 def test_speedup_bars_are_horizontal_with_full_names_intervals_and_meaningful_colours():
@@ -137,11 +138,10 @@ def test_parity_compares_the_same_training_step_against_a_bound_from_the_precisi
 
 
 def _h200_parity(name):
-    from pathlib import Path
 
     from bench_core.results import formats
     from bench_core.results.parity import loss_parity
-    data = Path(__file__).parents[2] / "docs/data" / name
+    data = ROOT / "docs/data" / name
     return {p.key: p for p in loss_parity(summarize(formats.parse_json(data.read_bytes())[0]))}
 
 
@@ -276,7 +276,7 @@ def test_a_stage_label_of_three_lines_gets_the_height_it_needs():
 def test_a_cpu_bar_longer_than_its_step_says_why():
     """On a CPU the op time summed over threads, on profiled steps, outran the 12.37 ms step (35.1 ms) with no word
     (a new user's pass): the chart marks each step and says why, from the summary's own figures."""
-    from sample_runs import cpu_run
+    cpu_run = sample_runs().cpu_run
     summary = summarize(cpu_run())
     fig = figures.time_breakdown(summary)
     title = plain_title(fig)

@@ -5,7 +5,6 @@ import json
 from dataclasses import replace
 
 import pytest
-from sample_runs import gpu_run
 
 from bench_core.config.bench_config import INT_FIELDS
 from bench_core.results.formats import (
@@ -21,7 +20,9 @@ from bench_core.results.formats import (
 )
 from bench_core.results.records import StageResult, Status
 from bench_core.results.summary import summarize
-from helpers import sample_run
+from helpers import sample_run, sample_runs
+
+gpu_run = sample_runs().gpu_run
 
 
 def csv_rows(text):

@@ -56,6 +56,7 @@ def test_rotary_keeps_position_zero_and_the_norm():
     assert torch.allclose(qs[3] @ ks[1], qs[7] @ ks[5], rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_forward_backward_learns_on_cpu():
     torch.manual_seed(0)
     model = Llama(LlamaConfig(depth=2, width=64, heads=4, seq_len=32, vocab_size=256, mlp_hidden=mlp_hidden(

@@ -1,11 +1,12 @@
 from dataclasses import replace
 
-from sample_runs import gpu_run
-
 from bench_core.measure import stats
 from bench_core.results.contributions import vendor_effects
 from bench_core.results.headline import headline
 from bench_core.results.summary import summarize
+from helpers import ROOT, sample_runs
+
+gpu_run = sample_runs().gpu_run
 
 
 def test_gpu_run_headline_names_fastest_apex_twin_launch_bound_and_failure():
@@ -35,12 +36,11 @@ def test_one_liner_for_history():
 
 
 def test_the_history_one_liner_leads_with_each_vendor_against_its_native_twin():
-    """The seed ladder with its twins (H200, call 12): History's verdict read "apex-fusedadam+apex-fusedln+bf16
-    ×6.17", BF16's gain credited to the Apex stage; it now leads with Apex against its native twin (×0.66 here)."""
-    from pathlib import Path
+    """The seed ladder with its twins, measured on an H200: the one-liner leads with Apex against its native twin
+    (×0.66 here), never with the Apex stage against the baseline, which would credit BF16's gain to Apex."""
 
     from bench_core.results import formats
-    run = formats.parse_json((Path(__file__).parents[2] / "docs/data/h200_2026-12-03_call12_seed_small_after_apex"
+    run = formats.parse_json((ROOT / "docs/data/h200_2026-12-03_call12_seed_small_after_apex"
                               ".json").read_bytes())[0]
     summary = summarize(run)
     [apex] = vendor_effects(summary)

@@ -130,6 +130,7 @@ OVERLAP_CFG = replace(CFG, depth=2, width=128, seq_len=64, batch_size=4, vocab_s
 LADDER = [Stage(), Stage("adam-fused"), Stage("adam-loop")]
 
 
+@pytest.mark.slow
 def test_no_other_process_of_the_run_uses_the_host_while_a_stage_is_timed(monkeypatch):
     spy = WorkerSpy(monkeypatch)
     updates: list = []
@@ -184,6 +185,7 @@ class _OwnGroupMeasurer:
     def close(self) -> None: ...
 
 
+@pytest.mark.slow
 def test_a_cancel_during_a_window_leaves_nothing_stopped(monkeypatch):
     spy = WorkerSpy(monkeypatch)
     measurer = _OwnGroupMeasurer()
@@ -208,6 +210,7 @@ def test_a_cancel_during_a_window_leaves_nothing_stopped(monkeypatch):
         stop(measurer.proc)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolate", [True, False])
 def test_isolate_host_holds_live_updates_until_the_window_closes(isolate):
     hooks = RunHooks(isolate_host=isolate)

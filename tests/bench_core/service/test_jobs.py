@@ -100,6 +100,7 @@ def test_cancel_a_queued_job_never_runs_it_and_unavailable_stages_stay_unavailab
     manager.shutdown()
 
 
+@pytest.mark.slow
 def test_real_stage_processes_through_the_manager(store):
     manager = JobManager(store, Limits(), probe=PROBE)
     job = manager.submit(CFG, PRESETS["seed"], "seed", "s")

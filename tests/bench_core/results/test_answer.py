@@ -3,10 +3,8 @@ on one side of it read the same word), its figure read from the engine's contrib
 and a CPU run's next step."""
 import itertools
 import math
-from pathlib import Path
 
 import pytest
-from test_views_agree import cpu_run, gpu_run
 
 from bench_core.measure.stats import Effect, effect_of
 from bench_core.results.answer import Worth, answer, worth_of
@@ -14,9 +12,10 @@ from bench_core.results.contributions import PairedRatio, contributions, vendor_
 from bench_core.results.examples import EXAMPLES, example_json, example_run
 from bench_core.results.formats import ImportRejected
 from bench_core.results.summary import summarize
+from helpers import ROOT, sample_runs
 
 # shared/ lies beside the checkout (the team's reference runs, provenance in its README)
-SHARED = str(Path(__file__).resolve().parents[3] / "shared" / "data" / "h100_2026-12-07_seed_gpt2-small_{}.json")
+SHARED = str(ROOT.parent / "shared" / "data" / "h100_2026-12-07_seed_gpt2-small_{}.json")
 
 
 def _paired(low: float, high: float) -> PairedRatio:
@@ -75,15 +74,15 @@ def test_the_rows_are_the_contributions_with_their_stage_keys():
 
 
 def test_a_gpu_run_has_no_next_step_and_a_cpu_run_points_to_the_examples_and_a_gpu_host():
-    assert answer(summarize(gpu_run())).next_step is None
-    card = answer(summarize(cpu_run()))
+    assert answer(summarize(sample_runs().gpu_run())).next_step is None
+    card = answer(summarize(sample_runs().gpu_ladder_on_cpu()))
     assert "does not carry over to a GPU" in card.next_step
     assert all(name in card.next_step for name in EXAMPLES) and "docs/CLUSTER.md" in card.next_step
     assert "GPU host" in card.next_step
 
 
 def test_a_vendor_that_did_not_run_says_not_measured_and_why():
-    [apex] = answer(summarize(cpu_run())).lines
+    [apex] = answer(summarize(sample_runs().gpu_ladder_on_cpu())).lines
     assert apex.word == Worth.NOT_MEASURED and apex.paired is None
     assert apex.text.startswith("Apex: not measured here — ")
 
