@@ -142,11 +142,12 @@ class Planner:
         live = self._capped(self._prune(live))
         n = 1
         while self.stop is None:
-            live = self._prune(live)
             for s in list(live):
                 if not self._top_up(s.candidate, n, started, len(live)):
                     break
-            live = [self.states[s.candidate] for s in live if not self.states[s.candidate].dropped]
+            live = self._prune([self.states[s.candidate] for s in live if not self.states[s.candidate].dropped])
+            if self.stop is None and any(s.measurement is None for s in live):
+                continue   # a contender left the race: the candidates it held back run first, at these processes
             measured = [s for s in live if s.measurement and s.measurement.rounds_ms]
             if not measured:
                 self.stop = self.stop or Stop.NOTHING
