@@ -1,9 +1,9 @@
 """Which candidates fit the memory budget: each one's predicted peak (the timed prediction's, where it has one,
 else the engine's own upper bound for the config, models.families.estimate_memory, made stage-aware where the
 registry knows it: the optimizer lever's moment bytes and 16-bit activations under autocast) against --memory.
-The default budget is the device's free
-memory less a margin, stated: the peak counted is memory allocated, and the allocator reserves above it (blocks cut
-to size, a cache kept for reuse), the CUDA context and cuBLAS's workspaces sit outside it."""
+The default budget is the device's free memory less a margin, stated: the peak counted is memory allocated, and
+the allocator reserves above it (blocks cut to size, a cache kept for reuse), the CUDA context and cuBLAS's
+workspaces sit outside it."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -5,6 +5,7 @@ timing function, and the check set in the answer's JSON."""
 import itertools
 import math
 
+from bench_core.config.bench_config import BenchConfig
 from bench_core.machine.stage_costs import StageCosts
 from bench_core.recommend.answer import Recommendation
 from bench_core.recommend.check import CHECK_PROCESSES, DECLARED, NEXT_BEST, RECOMMENDED, measure_check_set
@@ -12,7 +13,7 @@ from bench_core.recommend.planner import Label, Planner
 from bench_core.recommend.predict import Predicted, PredictionSource, TimedPredictor
 from bench_core.recommend.prune import CONFIRM_PROCESSES, PREDICTED_NOT_MEASURED, affordable, process_seconds
 from bench_core.recommend.space import Candidate
-from bench_core.sweep.timing.timings import KernelTime, Part, PointTimings
+from bench_core.sweep.timing.timings import KernelTime, PointTimings
 from bench_core.sweep.timing.variants import step_parts
 from tests.bench_core.recommend.test_recommend_planner import STAGES, searched, synthetic
 
@@ -71,7 +72,7 @@ def test_the_cap_is_the_longest_prefix_whose_first_processes_and_the_confirming_
 
 def test_a_process_costs_its_fixed_part_its_compile_where_it_compiles_and_its_steps():
     costs = StageCosts("cuda", fixed_s=3.0, compile_s=40.0)
-    cfg = __import__("bench_core.config.bench_config", fromlist=["BenchConfig"]).BenchConfig(warmup=5, iters=20)
+    cfg = BenchConfig(warmup=5, iters=20)
     eager = Candidate(STAGES[0], 8)
     compiled = Candidate(STAGES[0].replace(compile="compile"), 8)
     assert process_seconds(cfg, eager, Predicted(100.0), costs) == 3.0 + 25 * 0.1
@@ -139,7 +140,6 @@ def test_the_check_set_reuses_what_the_search_measured_and_goes_into_the_json():
     states = {s.candidate: s for s in Planner(synthetic(true)[0], None).run(searched(true))}
     measure, calls = synthetic(true, seed=1)
     lead, other, third = (Candidate(STAGES[i], 8) for i in range(3))
-    from bench_core.config.bench_config import BenchConfig
     rows = measure_check_set([(third, DECLARED), (lead, RECOMMENDED), (other, NEXT_BEST), (other, DECLARED)],
                              states, measure, BenchConfig(batch_size=8, seq_len=64), None)
     assert [r.key for r in rows] == [third.key, lead.key, other.key]
