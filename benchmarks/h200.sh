@@ -320,6 +320,18 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
         run "crosscheck_llama-1b_$src" --stages adam-fused+rmsnorm+bf16,adam-fused+rmsnorm+bf16+compile \
           "${model[@]}" --repeats 2
       done ;;
+    recommend:*)  # recommend:NAME:MODEL[:EXTRA,ARGS] (issue 45): `python -m bench_core recommend --memory 60`, its
+      # budget ending inside this call (9 minutes at most). EXTRA's commas split arguments, so a --check-set's keys
+      # are joined by ';' (quote the mode): 'recommend:r1:llama-1b:--check-set,KEY1;KEY2'
+      IFS=: read -r _ name model extra <<< "$mode"
+      left=$(( CALL_BUDGET_S - ($(date +%s) - START) ))
+      if [ "$left" -lt 120 ]; then log "recommend $name skipped: ${left} s left in this call"; continue; fi
+      budget=$(( left - 60 < 540 ? left - 60 : 540 ))
+      log "recommend $name (budget ${budget} s): $model $extra"
+      # shellcheck disable=SC2086  # EXTRA is split on purpose
+      timeout -s INT -k 30 "$left" python3 -m bench_core recommend --model "$model" --memory 60 --budget "${budget}s" \
+        --no-db --json "$OUT/$name.json" $(args=${extra//,/ }; echo "${args//;/,}") > "$OUT/$name.log" 2>&1
+      log "recommend $name exit $?"; tail -6 "$OUT/$name.log" | tee -a "$OUT/steps.log" ;;
     *) log "unknown mode $mode" ;;
   esac
 done

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from bench_core.measure.metrics import rates
+from bench_core.recommend.check import Checked
 from bench_core.recommend.memory import MemoryBudget
 from bench_core.recommend.planner import Label, Searched, time_bounds, versus
 from bench_core.recommend.space import Exclusion
@@ -79,6 +80,8 @@ class Recommendation:
     excluded: tuple[Exclusion, ...]
     history_run: str | None = None   # the History's run holding the stages measured at the leader's batch
     recommendation_id: str = field(default="")
+    next_best: str = ""              # the predictor's best candidate other than the leader (the check set's)
+    check: tuple[Checked, ...] = ()  # the check set, measured end to end (--check-set)
 
     def to_json(self) -> str:
         return json.dumps({"kind": "recommendation", **asdict(self)}, indent=1)
@@ -94,6 +97,7 @@ class Recommendation:
         data["memory"] = MemoryBudget(**data["memory"]) if data.get("memory") else None
         data["candidates"] = tuple(Ranked(**c) for c in data["candidates"])
         data["excluded"] = tuple(Exclusion.from_dict(e) for e in data["excluded"])
+        data["check"] = tuple(Checked.from_dict(c) for c in data.get("check", ()))
         for name in ("contributions", "limits"):
             data[name] = tuple(data[name])
         known = {f.name for f in fields(cls)}
@@ -173,6 +177,13 @@ def text(rec: Recommendation) -> str:
     lines.append(f"  stopped: {rec.stop}")
     lines += ["  limits:"] + [f"    {line}" for line in rec.limits]
     lines += ["  not searched:"] + [f"    {e.text}" for e in rec.excluded]
+    if rec.check:
+        lines.append("  check set (end to end):")
+        lines += [f"    {c.key}: " + (f"{c.us_per_token:.3f} us/token ({c.us_per_token_low:.3f}-"
+                                       f"{c.us_per_token_high:.3f}), {c.processes} process(es)"
+                                       + (f", MFU {c.mfu:.1%}" if c.mfu is not None else "")
+                                       if c.us_per_token is not None else f"no figure ({c.failed})")
+                  + f" [{', '.join(c.roles)}]" for c in rec.check]
     if r is not None:
         lines += ["  recipe:"] + [f"    {line}" for line in rec.recipe.splitlines()]
     return "\n".join(lines)

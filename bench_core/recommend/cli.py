@@ -25,18 +25,21 @@ from bench_core.config.bench_config import (
 from bench_core.config.settings import load_limits
 from bench_core.levers.presets import family_errors
 from bench_core.levers.stage import Stage
+from bench_core.machine import stage_costs
 from bench_core.machine.probe import cached_probe
 from bench_core.models.families import FAMILIES, validate
 from bench_core.models.sources import model_source_args, sourced_config
 from bench_core.recommend.answer import text
+from bench_core.recommend.check import parse_check_set
 from bench_core.recommend.from_sweep import parse_budget
 from bench_core.recommend.memory import MemoryBudget, default_budget
 from bench_core.recommend.planner import Progress
-from bench_core.recommend.predict import EstimatePredictor
+from bench_core.recommend.predict import PREDICT_SHARE, EstimatePredictor, Predictor, TimedPredictor, in_process_timer
 from bench_core.recommend.search import Ask, recommend
 from bench_core.recommend.space import lever_names, search_space
 
 DEFAULT_BUDGET = "10m"
+PREDICTORS = ("auto", "timed", "estimate")
 MAX_BATCH_SIZES = 8      # a range's doublings at most: each is a whole copy of the search space
 
 
@@ -61,6 +64,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", default=None, help="your training run's tokens, for what the answer saves")
     p.add_argument("--gpu-price", dest="gpu_price", default=None, help="price per GPU-hour, for the cost saved")
     p.add_argument("--exclude", default="", help="levers to leave out, comma separated (e.g. compile)")
+    p.add_argument("--predictor", default="auto", choices=PREDICTORS, help="how candidates are predicted before "
+                   "any is measured: timed (each stage's one- and two-block steps, the sweep's predictor), estimate "
+                   "(model FLOPs over the precision's rate: orders, bounds nothing); auto: timed on CUDA, estimate on "
+                   "a CPU (docs/METHOD.md)")
+    p.add_argument("--check-set", dest="check_set", default=None, help="stage keys, comma separated, measured end "
+                   "to end after the search with the recommendation and the predictor's next best (their figures "
+                   "go into --json; benchmarks/recommend_check.py compares them)")
     p.add_argument("--json", dest="json_path", default=None, help="write the answer's JSON here")
     p.add_argument("--db", default=None, help="history database (default: the dashboard's)")
     p.add_argument("--no-db", action="store_true", help="do not keep this recommendation in the history")
@@ -168,6 +178,16 @@ def ask_of(args: argparse.Namespace, probe) -> Ask:
                from_stage, flags["budget_s"], budget, flags["tokens"], flags["gpu_price"], held)
 
 
+def predictor_of(name: str, ask: Ask, probe) -> Predictor:
+    """timed on CUDA by default; on a CPU the estimate (docs/METHOD.md: the timing costs about what measuring does
+    there, and a shared CPU's shallow steps are too noisy to drop a candidate on)."""
+    estimate = EstimatePredictor(ask.cfg, probe, ask.device)
+    if name == "estimate" or (name == "auto" and ask.device != "cuda"):
+        return estimate
+    share = None if ask.budget_s is None else ask.budget_s * PREDICT_SHARE
+    return TimedPredictor(in_process_timer(ask.cfg, ask.device), estimate, share)
+
+
 def cmd_recommend(args: argparse.Namespace) -> int:
     from bench_core.recommend.measure import engine_measure
     checked_flags(args)   # before the probe: a bad flag starts nothing
@@ -182,8 +202,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         eta = f", about {p.eta_s:.0f} s left" if p.eta_s is not None else ""
         print(f"[{time.monotonic() - started:6.1f} s] {p.text} ({p.measured_processes} processes so far{eta})",
               file=sys.stderr, flush=True)
-    rec, run = recommend(ask, EstimatePredictor(ask.cfg, probe, ask.device),
-                         engine_measure(ask.cfg, probe, load_limits().stage_timeout_s), say)
+    check = parse_check_set(args.check_set, ask.cfg.family, probe, ask.device) if args.check_set else ()
+    rec, run = recommend(ask, predictor_of(args.predictor, ask, probe),
+                         engine_measure(ask.cfg, probe, load_limits().stage_timeout_s), say,
+                         costs=stage_costs.load(ask.device), check_stages=check)
     if not args.no_db:
         from bench_core.recommend.history import RecommendationStore
         from bench_core.results.store import Store

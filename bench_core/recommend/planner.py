@@ -23,6 +23,7 @@ from typing import Any
 from bench_core.measure.stats import IntervalScope, SpeedupInterval, median_interval, speedup_interval, t_quantile
 from bench_core.recommend.memory import Fit
 from bench_core.recommend.predict import Predicted
+from bench_core.recommend.prune import Cap, Contender, affordable, best_bound, beyond_cap, predicted_slower
 from bench_core.recommend.space import Candidate
 
 MAX_PROCESSES = 8   # a candidate's processes at most: past 8 the t-interval narrows slowly (t(7) = 2.36 vs 1.96)
@@ -127,19 +128,26 @@ class Planner:
     max_processes: int = MAX_PROCESSES
     on_progress: Callable[[Progress], None] | None = None
     clock: Callable[[], float] = time.monotonic
+    # one process's seconds for a candidate (prune.process_seconds), for the cap; None: no cap
+    process_cost: Callable[[Candidate], float | None] | None = None
     stop: Stop | None = None
+    cap: Cap | None = None
     states: dict[Candidate, Searched] = field(default_factory=dict)
+    held: set[Candidate] = field(default_factory=set)   # not measured by the pruning rule, until the bound moves
 
     def run(self, searched: list[Searched]) -> list[Searched]:
         self.states = {s.candidate: s for s in searched}
         started = self.clock()
         live = sorted((s for s in searched if s.fit.fits), key=lambda s: s.predicted.per_token(s.tokens)[1])
+        live = self._capped(self._prune(live))
         n = 1
         while self.stop is None:
             for s in list(live):
                 if not self._top_up(s.candidate, n, started, len(live)):
                     break
-            live = [self.states[s.candidate] for s in live if not self.states[s.candidate].dropped]
+            live = self._prune([self.states[s.candidate] for s in live if not self.states[s.candidate].dropped])
+            if self.stop is None and any(s.measurement is None for s in live):
+                continue   # a contender left the race: the candidates it held back run first, at these processes
             measured = [s for s in live if s.measurement and s.measurement.rounds_ms]
             if not measured:
                 self.stop = self.stop or Stop.NOTHING
@@ -155,6 +163,32 @@ class Planner:
                 live = self._halve(live, n)
                 n = min(n * 2, self.max_processes)
         return list(self.states.values())
+
+    def _prune(self, live: list[Searched]) -> list[Searched]:
+        """The rule (recommend.prune) over the candidates not measured yet, against the best bound of those that
+        can still win; held ones come back where the bound has moved above their fastest."""
+        best = best_bound([Contender(s.candidate, s.predicted, s.tokens) for s in live])
+        out = []
+        for s in live + [self.states[c] for c in sorted(self.held, key=lambda c: c.key)]:
+            why = None if s.measurement else predicted_slower(Contender(s.candidate, s.predicted, s.tokens), best)
+            if why:
+                self.held.add(s.candidate)
+                self._drop(s, why)
+            else:
+                self.held.discard(s.candidate)
+                self.states[s.candidate] = replace(self.states[s.candidate], dropped="")
+                out.append(self.states[s.candidate])
+        return out
+
+    def _capped(self, live: list[Searched]) -> list[Searched]:
+        if self.process_cost is None:
+            return live
+        self.cap = affordable([s.candidate for s in live], self.process_cost, self.budget_s)
+        if self.cap.count is None:
+            return live
+        for s in live[self.cap.count:]:
+            self._drop(s, beyond_cap(self.cap))
+        return live[:self.cap.count]
 
     def _drop(self, s: Searched, why: str) -> None:
         self.states[s.candidate] = replace(self.states[s.candidate], dropped=why)

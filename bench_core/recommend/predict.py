@@ -7,15 +7,17 @@ host at its fastest and slowest round) and, on a GPU, the extrapolated peak memo
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.machine.probe import Probe
 from bench_core.measure.estimate import step_estimate
-from bench_core.recommend.from_sweep import MissingTiming, PointTimings, predict_stage
+from bench_core.recommend.from_sweep import MissingTiming, PointTimings, predict_stage, time_in_process
 from bench_core.recommend.space import Candidate
 
 
@@ -72,26 +74,69 @@ class EstimatePredictor:
         return out
 
 
-@dataclass(frozen=True)
+# What the timing process yields: each candidate's position in the list it was given, its timings (None: not
+# timed) and the parts it could not time.
+Timed = tuple[int, PointTimings | None, tuple[str, ...]]
+TimeCandidates = Callable[[list[Candidate], threading.Event], Iterator[Timed]]
+# Predicting is part of the budget, and at most this share of it: without the end-to-end phase nothing is
+# recommended, so it keeps the rest, and a candidate left untimed keeps its estimate (measured if the cap allows).
+PREDICT_SHARE = 0.5
+
+
+@dataclass
 class TimedPredictor:
-    """The sweep's predictor over timings taken per batch size: `time_batch(batch_size, stages)` returns the
-    point's timings (sweep.kernels.time_point in its own process); a stage it could not time falls back to
-    `fallback`'s open-ended estimate, said so."""
-    time_batch: Callable[[int, tuple], PointTimings]
-    fallback: EstimatePredictor
+    """The sweep's predictor over each candidate's own one- and two-block steps at its batch size, timed by one
+    timing process (`time_candidates`: sweep.core.runner.time_in_process in production), best estimated first, for
+    at most `budget_s`; a candidate it could not time keeps `fallback`'s open-ended estimate, said so."""
+    time_candidates: TimeCandidates
+    fallback: Predictor
+    budget_s: float | None = None
+    clock: Callable[[], float] = time.monotonic
+    spent_s: float = field(default=0.0, init=False)
 
     def __call__(self, candidates: Iterable[Candidate]) -> dict[Candidate, Predicted]:
+        started = self.clock()
         wanted = list(candidates)
-        out = self.fallback(wanted)
-        for batch in dict.fromkeys(c.batch_size for c in wanted):
-            these = [c for c in wanted if c.batch_size == batch]
-            timings = self.time_batch(batch, tuple(c.stage for c in these))
-            for c in these:
+        out = dict(self.fallback(wanted))
+        order = sorted(wanted, key=lambda c: (out[c].step_ms or math.inf) / c.batch_size)
+        why_not = dict.fromkeys(order, "not timed")
+        cancel = threading.Event()
+        timer = threading.Timer(self.budget_s, cancel.set) if self.budget_s is not None else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
+        try:
+            for position, timings, missing in self.time_candidates(order, cancel):
+                c = order[position]
                 try:
+                    if timings is None:
+                        raise MissingTiming("; ".join(missing) or "not timed")
                     p = predict_stage(timings, c.stage)
                 except MissingTiming as exc:
-                    out[c] = replace(out[c], note=f"{exc}; {out[c].note}")
-                    continue
-                out[c] = Predicted(p.step_ms, p.fastest_ms, p.slowest_ms, p.peak_mib, PredictionSource.TIMED,
-                                   p.bound.value)
+                    why_not[c] = str(exc)
+                else:
+                    out[c] = Predicted(p.step_ms, p.fastest_ms, p.slowest_ms, p.peak_mib, PredictionSource.TIMED,
+                                       p.bound.value)
+                    why_not.pop(c)
+                if self.budget_s is not None and self.clock() - started >= self.budget_s:
+                    cancel.set()
+                    break
+        finally:
+            cancel.set()
+            if timer is not None:
+                timer.cancel()
+        spent = self.clock() - started
+        self.spent_s = spent
+        cut = f"predicting's {self.budget_s:.0f} s share of the budget ran out" if self.budget_s is not None and \
+            spent >= self.budget_s else ""
+        for c, why in why_not.items():
+            out[c] = replace(out[c], note=f"not timed ({cut or why}); the estimate kept: {out[c].note}")
         return out
+
+
+def in_process_timer(cfg: BenchConfig, device: str, env: dict | None = None) -> TimeCandidates:
+    """Candidates timed by the sweep's timing process, each at its own batch size, one stage a point."""
+    def time_candidates(candidates: list[Candidate], cancel: threading.Event) -> Iterator[Timed]:
+        yield from time_in_process([(at_batch(cfg, c.batch_size), [c.stage.key]) for c in candidates], device,
+                                   cancel, env)
+    return time_candidates

@@ -2,11 +2,13 @@
 current setup (--from) measured beside the leader with as many processes, and the answer built from what ran."""
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from bench_core.config.bench_config import BenchConfig, describe_shape
 from bench_core.levers.stage import Stage
+from bench_core.machine.stage_costs import StageCosts
 from bench_core.measure.breakdown import Bound
 from bench_core.measure.stats import SpeedupInterval
 from bench_core.recommend.answer import (
@@ -16,10 +18,12 @@ from bench_core.recommend.answer import (
     leader_and_runner_up,
     savings_of,
 )
+from bench_core.recommend.check import DECLARED, NEXT_BEST, RECOMMENDED, Checked, measure_check_set
 from bench_core.recommend.measure import gathered_run
 from bench_core.recommend.memory import MemoryBudget, memory_fit
 from bench_core.recommend.planner import Label, Measure, Planner, Progress, Searched, time_bounds, versus
-from bench_core.recommend.predict import Predicted, Predictor
+from bench_core.recommend.predict import Predicted, Predictor, at_batch
+from bench_core.recommend.prune import process_seconds
 from bench_core.recommend.space import Candidate, SearchSpace
 from bench_core.results.contributions import contribution_lines
 from bench_core.results.records import RunResult
@@ -42,21 +46,33 @@ class Ask:
 
 
 def recommend(ask: Ask, predictor: Predictor, measure: Measure,
-              on_progress: Callable[[Progress], None] | None = None) -> tuple[Recommendation, RunResult | None]:
+              on_progress: Callable[[Progress], None] | None = None, costs: StageCosts | None = None,
+              clock: Callable[[], float] = time.monotonic, check_stages: tuple[Stage, ...] = (),
+              ) -> tuple[Recommendation, RunResult | None]:
+    """With `costs` (machine.stage_costs), the end-to-end phase is capped at what its budget affords (prune);
+    with `check_stages`, the check set is measured after the search, out of its budget (recommend.check)."""
     candidates = ask.space.candidates
-    predicted = predictor(candidates)
+    started = clock()
+    predicted = predictor(candidates)   # predicting is part of the budget: the planner gets what it left
+    left = None if ask.budget_s is None else max(ask.budget_s - (clock() - started), 0.0)
     fits = {f.candidate: f for f in memory_fit(ask.cfg, candidates, predicted, ask.memory)}
     searched = [Searched(c, predicted[c], fits[c], ask.cfg.seq_len * c.batch_size) for c in candidates]
-    planner = Planner(measure, ask.budget_s, on_progress=on_progress)
+    cost = (lambda c: process_seconds(at_batch(ask.cfg, c.batch_size), c, predicted[c], costs)) if costs else None
+    planner = Planner(measure, left, on_progress=on_progress, process_cost=cost)
     states = planner.run(searched)
     lead, second, either, separation = leader_and_runner_up(states)
     base = _measured_from(ask, states, lead, measure, on_progress)
+    following = _next_best(states, lead)
+    check = _check(ask, states + [base], lead, following, check_stages, measure, on_progress) \
+        if check_stages else ()
     run = _gathered(ask, states, base, lead)
     ranked = {s.candidate: Ranked.of(s, ask.cfg.seq_len, ask.gpu, _at(ask, s)) for s in states + [base]}
     interval = versus(lead, base) if lead is not None and base.measurement and base.measurement.rounds_ms else None
     summary = summarize(run) if run is not None else None
     limits = [f"{len([s for s in states if s.label is Label.DOES_NOT_FIT])} candidate(s) did not fit the memory "
-              f"budget", f"predictions: {predicted[candidates[0]].source.value}" if candidates else "no candidates"]
+              f"budget", *_prediction_lines(predicted)]
+    if planner.cap is not None:
+        limits.append(f"end-to-end cap: {planner.cap.why}")
     if summary is not None and lead is not None:
         lead_summary = next((s for s in summary.stages if s.key == lead.candidate.stage.key), None)
         if lead_summary is not None and lead_summary.bottleneck.verdict is Bound.LAUNCH:
@@ -73,8 +89,39 @@ def recommend(ask: Ask, predictor: Predictor, measure: Measure,
         recipe=lead.candidate.stage.snippet() if lead else "", limits=tuple(limits),
         tokens_per_step=ask.tokens_per_step, memory=ask.memory, stop=(planner.stop.value if planner.stop else ""),
         candidates=tuple(sorted((ranked[s.candidate] for s in states), key=_order)), excluded=ask.space.excluded,
-        history_run=run.run_id if run is not None else None)
+        history_run=run.run_id if run is not None else None,
+        next_best=following.key if following else "", check=check)
     return rec, run
+
+
+def _check(ask: Ask, states: list[Searched], lead: Searched | None, following: Candidate | None,
+           stages: tuple[Stage, ...], measure: Measure, on_progress: Callable[[Progress], None] | None
+           ) -> tuple[Checked, ...]:
+    """The declared stages at the leader's batch size (the base one without a leader), the leader and the next
+    best."""
+    batch = lead.candidate.batch_size if lead else ask.cfg.batch_size
+    members = [(Candidate(stage, batch), DECLARED) for stage in stages]
+    members += [(lead.candidate, RECOMMENDED)] if lead else []
+    members += [(following, NEXT_BEST)] if following else []
+
+    def say(text: str) -> None:
+        if on_progress:
+            on_progress(Progress(text, 0, None))
+    return measure_check_set(members, {s.candidate: s for s in states}, measure, ask.cfg, ask.gpu, say)
+
+
+def _prediction_lines(predicted: dict[Candidate, Predicted]) -> list[str]:
+    counts: dict[str, int] = {}
+    for p in predicted.values():
+        counts[p.source.value] = counts.get(p.source.value, 0) + 1
+    return [f"predictions ({n} candidate(s)): {source}" for source, n in counts.items()] or ["no candidates"]
+
+
+def _next_best(states: list[Searched], lead: Searched | None) -> Candidate | None:
+    """The predictor's best candidate that fits, other than the leader: the check set measures it."""
+    others = [s for s in states if s.fit.fits and (lead is None or s.candidate != lead.candidate)]
+    best = min(others, key=lambda s: s.predicted.per_token(s.tokens)[1], default=None)
+    return best.candidate if best else None
 
 
 def _point(interval: SpeedupInterval | None, lead: Searched | None, base: Searched) -> float | None:

@@ -55,8 +55,18 @@ def predict_in_process(points: list[SweepPoint], comparison: Comparison, device:
                        cancel: threading.Event, env: dict | None = None, breakdown: bool = False) -> Iterator[Timed]:
     """Every point's timings from one timing process (`python -m bench_core.sweep.timing.process`; with
     `breakdown`, each part of a block alone as well); killed on cancel."""
-    request = {"device": device, "a": comparison.a.key, "b": comparison.b.key,
-               "configs": [p.config.to_dict() for p in points], "breakdown": breakdown}
+    keys = [comparison.a.key, comparison.b.key]
+    for position, timings, missing in time_in_process([(p.config, keys) for p in points], device, cancel, env,
+                                                      breakdown):
+        yield points[position].index, timings, missing
+
+
+def time_in_process(requests: list[tuple[BenchConfig, list[str]]], device: str, cancel: threading.Event,
+                    env: dict | None = None, breakdown: bool = False) -> Iterator[Timed]:
+    """Each (config, stage keys) timed by one timing process, yielded by its position in `requests` as it is
+    done; killed on cancel."""
+    request = {"device": device, "configs": [cfg.to_dict() for cfg, _ in requests],
+               "stages": [list(keys) for _, keys in requests], "breakdown": breakdown}
     proc = subprocess.Popen([sys.executable, "-m", "bench_core.sweep.timing.process"],  # noqa: S603 (our own argv)
                             env=child_env(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # Ctrl-C is the parent's
@@ -85,9 +95,8 @@ def predict_in_process(points: list[SweepPoint], comparison: Comparison, device:
             if not line.startswith("{"):
                 continue
             data = json.loads(line)
-            point = points[data["index"]]
-            seen.add(point.index)
-            yield point.index, PointTimings.from_dict(data["timings"]), tuple(data["missing"])
+            seen.add(data["index"])
+            yield data["index"], PointTimings.from_dict(data["timings"]), tuple(data["missing"])
     finally:
         _kill_group(proc)   # its compiling-ahead children too (sweep.timing.ahead), were it stopped while they ran
         proc.wait()
@@ -99,9 +108,9 @@ def predict_in_process(points: list[SweepPoint], comparison: Comparison, device:
         return
     said = [line for line in err if line.strip() and not line.startswith((PART_TIMED, POINT_BEGINS, AHEAD,
                                                                           AHEAD_BEGINS))]
-    for p in points:
-        if p.index not in seen:
-            yield p.index, None, (f"the timing process ended early: {said[-1] if said else 'no message'}",)
+    for position in range(len(requests)):
+        if position not in seen:
+            yield position, None, (f"the timing process ended early: {said[-1] if said else 'no message'}",)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -235,18 +235,22 @@ def with_full_steps(timings: PointTimings, missing: tuple[str, ...], stages: tup
 
 def main() -> int:
     """`python -m bench_core.sweep.timing.process`: one process times every point of a sweep (torch imported once).
-    stdin: {"device", "a", "b", "configs": [BenchConfig dicts], "breakdown": bool}; stdout: one JSON line per
+    stdin: {"device", "a", "b", "configs": [BenchConfig dicts], "breakdown": bool}, or "stages" (a list of stage keys
+    per config) for "a" and "b"; stdout: one JSON line per
     point, in order. On a GPU each stage's full-depth step is timed once a depth, at the least-work point, and
     kept in every point at that depth (so each point's prediction can be made again from its own timings)."""
     import json
     request = json.loads(sys.stdin.read())
     device = request["device"]
-    keyed = (Stage.from_key(request["a"]), Stage.from_key(request["b"]))
     configs = [BenchConfig.from_dict(data) for data in request["configs"]]
+    # a sweep's two stages at every point; a recommendation's own stages per point ("stages": one key list a config)
+    key_sets = request.get("stages") or [[request["a"], request["b"]]] * len(configs)
     breakdown = bool(request.get("breakdown"))
     # A key leaves out the family's own parts (llama's SwiGLU is plain): each stage in the config's family form, as
     # the worker builds it (run.step) and the comparison was parsed (sweep.core.spec).
-    points = [(cfg, tuple(dict.fromkeys(stage.for_family(cfg.family) or stage for stage in keyed))) for cfg in configs]
+    points = [(cfg, tuple(dict.fromkeys(stage.for_family(cfg.family) or stage
+                                        for stage in map(Stage.from_key, keys))))
+              for cfg, keys in zip(configs, key_sets, strict=True)]
     # a CPU runs ops as they are called: there is no host time to take, so no full-depth step
     probes = list(dict.fromkeys((probe_config(configs, cfg), stage) for cfg, stages in points for stage in stages)) \
         if device == "cuda" else []
