@@ -60,7 +60,7 @@ def test_a_real_tiny_recommendation_through_the_page_and_history(app, app_env, t
     shown = "\n".join(m.value for m in at.markdown)
     assert rec.recommended.stage in shown and f"×{rec.speedup:.2f}" in shown and "GPU-hours" in shown
     assert "tokens per step: held at" in shown
-    assert [c.value for c in at.code] == [rec.recipe]
+    assert [c.value.strip() for c in at.code] == [rec.recipe.strip()]
     [table] = [d.value for d in at.dataframe if "label" in d.value.columns]
     assert len(table) == len(rec.candidates) and "measured" in set(table["label"])
     # kept: History lists it and opens it on this page
