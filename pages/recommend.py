@@ -44,8 +44,7 @@ with st.expander("Ask for a new recommendation", expanded=False) if linked else 
     form.draw(device_kind, errors, manager.limits)
     model_source.facts(form.parse(manager.limits)[0])
     memory = default_budget(probe.free_bytes.get(device), device) if probe else None
-    baseline = Stage().for_family(cfg.family).key if cfg is not None and Stage().for_family(cfg.family) else \
-        Stage().key
+    baseline = ((Stage().for_family(cfg.family) if cfg is not None else None) or Stage()).key
     # only the button starts one: Enter in a field would launch minutes of measuring
     with st.form("recommend_form", enter_to_submit=False):
         st.subheader("The search")
