@@ -7,6 +7,7 @@ pages = [
     st.Page("pages/benchmark.py", title="Benchmark", default=True),
     st.Page("pages/components.py", title="Components"),
     st.Page("pages/sweep.py", title="Sweep"),
+    st.Page("pages/recommend.py", title="Recommend"),
     st.Page("pages/kernels.py", title="Kernels"),
     st.Page("pages/history.py", title="History"),
     st.Page("pages/machines.py", title="Machines"),

@@ -333,6 +333,7 @@ class RoundLog:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from bench_core.components.rows import is_components_json, parse_report
+    from bench_core.recommend.answer import is_recommendation_json
     from bench_core.results.examples import example_json
     from bench_core.results.formats import ImportRejected, incomplete_note, parse_upload
     limit = load_limits().max_upload_mib * 2**20
@@ -347,6 +348,11 @@ def cmd_import(args: argparse.Namespace) -> int:
             data = read_import(args.file)
         if is_sweep_json(data):
             return _import_sweep(args, data)
+        if is_recommendation_json(data):
+            from bench_core.recommend.history import RecommendationStore
+            rid, renamed = RecommendationStore(args.db).import_json(data)
+            print(f"imported recommendation {rid}" + (" (its id was already here: a new id)" if renamed else ""))
+            return 0
         components = is_components_json(data)
         report = parse_report(args.file, data, limit) if components else None
         runs = [] if components else parse_upload(args.file, data, max_bytes=limit)

@@ -20,6 +20,7 @@ from bench_core.machine.probe import Probe
 from bench_core.results.store import Store
 from bench_core.service.access import OPERATOR, Throttle, configured_token, role_for
 from bench_core.service.jobs import JobManager
+from bench_core.service.recommendations import RecommendService
 from bench_core.service.sweeps import SweepService
 from bench_core.sweep.core.runner import SweepHooks
 
@@ -41,6 +42,13 @@ def get_sweeps() -> SweepService:
     """One per server process, beside the job manager and on its device lock: a sweep outlives its browser tab."""
     from bench_core.sweep.core.history import SweepStore
     return SweepService(get_manager(), SweepStore(history().path), load_limits(), hooks=SWEEP_HOOKS_OVERRIDE)
+
+
+@st.cache_resource(show_spinner=False)
+def get_recommendations() -> RecommendService:
+    """One per server process, on the job manager's device lock: a recommendation outlives its browser tab."""
+    from bench_core.recommend.history import RecommendationStore
+    return RecommendService(get_manager(), RecommendationStore(history().path), load_limits())
 
 
 def cluster_nodes(wait_s: float = 0.0) -> list[Node] | None:

@@ -10,18 +10,20 @@ import streamlit as st
 
 from bench_core.cluster.compare import across_gpus
 from bench_core.config.bench_config import WORKLOADS, ModelSource, describe_shape
+from bench_core.recommend.answer import is_recommendation_json
 from bench_core.results.agreement import compare_sentences
 from bench_core.results.answer import answer
 from bench_core.results.formats import ImportRejected, neutralise, to_csv
 from bench_core.results.headline import headline
 from bench_core.results.summary import summarize
-from bench_core.service.jobs import NotAllowed
+from bench_core.service.jobs import LimitExceeded, NotAllowed
 from bench_core.sweep.core.records import is_sweep_json
 from dashboard import job_view
 from dashboard.examples import example_buttons
 from dashboard.live import verdict_card
 from dashboard.page_header import open_page, page_header
 from dashboard.session import (
+    get_recommendations,
     get_sweeps,
     history,
     is_operator,
@@ -36,12 +38,15 @@ PASTE_MAX_CHARS = manager.limits.max_upload_mib * 2**20
 
 def import_file(name: str, data: bytes) -> None:
     try:
-        message = (get_sweeps().import_file(data, role=role()) if is_sweep_json(data) else
-                   manager.import_file(name, data, role=role()))
+        if is_recommendation_json(data):
+            message = get_recommendations().import_recommendation(data, role())[1]
+        else:
+            message = (get_sweeps().import_file(data, role=role()) if is_sweep_json(data) else
+                       manager.import_file(name, data, role=role()))
         st.session_state["import_message"] = ("success", message)
     except ImportRejected as exc:
         st.session_state["import_message"] = ("error", f"Import rejected, nothing was imported: {exc}")
-    except NotAllowed as exc:
+    except (NotAllowed, LimitExceeded) as exc:
         st.session_state["import_message"] = ("error", str(exc))
     except sqlite3.Error as exc:
         st.session_state["import_message"] = ("error", f"Could not save the import: {exc}")
@@ -208,6 +213,33 @@ else:
                        "family": st.column_config.TextColumn("Family")})
 
 st.divider()
+st.subheader("Recommendations")
+rec_store = get_recommendations().store
+rec_rows = listed(rec_store.list_recommendations, "the recommendations") if rec_store is not None else []
+if not rec_rows:
+    st.caption("No recommendation yet: the Recommend page asks for one, `python -m bench_core recommend` too.")
+else:
+    # the link and the answer first, as the sweeps table: what a phone's few columns show
+    st.dataframe(pd.DataFrame([{"open": f"/recommend?recommendation={r['recommendation_id']}",
+                                "recommended": neutralise(r["recommended"] or "none"),
+                                "speedup": r["speedup"], "from_key": neutralise(r["from_key"] or ""),
+                                "either": bool(r["either"]), "created_at": r["created_at"][:16].replace("T", " "),
+                                "gpu": neutralise(r["gpu"] or r["device"] or ""), "model": neutralise(r["model"] or ""),
+                                "id": r["recommendation_id"]} for r in rec_rows]),
+                 hide_index=True, width="stretch", key="recommendations",
+                 column_config={"open": st.column_config.LinkColumn("Open", display_text="answer"),
+                                "recommended": st.column_config.TextColumn("Switch on"),
+                                "speedup": st.column_config.NumberColumn("Speedup", format="×%.2f",
+                                                                         help="over --from, per token"),
+                                "from_key": st.column_config.TextColumn("Over (--from)"),
+                                "either": st.column_config.CheckboxColumn("Either", help="the runner-up's interval "
+                                                                          "overlaps: either will do"),
+                                "created_at": st.column_config.TextColumn("When (UTC)"),
+                                "gpu": st.column_config.TextColumn("GPU"),
+                                "model": st.column_config.TextColumn("Model"),
+                                "id": st.column_config.TextColumn("Id")})
+
+st.divider()
 st.subheader("Import a run from another machine")
 if runs:   # an empty history offers them above, where its list would be
     st.caption("Or an example GPU run shipped with the package (two H100 seed runs, a minute apart):")
@@ -215,7 +247,8 @@ if runs:   # an empty history offers them above, where its list would be
 if not is_operator():
     st.caption("Only operators may import runs.")
 else:
-    st.caption(f"A CSV or JSON written by `python -m bench_core run --out/--json` or `sweep --json`, or by "
+    st.caption(f"A CSV or JSON written by `python -m bench_core run --out/--json`, `sweep --json` or "
+               f"`recommend --json`, or by "
                f"this dashboard (at most {manager.limits.max_upload_mib} MiB). A run or sweep that is already here "
                "is imported under a new id; nothing is overwritten.")
     upload = st.file_uploader("CSV or JSON file", type=["csv", "json"], key="upload")
@@ -231,4 +264,6 @@ if message:
     # each run or sweep the message names links to its own view (a duplicate's message names both)
     text = re.sub(r"\brun ([0-9a-f]{12}(?:-imp-[0-9a-f]{6})?)\b", r"[run \1](/history?run=\1)", message[1])
     text = re.sub(r"\bsweep ([0-9a-f]{12}(?:-imp-[0-9a-f]{6})?)\b", r"[sweep \1](/sweep?sweep=\1)", text)
+    text = re.sub(r"\brecommendation ([0-9a-f]{12}(?:-imp-[0-9a-f]{6})?)\b",
+                  r"[recommendation \1](/recommend?recommendation=\1)", text)
     (st.success if message[0] == "success" else st.error)(text)

@@ -146,7 +146,6 @@ def checked_flags(args: argparse.Namespace) -> dict:
 
 def ask_of(args: argparse.Namespace, probe) -> Ask:
     flags = checked_flags(args)
-    limits = load_limits()
     device = resolve_device(args.device, probe.cuda_available)
     cfg = replace(defaults_for(device), device=device)
     if args.model:
@@ -157,6 +156,16 @@ def ask_of(args: argparse.Namespace, probe) -> Ask:
         cfg = replace(cfg, family=args.family)
     sizes = {n: _whole(n, getattr(args, n)) for n in INT_FIELDS if n != "batch_size" and getattr(args, n) is not None}
     cfg = sourced_config(args, cfg, sizes) or BenchConfig.from_dict({**cfg.to_dict(), **sizes})
+    return ask_for(cfg, args, probe, flags)
+
+
+def ask_for(cfg: BenchConfig, args: argparse.Namespace, probe, flags: dict | None = None) -> Ask:
+    """The ask for a model already built (the CLI's flags, or the dashboard's form): its batch sizes, --from,
+    memory and the search space, each checked against its limit."""
+    flags = flags if flags is not None else checked_flags(args)
+    limits = load_limits()
+    device = resolve_device(cfg.device, probe.cuda_available)
+    cfg = replace(cfg, device=device)
     batches = batch_sizes(args.batch_size, cfg.batch_size, limits.max_batch_size)
     if args.hold_tokens and len(batches) > 1:
         raise ConfigError("hold_tokens", args.batch_size, "tokens per step are held only at one batch size: give "

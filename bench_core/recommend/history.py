@@ -6,10 +6,12 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import UTC, datetime
 
-from bench_core.recommend.answer import Recommendation
-from bench_core.results.store import connect, default_db_path
+from bench_core.recommend.answer import Recommendation, is_recommendation_json
+from bench_core.results.formats import ImportRejected
+from bench_core.results.store import connect, default_db_path, import_id
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS recommendations (
@@ -50,3 +52,18 @@ class RecommendationStore:
             row = db.execute("SELECT result_json FROM recommendations WHERE recommendation_id=?",
                              (recommendation_id,)).fetchone()
         return Recommendation.from_json(row[0]) if row else None
+
+    def import_json(self, data: bytes | str) -> tuple[str, bool]:
+        """A recommendation's JSON (`recommend --json`, or the page's download) kept under its own id, or under a
+        new one where that id is taken (nothing is overwritten): (id, renamed). ImportRejected: not one, or unread."""
+        if not is_recommendation_json(data):
+            raise ImportRejected("this is not a recommendation's JSON (from `python -m bench_core recommend --json` "
+                                 "or the Recommend page's Download JSON)")
+        try:
+            rec = Recommendation.from_json(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ImportRejected(f"a recommendation file that cannot be read: {type(exc).__name__}: {exc}") from None
+        with self._connect() as db:
+            rid, renamed = import_id(db, "recommendations", "recommendation_id",
+                                     rec.recommendation_id or uuid.uuid4().hex[:12])
+        return self.save(replace(rec, recommendation_id=rid)), renamed

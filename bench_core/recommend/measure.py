@@ -19,12 +19,13 @@ PRESET = "recommend"
 VERIFIED = "verified"
 
 
-def engine_measure(cfg: BenchConfig, probe: Probe, timeout_s: float) -> Measure:
+def engine_measure(cfg: BenchConfig, probe: Probe, timeout_s: float, hooks: RunHooks | None = None) -> Measure:
+    """`hooks`: the server's cancel, worker environment and threads (its time limit is `timeout_s`)."""
     def measure(candidate: Candidate, processes: int) -> Measurement:
         run = new_run(replace(at_batch(cfg, candidate.batch_size), repeats=processes), [candidate.stage], probe,
                       PRESET)
         started = time.monotonic()
-        run = run_all(run, probe, RunHooks(timeout_s=timeout_s))
+        run = run_all(run, probe, replace(hooks, timeout_s=timeout_s) if hooks else RunHooks(timeout_s=timeout_s))
         stage = run.stages[0]
         summary = summarize(run).stage(0)
         ok = stage.status == Status.OK
