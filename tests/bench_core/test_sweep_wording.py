@@ -28,7 +28,7 @@ from bench_core.sweep.views.figures import sweep_figure
 from bench_core.sweep.views.rows import PREDICTED_MARK, phone_rows, shown_text_rows
 from bench_core.sweep.views.words import summary_lines
 
-DATA = Path(__file__).parents[3] / "docs" / "data"
+DATA = Path(__file__).parents[2] / "docs" / "data"
 APEX_33 = DATA / "h200_2026-12-05_call33_sweep_apex_gpt_2.json"
 FLCE_26 = DATA / "h200_2026-12-04_call26_sweep_flce_gpt_2.json"
 A, B = "adam+layernorm+fp32", "adam-fused+layernorm+fp32"
