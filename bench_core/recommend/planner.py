@@ -91,6 +91,8 @@ class Searched:
 class Stop(StrEnum):
     SEPARATED = "the leader's interval separated from every other candidate's"
     PROCESS_CAP = "the candidates left reached the process cap without separating"
+    ALONE = "one candidate only was measured (the budget's cap or the predictions left no other): it was compared " \
+            "with none"
     BUDGET = "the budget would have been overrun by the next launch"
     CANCELLED = "cancelled: what was measured is kept"
     NOTHING = "no candidate could be measured"
@@ -156,7 +158,7 @@ class Planner:
             if self.stop is not None:
                 break
             if len(live) == 1:
-                self.stop = Stop.SEPARATED
+                self.stop = Stop.SEPARATED if self._compared() else Stop.ALONE
             elif n >= self.max_processes:
                 self.stop = Stop.PROCESS_CAP
             else:
@@ -184,11 +186,16 @@ class Planner:
         if self.process_cost is None:
             return live
         self.cap = affordable([s.candidate for s in live], self.process_cost, self.budget_s)
-        if self.cap.count is None:
+        if self.cap.chosen is None:
             return live
-        for s in live[self.cap.count:]:
-            self._drop(s, beyond_cap(self.cap))
-        return live[:self.cap.count]
+        for s in live:
+            if s.candidate not in self.cap.chosen:
+                self._drop(s, beyond_cap(self.cap))
+        return [s for s in live if s.candidate in self.cap.chosen]
+
+    def _compared(self) -> bool:
+        """Whether any other candidate was measured: a leader alone has separated from nothing."""
+        return sum(1 for s in self.states.values() if s.measurement and s.measurement.rounds_ms) > 1
 
     def _drop(self, s: Searched, why: str) -> None:
         self.states[s.candidate] = replace(self.states[s.candidate], dropped=why)

@@ -7,7 +7,8 @@ predictor's own interval is wrong; a prediction left open (the estimate, a candi
 is never dropped on it. A contender that then fails or does not verify leaves the race, and the bound is drawn
 again from those left (the planner re-applies the rule before each round).
 
-The cap: how many candidates the budget affords end to end, in the order they are measured (best predicted first).
+The cap: which candidates the budget affords end to end, in the order they are measured (best predicted first);
+one too costly to fit is passed over, and cheaper ones after it are still taken.
 Each one's first process costs the machine's fixed cost a process, its compile where the stage compiles
 (machine.stage_costs: measured here or assumed, said so) and its warm-up and timed steps at its predicted step
 time; CONFIRM_PROCESSES more are held back, so that the leader and the runner-up reach a second process and --from
@@ -68,27 +69,34 @@ def process_seconds(cfg: BenchConfig, c: Candidate, predicted: Predicted, costs:
 
 @dataclass(frozen=True)
 class Cap:
-    count: int | None     # candidates the end-to-end phase may take; None: no cap (no budget, or a cost unknown)
+    chosen: tuple[Candidate, ...] | None   # the candidates the end-to-end phase may take; None: no cap
     why: str
+
+    @property
+    def count(self) -> int | None:
+        return None if self.chosen is None else len(self.chosen)
 
 
 def affordable(ordered: Sequence[Candidate], cost: Callable[[Candidate], float | None],
                budget_s: float | None) -> Cap:
-    """The longest prefix of `ordered` whose first processes, plus CONFIRM_PROCESSES at their mean cost, fit
-    `budget_s`; at least one (the budget check before each launch still holds)."""
+    """The candidates of `ordered`, in order, whose first processes plus CONFIRM_PROCESSES at their mean cost fit
+    `budget_s`; one that would not fit is passed over (a compile's cost, say) and cheaper ones after it still taken;
+    at least one (the budget check before each launch still holds)."""
     if budget_s is None:
         return Cap(None, "no budget: no cap")
-    spent, count = 0.0, 0
-    for i, c in enumerate(ordered):
+    spent, chosen, passed = 0.0, [], []
+    for c in ordered:
         seconds = cost(c)
         if seconds is None:
             return Cap(None, f"no cap: {c.key}'s process cost cannot be predicted (no step time)")
-        mean = (spent + seconds) / (i + 1)
-        if spent + seconds + CONFIRM_PROCESSES * mean > budget_s and count:
-            break
-        spent, count = spent + seconds, count + 1
-    return Cap(count, f"{count} candidate(s): their first processes (predicted {spent:.0f} s) and "
-                      f"{CONFIRM_PROCESSES} confirming processes fit the {budget_s:.0f} s left")
+        mean = (spent + seconds) / (len(chosen) + 1)
+        if spent + seconds + CONFIRM_PROCESSES * mean > budget_s and chosen:
+            passed.append(c)
+            continue
+        spent, chosen = spent + seconds, chosen + [c]
+    return Cap(tuple(chosen), f"{len(chosen)} candidate(s): their first processes (predicted {spent:.0f} s) and "
+                              f"{CONFIRM_PROCESSES} confirming processes fit the {budget_s:.0f} s left"
+                              + (f"; {len(passed)} passed over as too costly to fit" if passed else ""))
 
 
 def beyond_cap(cap: Cap) -> str:

@@ -113,3 +113,13 @@ def test_ctrl_c_keeps_what_was_measured():
     states = planner.run(searched(true))
     assert planner.stop is Stop.CANCELLED
     assert [s.candidate for s in states if s.measurement] == seen
+
+
+def test_a_leader_measured_alone_is_not_said_to_have_separated():
+    """With one candidate the budget affords, nothing was compared: the stop says so instead of "separated"."""
+    true = [10.0, 12.0, 14.0]
+    states = searched(true)
+    measure, calls = synthetic(true)
+    planner = Planner(measure, 30.0, process_cost=lambda c: 10.0)   # one first process + 4 confirming: one fits
+    planner.run(states)
+    assert planner.stop is Stop.ALONE and len({c for c, _ in calls}) == 1

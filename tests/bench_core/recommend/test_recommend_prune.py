@@ -59,7 +59,7 @@ def test_a_held_candidate_comes_back_when_the_contender_bounding_it_fails_to_ver
     assert out[states[1].candidate].label is Label.MEASURED
 
 
-def test_the_cap_is_the_longest_prefix_whose_first_processes_and_the_confirming_ones_fit_the_budget():
+def test_the_cap_takes_the_candidates_whose_first_processes_and_the_confirming_ones_fit_the_budget():
     cost, budget = 10.0, 100.0
     ordered = [Candidate(s, 8) for s in STAGES]
     cap = affordable(ordered, lambda c: cost, budget)
@@ -68,6 +68,16 @@ def test_the_cap_is_the_longest_prefix_whose_first_processes_and_the_confirming_
     assert affordable(ordered, lambda c: cost, None).count is None
     assert affordable(ordered, lambda c: None, budget).count is None
     assert affordable(ordered, lambda c: cost, 1.0).count == 1   # the first always runs: the budget check stops
+
+
+def test_a_candidate_too_costly_to_fit_is_passed_over_and_cheaper_ones_after_it_are_still_taken():
+    """A compiled stage predicted fastest but costing a compile the budget cannot afford must not stop the eager
+    candidates behind it from running."""
+    ordered = [Candidate(s, 8) for s in STAGES[:4]]
+    costly = ordered[1]
+    cap = affordable(ordered, lambda c: 500.0 if c == costly else 10.0, 100.0)
+    assert cap.chosen is not None and costly not in cap.chosen
+    assert [c for c in ordered if c != costly][:3] == list(cap.chosen) and "passed over" in cap.why
 
 
 def test_a_process_costs_its_fixed_part_its_compile_where_it_compiles_and_its_steps():
