@@ -84,7 +84,9 @@ def affordable(ordered: Sequence[Candidate], cost: Callable[[Candidate], float |
     at least one (the budget check before each launch still holds)."""
     if budget_s is None:
         return Cap(None, "no budget: no cap")
-    spent, chosen, passed = 0.0, [], []
+    spent = 0.0
+    chosen: list[Candidate] = []
+    passed: list[Candidate] = []
     for c in ordered:
         seconds = cost(c)
         if seconds is None:
