@@ -14,7 +14,7 @@ def test_a_deep_link_opened_first_gets_the_apps_menu_and_layout(page, server):
     wait_idle(page)
     page.get_by_role("heading", name="Run history").wait_for(timeout=60_000)
     nav = [t.strip() for t in page.get_by_test_id("stSidebarNav").inner_text().splitlines() if t.strip()]
-    assert nav == ["Benchmark", "Components", "Sweep", "Kernels", "History", "Machines", "Method"]
+    assert nav == ["Benchmark", "Components", "Sweep", "Recommend", "Kernels", "History", "Machines", "Method"]
     width = page.evaluate("() => getComputedStyle(document.querySelector('[data-testid=stMainBlockContainer]'))"
                           ".maxWidth")
     assert width == "none"   # app.py's layout="wide"; the page alone read 736px
