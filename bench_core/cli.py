@@ -20,10 +20,8 @@ from bench_core.config.bench_config import (
     BenchConfig,
     ConfigError,
     check_outputs,
-    defaults_for,
     exit_code_of,
     resolve_device,
-    workload,
 )
 from bench_core.config.settings import load_limits
 from bench_core.levers.presets import DEFAULT_PRESET, PRESETS, across_gpus, default_preset, family_errors, preset
@@ -34,7 +32,7 @@ from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe, cached_probe, has_cached_probe
 from bench_core.machine.telemetry import has_nvidia_gpu
 from bench_core.models.families import FAMILIES, parts_family, validate
-from bench_core.models.sources import model_source_args, sourced_config
+from bench_core.models.sources import config_from_args, model_source_args
 from bench_core.results.eta import run_estimate
 from bench_core.results.examples import EXAMPLES
 from bench_core.results.phase import Phase, compile_text, phase
@@ -105,24 +103,8 @@ def _db_args(p: argparse.ArgumentParser, allow_none: bool = True) -> None:
         p.add_argument("--no-db", action="store_true", help="do not save this run to the history")
 
 
-def _int(name: str, raw: str) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(name, raw, "must be an integer") from None
-
-
 def build_config(args: argparse.Namespace, probe: Probe) -> BenchConfig:
-    cfg = replace(defaults_for(resolve_device(args.device, probe.cuda_available)), device=args.device)
-    if args.model:
-        cfg = workload(args.model, cfg)
-    if getattr(args, "family", None):
-        if args.family not in FAMILIES:
-            raise ConfigError("family", args.family, f"must be one of {', '.join(FAMILIES)}")
-        cfg = replace(cfg, family=args.family)
-    sizes = {n: _int(n, getattr(args, n)) for n in INT_FIELDS if getattr(args, n) is not None}
-    sourced = sourced_config(args, cfg, sizes)
-    return sourced if sourced is not None else BenchConfig.from_dict({**cfg.to_dict(), **sizes})
+    return config_from_args(args, resolve_device(args.device, probe.cuda_available), args.device)
 
 
 def chosen_stages(args: argparse.Namespace, family: str, device: str) -> tuple[str, list[Stage]]:

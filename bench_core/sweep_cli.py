@@ -16,7 +16,6 @@ import argparse
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +27,12 @@ from bench_core.config.bench_config import (
     ConfigError,
     OneLineParser,
     check_outputs,
-    defaults_for,
     exit_code_of,
     resolve_device,
-    workload,
 )
 from bench_core.config.settings import load_limits
 from bench_core.models.families import FAMILIES
+from bench_core.models.sources import config_from_args
 from bench_core.results.records import Status
 from bench_core.sweep.core.records import Phase, SweepResult, from_json, is_sweep_json, to_json
 from bench_core.sweep.core.spec import (
@@ -84,23 +82,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _int(name: str, raw: str) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(name, raw, "must be an integer") from None
-
-
 def base_config(args: argparse.Namespace, device_kind: str) -> BenchConfig:
-    cfg = replace(defaults_for(device_kind), device=args.device)
-    if args.model:
-        cfg = workload(args.model, cfg)
-    if args.family:
-        if args.family not in FAMILIES:
-            raise ConfigError("family", args.family, f"must be one of {', '.join(FAMILIES)}")
-        cfg = replace(cfg, family=args.family)
-    sizes = {n: _int(n, getattr(args, n)) for n in INT_FIELDS if getattr(args, n, None) is not None}
-    return BenchConfig.from_dict({**cfg.to_dict(), **sizes})
+    return config_from_args(args, device_kind, args.device)
 
 
 def resolve(args: argparse.Namespace) -> SweepSpec:

@@ -25,6 +25,7 @@ from bench_core.config.bench_config import (
     OneLineParser,
     defaults_for,
     exit_code_of,
+    int_field,
 )
 
 
@@ -58,10 +59,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _count(name: str, raw: str, low: int, high: int) -> int:
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        raise ConfigError(name, raw, "must be an integer") from None
+    value = int_field(name, raw)
     if not low <= value <= high:
         raise ConfigError(name, value, f"must be between {low} and {high}")
     return value

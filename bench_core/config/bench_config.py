@@ -232,6 +232,14 @@ def describe_shape(cfg: BenchConfig) -> str:
                                       for n in INT_FIELDS if n != "seed"])
 
 
+def int_field(name: str, raw: str) -> int:
+    """A command-line flag's integer, or the ConfigError naming the flag; its limits are the config's own check."""
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(name, raw, "must be an integer") from None
+
+
 def defaults_for(device_kind: str) -> BenchConfig:
     """GPT-2-small in 3 processes a stage on a GPU; a tiny model in one on CPU, so the seed ladder ends in seconds
     on 2 cores (its intervals then say "within one process")."""

@@ -206,6 +206,20 @@ def _log_medians(rounds: Sequence[Sequence[float]]) -> list[float] | None:
     return [math.log(m) for m in medians] if all(m > 0 for m in medians) else None
 
 
+def time_interval(rounds: Sequence[Sequence[float]], level: float = 0.95) -> tuple[float, float, float]:
+    """(low, point, high) of one stage's time from its processes' steps: with two processes or more a t-interval on
+    the log of their medians (the process the unit, as speedup_interval); within one process the order-statistics
+    interval of its median."""
+    logs = _log_medians(rounds) if len(rounds) >= 2 else None
+    if logs is not None:
+        centre = statistics.fmean(logs)
+        half = t_quantile(level, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+        return math.exp(centre - half), math.exp(centre), math.exp(centre + half)
+    steps = [t for r in rounds for t in r] if len(rounds) >= 2 else list(rounds[0])
+    low, high = median_interval(steps, level)
+    return low, statistics.median(steps), high
+
+
 def speedup_interval(base_rounds: Sequence[Sequence[float]], stage_rounds: Sequence[Sequence[float]],
                      level: float = 0.95) -> SpeedupInterval | None:
     """The interval of speedup = base ms / stage ms, with the process as the unit of replication.

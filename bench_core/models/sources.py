@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from bench_core.config.bench_config import BenchConfig, ConfigError
+from bench_core.config.bench_config import INT_FIELDS, BenchConfig, ConfigError, defaults_for, int_field, workload
 from bench_core.config.settings import load_limits
 
 
@@ -43,3 +43,21 @@ def sourced_config(args: argparse.Namespace, base: BenchConfig, sizes: dict[str,
     from bench_core.models.factory import factory_source
     shaped = BenchConfig.from_dict({**base.to_dict(), **sizes, "family": "factory"})
     return replace(shaped, source=factory_source(str(factory)))
+
+
+def config_from_args(args: argparse.Namespace, device_kind: str, device: str,
+                     skip: tuple[str, ...] = ()) -> BenchConfig:
+    """The config a command's model flags ask for: `device_kind`'s defaults, --model's size, --family, each shape
+    and run field given (but those in `skip`, which the command reads itself), then --hf or --model-factory where
+    the command has them; `device` is what the config records (the flag as given, or already resolved)."""
+    from bench_core.models.families import FAMILIES
+    cfg = replace(defaults_for(device_kind), device=device)
+    if getattr(args, "model", None):
+        cfg = workload(args.model, cfg)
+    if getattr(args, "family", None):
+        if args.family not in FAMILIES:
+            raise ConfigError("family", args.family, f"must be one of {', '.join(FAMILIES)}")
+        cfg = replace(cfg, family=args.family)
+    sizes = {n: int_field(n, getattr(args, n)) for n in INT_FIELDS
+             if n not in skip and getattr(args, n, None) is not None}
+    return sourced_config(args, cfg, sizes) or BenchConfig.from_dict({**cfg.to_dict(), **sizes})

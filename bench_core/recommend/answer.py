@@ -10,9 +10,10 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from bench_core.measure.metrics import rates
+from bench_core.measure.stats import time_interval
 from bench_core.recommend.check import Checked
 from bench_core.recommend.memory import MemoryBudget
-from bench_core.recommend.planner import Label, Searched, time_bounds, versus
+from bench_core.recommend.planner import Label, Searched, versus
 from bench_core.recommend.space import Exclusion
 
 LAUNCH_BOUND_LIMIT = ("the leader is launch-bound: the host's time to issue its kernels sets its pace, so the host "
@@ -36,7 +37,7 @@ class Ranked:
     @classmethod
     def of(cls, s: Searched, seq_len: int, gpu: str | None, cfg: Any) -> Ranked:
         measured = s.measurement is not None and bool(s.measurement.rounds_ms)
-        step = time_bounds([list(r) for r in s.measurement.rounds_ms])[1] if measured and s.measurement else \
+        step = time_interval([list(r) for r in s.measurement.rounds_ms])[1] if measured and s.measurement else \
             s.predicted.step_ms
         r = rates(cfg, step, gpu, s.candidate.stage.precision_lever.peak)
         peak = s.measurement.peak_mib / 1024 if measured and s.measurement and s.measurement.peak_mib else \
@@ -113,7 +114,7 @@ def is_recommendation_json(data: bytes | str) -> bool:
 
 def _recommendable(states: list[Searched]) -> list[Searched]:
     ok = [s for s in states if s.label is Label.MEASURED]
-    return sorted(ok, key=lambda s: time_bounds(s.per_token_rounds())[1])
+    return sorted(ok, key=lambda s: time_interval(s.per_token_rounds())[1])
 
 
 def leader_and_runner_up(states: list[Searched]) -> tuple[Searched | None, Searched | None, bool, str]:

@@ -11,7 +11,8 @@ from bench_core.config.bench_config import BenchConfig, ConfigError
 from bench_core.levers.stage import Stage
 from bench_core.machine.probe import Probe
 from bench_core.measure.metrics import rates
-from bench_core.recommend.planner import Measure, Measurement, Searched, time_bounds
+from bench_core.measure.stats import time_interval
+from bench_core.recommend.planner import Measure, Measurement, Searched
 from bench_core.recommend.predict import at_batch
 from bench_core.recommend.space import Candidate
 
@@ -64,7 +65,7 @@ def checked(c: Candidate, roles: tuple[str, ...], m: Measurement, cfg: BenchConf
     if not m.rounds_ms:
         return Checked(c.key, c.stage.key, c.batch_size, roles, 0, False, None, None, None, None, None,
                        m.failed or "no timed steps")
-    low, point, high = time_bounds([list(r) for r in m.rounds_ms])
+    low, point, high = time_interval([list(r) for r in m.rounds_ms])
     r = rates(at_batch(cfg, c.batch_size), point, gpu, c.stage.precision_lever.peak)
     return Checked(c.key, c.stage.key, c.batch_size, roles, m.processes, m.verified, point / tokens * 1e3,
                    low / tokens * 1e3, high / tokens * 1e3, r.tokens_per_s, r.mfu, m.failed)

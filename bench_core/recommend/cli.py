@@ -17,10 +17,8 @@ from bench_core.config.bench_config import (
     ConfigError,
     OneLineParser,
     check_outputs,
-    defaults_for,
     exit_code_of,
     resolve_device,
-    workload,
 )
 from bench_core.config.settings import load_limits
 from bench_core.levers.presets import family_errors
@@ -28,7 +26,7 @@ from bench_core.levers.stage import Stage
 from bench_core.machine import stage_costs
 from bench_core.machine.probe import cached_probe
 from bench_core.models.families import FAMILIES, validate
-from bench_core.models.sources import model_source_args, sourced_config
+from bench_core.models.sources import config_from_args, model_source_args
 from bench_core.recommend.answer import text
 from bench_core.recommend.check import parse_check_set
 from bench_core.recommend.from_sweep import parse_budget
@@ -89,14 +87,6 @@ def _positive(name: str, raw: str | None, kind: type = float) -> float | None:
     return value
 
 
-def _whole(name: str, raw: str) -> int:
-    """A config field's integer; its minimum and limit are the config's own check (models.families.validate)."""
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(name, raw, "must be an integer") from None
-
-
 def _tokens(raw: str | None) -> int | None:
     """A training run's tokens: a whole number, written out or as 1e9."""
     value = _positive("tokens", raw)
@@ -147,15 +137,7 @@ def checked_flags(args: argparse.Namespace) -> dict:
 def ask_of(args: argparse.Namespace, probe) -> Ask:
     flags = checked_flags(args)
     device = resolve_device(args.device, probe.cuda_available)
-    cfg = replace(defaults_for(device), device=device)
-    if args.model:
-        cfg = workload(args.model, cfg)
-    if args.family:
-        if args.family not in FAMILIES:
-            raise ConfigError("family", args.family, f"must be one of {', '.join(FAMILIES)}")
-        cfg = replace(cfg, family=args.family)
-    sizes = {n: _whole(n, getattr(args, n)) for n in INT_FIELDS if n != "batch_size" and getattr(args, n) is not None}
-    cfg = sourced_config(args, cfg, sizes) or BenchConfig.from_dict({**cfg.to_dict(), **sizes})
+    cfg = config_from_args(args, device, device, skip=("batch_size",))   # a batch size may be a range: ask_for
     return ask_for(cfg, args, probe, flags)
 
 

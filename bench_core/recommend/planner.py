@@ -13,14 +13,13 @@ on the work they do; at one batch size that is the step time's own ratio. A meas
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from bench_core.measure.stats import IntervalScope, SpeedupInterval, median_interval, speedup_interval, t_quantile
+from bench_core.measure.stats import IntervalScope, SpeedupInterval, speedup_interval, time_interval
 from bench_core.recommend.memory import Fit
 from bench_core.recommend.predict import Predicted
 from bench_core.recommend.prune import Cap, Contender, affordable, best_bound, beyond_cap, predicted_slower
@@ -105,19 +104,6 @@ class Progress:
     eta_s: float | None
 
 
-def time_bounds(rounds: list[list[float]]) -> tuple[float, float, float]:
-    """(low, point, high) of a candidate's time: across processes a t-interval on the log of their medians;
-    within one process the order-statistics interval of its median."""
-    if len(rounds) >= 2:
-        logs = [math.log(statistics.median(r)) for r in rounds]
-        centre = statistics.fmean(logs)
-        half = t_quantile(0.95, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-        return math.exp(centre - half), math.exp(centre), math.exp(centre + half)
-    steps = rounds[0]
-    low, high = median_interval(steps)
-    return low, statistics.median(steps), high
-
-
 def versus(leader: Searched, other: Searched) -> SpeedupInterval | None:
     """The leader's speedup over the other, per token, with its interval across processes."""
     return speedup_interval(other.per_token_rounds(), leader.per_token_rounds())
@@ -154,7 +140,7 @@ class Planner:
             if not measured:
                 self.stop = self.stop or Stop.NOTHING
                 break
-            live = self._separate(live, min(measured, key=lambda s: time_bounds(s.per_token_rounds())[1]), n)
+            live = self._separate(live, min(measured, key=lambda s: time_interval(s.per_token_rounds())[1]), n)
             if self.stop is not None:
                 break
             if len(live) == 1:
@@ -227,7 +213,7 @@ class Planner:
         return True
 
     def _separate(self, live: list[Searched], leader: Searched, n: int) -> list[Searched]:
-        _, _, leader_high = time_bounds(leader.per_token_rounds())
+        _, _, leader_high = time_interval(leader.per_token_rounds())
         for s in live:
             if s is leader:
                 continue
@@ -243,7 +229,7 @@ class Planner:
     def _halve(self, live: list[Searched], n: int) -> list[Searched]:
         if len(live) <= 2:
             return live
-        ranked = sorted(live, key=lambda s: time_bounds(s.per_token_rounds())[1])
+        ranked = sorted(live, key=lambda s: time_interval(s.per_token_rounds())[1])
         keep = math.ceil(len(ranked) / 2)
         for s in ranked[keep:]:
             self._drop(s, f"halved at {n} process(es): not separated from the leader, behind the better half")

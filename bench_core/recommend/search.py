@@ -10,7 +10,7 @@ from bench_core.config.bench_config import BenchConfig, describe_shape
 from bench_core.levers.stage import Stage
 from bench_core.machine.stage_costs import StageCosts
 from bench_core.measure.breakdown import Bound
-from bench_core.measure.stats import SpeedupInterval
+from bench_core.measure.stats import SpeedupInterval, time_interval
 from bench_core.recommend.answer import (
     LAUNCH_BOUND_LIMIT,
     Ranked,
@@ -21,7 +21,7 @@ from bench_core.recommend.answer import (
 from bench_core.recommend.check import DECLARED, NEXT_BEST, RECOMMENDED, Checked, measure_check_set
 from bench_core.recommend.measure import gathered_run
 from bench_core.recommend.memory import MemoryBudget, memory_fit
-from bench_core.recommend.planner import Label, Measure, Planner, Progress, Searched, time_bounds, versus
+from bench_core.recommend.planner import Label, Measure, Planner, Progress, Searched, versus
 from bench_core.recommend.predict import Predicted, Predictor, at_batch
 from bench_core.recommend.prune import process_seconds
 from bench_core.recommend.space import Candidate, SearchSpace
@@ -130,7 +130,7 @@ def _point(interval: SpeedupInterval | None, lead: Searched | None, base: Search
         return None
     if interval.estimate is not None:
         return interval.estimate
-    return time_bounds(base.per_token_rounds())[1] / time_bounds(lead.per_token_rounds())[1]
+    return time_interval(base.per_token_rounds())[1] / time_interval(lead.per_token_rounds())[1]
 
 
 def _order(r: Ranked) -> tuple[int, float]:

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import TypeVar
 
 from bench_core.cluster.executor import Executor
 from bench_core.cluster.nodes import Retry
@@ -31,6 +32,7 @@ from bench_core.results.formats import ImportRejected, incomplete_note, parse_up
 from bench_core.results.records import RUN_ACTIVE, RunResult, Status
 from bench_core.results.store import Store
 from bench_core.run.runner import RunHooks, new_run, run_all
+from bench_core.service.access import OPERATOR
 from bench_core.service.sources import server_source_errors
 
 RunAll = Callable[[RunResult, Probe, RunHooks], RunResult]
@@ -50,6 +52,9 @@ def cpu_threads_for_server() -> int:
     return max(1, (os.cpu_count() or 2) - 1)
 
 
+StoreT = TypeVar("StoreT")
+
+
 class LimitExceeded(ValueError):
     def __init__(self, limit: str, message: str):
         self.limit = limit
@@ -58,6 +63,18 @@ class LimitExceeded(ValueError):
 
 class NotAllowed(PermissionError):
     pass
+
+
+def check_import(role: str, store: StoreT | None, data: bytes, limits: Limits) -> StoreT:
+    """The history a saved sweep's or recommendation's JSON goes into, when it may be imported: by an operator,
+    into a history, within the upload limit; else the refusal that says which."""
+    if role != OPERATOR:
+        raise NotAllowed("only an operator may import")
+    if store is None:
+        raise LimitExceeded("store", "this server keeps no history")
+    if len(data) > limits.max_upload_mib * 2 ** 20:
+        raise ImportRejected(f"the file is larger than {limits.max_upload_mib} MiB")
+    return store
 
 
 @dataclass(frozen=True)

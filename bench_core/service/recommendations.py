@@ -19,11 +19,10 @@ from bench_core.recommend.history import RecommendationStore
 from bench_core.recommend.planner import Measure, Measurement, Progress
 from bench_core.recommend.search import Ask
 from bench_core.recommend.space import Candidate
-from bench_core.results.formats import ImportRejected
 from bench_core.results.records import Status
 from bench_core.run.runner import RunHooks
 from bench_core.service.access import OPERATOR
-from bench_core.service.jobs import JobManager, LimitExceeded, NotAllowed, cpu_threads_for_server
+from bench_core.service.jobs import JobManager, LimitExceeded, NotAllowed, check_import, cpu_threads_for_server
 from bench_core.service.sources import server_source_errors
 
 
@@ -174,13 +173,8 @@ class RecommendService:
 
     def import_recommendation(self, data: bytes, role: str) -> tuple[str, str]:
         """A recommendation's JSON into the history: the id it is stored under, and the message naming it."""
-        if role != OPERATOR:
-            raise NotAllowed("only an operator may import")
-        if self.store is None:
-            raise LimitExceeded("store", "this server keeps no history")
-        if len(data) > self.limits.max_upload_mib * 2 ** 20:
-            raise ImportRejected(f"the file is larger than {self.limits.max_upload_mib} MiB")
-        rid, renamed = self.store.import_json(data)
+        store = check_import(role, self.store, data, self.limits)
+        rid, renamed = store.import_json(data)
         return rid, f"Imported recommendation {rid}" + (" (its id was already here)" if renamed else "") + "."
 
     def _publish(self, job: RecommendJob) -> None:

@@ -10,7 +10,7 @@ from bench_core.config.bench_config import resolve_device
 from bench_core.config.settings import Limits
 from bench_core.results.records import Status
 from bench_core.service.access import OPERATOR
-from bench_core.service.jobs import JobManager, LimitExceeded, NotAllowed
+from bench_core.service.jobs import JobManager, LimitExceeded, NotAllowed, check_import
 from bench_core.sweep.core.history import SweepStore
 from bench_core.sweep.core.records import SweepResult
 from bench_core.sweep.core.runner import SweepHooks, new_sweep, run_sweep
@@ -85,12 +85,7 @@ class SweepService:
         """A sweep's JSON into the history: the id it is stored under, and the message naming it."""
         from bench_core.results.formats import ImportRejected
         from bench_core.sweep.core.records import from_json, is_sweep_json
-        if role != OPERATOR:
-            raise NotAllowed("only an operator may import")
-        if self.store is None:
-            raise LimitExceeded("store", "this server keeps no history")
-        if len(data) > self.limits.max_upload_mib * 2 ** 20:
-            raise ImportRejected(f"the file is larger than {self.limits.max_upload_mib} MiB")
+        store = check_import(role, self.store, data, self.limits)
         if not is_sweep_json(data):   # a run's file read "KeyError: 'spec'"
             raise ImportRejected("this is not a sweep's JSON (from `python -m bench_core sweep --json` or a "
                                  "sweep's Download JSON); a run's CSV or JSON is imported on the History page")
@@ -98,7 +93,7 @@ class SweepService:
             result = from_json(data)
         except (KeyError, TypeError, ValueError) as exc:
             raise ImportRejected(f"a sweep file that cannot be read: {type(exc).__name__}: {exc}") from None
-        new_id, renamed = self.store.import_sweep(result)
+        new_id, renamed = store.import_sweep(result)
         return new_id, (f"Imported sweep {new_id}" + (f" (sweep {result.sweep_id} was already here)" if renamed
                                                       else "") + ".")
 

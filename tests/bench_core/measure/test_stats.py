@@ -382,3 +382,18 @@ def test_processes_of_one_population_rarely_split(n):
     splits = sum(process_split([100.0 * math.exp(rng.gauss(0, 0.2)) for _ in range(n)]) is not None
                  for _ in range(trials))
     assert splits / trials <= SPLIT_FALSE_ALARM + 3 * math.sqrt(SPLIT_FALSE_ALARM * (1 - SPLIT_FALSE_ALARM) / trials)
+
+
+def test_a_stages_time_interval_is_across_its_processes_from_two_on_and_its_medians_interval_within_one():
+    import math
+    import statistics
+
+    from bench_core.measure.stats import median_interval, t_quantile, time_interval
+    rounds = [[10.0, 10.2, 9.9, 10.1], [11.0, 11.3, 10.8, 11.1], [10.5, 10.4, 10.6, 10.5]]
+    logs = [math.log(statistics.median(r)) for r in rounds]
+    half = t_quantile(0.95, 2) * statistics.stdev(logs) / math.sqrt(3)
+    low, point, high = time_interval(rounds)
+    assert point == math.exp(statistics.fmean(logs))
+    assert (low, high) == (math.exp(statistics.fmean(logs) - half), math.exp(statistics.fmean(logs) + half))
+    assert time_interval(rounds[:1]) == (*median_interval(rounds[0])[:1], statistics.median(rounds[0]),
+                                         median_interval(rounds[0])[1])
