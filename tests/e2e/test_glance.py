@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from bench_core.results.answer import answer
 from bench_core.results.formats import parse_json
@@ -43,6 +44,9 @@ def test_an_imported_h200_seed_run_opens_with_what_each_lever_adds(page, server,
     # st.dataframe draws on a canvas; its accessible grid mirror in the DOM holds the text of the columns in view
     rows = verdict.get_by_test_id("stDataFrame").first
     rows.wait_for()
+    # the grid mirror fills after the frame is drawn: wait for its text (a loaded machine), then read it
+    for r in card.rows:
+        expect(rows).to_contain_text(r.lever, timeout=60_000)
     cells = rows.text_content()
     assert all(r.lever in cells for r in card.rows), (cells, [r.lever for r in card.rows])
     verdict.get_by_text("The two stages of each row").click()
