@@ -35,6 +35,17 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
+def worker_port_ranges(nodes: int, seed: int) -> list[int]:
+    """Each node's own 100 worker ports, all below the kernel's ephemeral range, where free_ports' picks (and so
+    every other port a node is given) land: a worker range overlapping one of them stops the node from starting."""
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    slots = max(nodes, (ephemeral_low - 20000) // 100)
+    return [20000 + ((seed + i) % slots) * 100 for i in range(nodes)]
+
+
 def descendants(pid: int) -> list[int]:
     """pid and every process below it, from /proc (Ray's workers start their own sessions, not their groups)."""
     children: dict[int, list[int]] = {}
@@ -68,6 +79,7 @@ class LocalCluster:
         self.names, self.cpus = names, cpus
         self.temp = tempfile.mkdtemp(prefix="bench-ray-", dir="/tmp")  # Ray's socket paths must stay short
         self.port = free_ports(1)[0]
+        self._worker_ranges = worker_port_ranges(len(names), self.port)
         self.address = f"127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen] = {}
         self.env = {**os.environ, **FAST_FAILURE,
@@ -75,7 +87,7 @@ class LocalCluster:
 
     def _start(self, name: str, head: bool) -> None:
         ports = free_ports(7)
-        worker_low = 20000 + (ports[0] % 200) * 100  # each node its own worker port range
+        worker_low = self._worker_ranges[len(self.procs)]
         cmd = [RAY, "start", "--block", "--num-cpus", str(self.cpus), "--num-gpus", "0", "--temp-dir", self.temp,
                "--resources", json.dumps({f"machine-{name}": 1}), "--disable-usage-stats",
                "--node-manager-port", str(ports[0]), "--object-manager-port", str(ports[1]),
