@@ -1,6 +1,7 @@
 """A Hugging Face architecture picked on the Benchmark page, in a real browser at 1440 and 390 px: its facts show
 before any run, read whole inside the screen."""
 import pytest
+from playwright.sync_api import expect
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.config.settings import Limits
@@ -35,6 +36,8 @@ def test_a_catalog_pick_shows_its_facts(page, server, width):
     wait_idle(page)
     facts = page.locator(".st-key-architecture")
     facts.wait_for(timeout=60_000)
+    # the pick's rerun may still be drawing the previous entry's facts on a loaded machine: wait for the new ones
+    expect(facts).to_contain_text(f"{ENTRY} ({hub_id})", timeout=60_000)
     text = facts.inner_text()
     assert text.startswith(f"{ENTRY} ({hub_id}), model_type llama"), text
     seq_len = int(page.get_by_label("Sequence length", exact=True).input_value())
