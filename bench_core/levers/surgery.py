@@ -7,6 +7,8 @@ Torch and the vendors' packages are imported lazily: the registry declares surge
 """
 from __future__ import annotations
 
+import contextlib
+
 import inspect
 import sys
 from collections import Counter
@@ -150,10 +152,9 @@ def _shape(old: Any) -> tuple[int, ...] | None:
 def _make_norm(cls: type, old: Any, shape: tuple[int, ...], source: NormType, torch: Any) -> Any:
     weight, bias = getattr(old, "weight", None), getattr(old, "bias", None)
     kwargs: dict[str, Any] = {"eps": _eps(old, torch), "elementwise_affine": weight is not None}
-    new = cls(shape, **kwargs)
-    device = weight.device if weight is not None else None
-    if device is not None:
-        new = new.to(device)
+    # made where the old norm lives, whatever device context the build runs under
+    with torch.device(weight.device) if weight is not None else contextlib.nullcontext():
+        new = cls(shape, **kwargs)
     if weight is not None:
         new.weight = weight          # the same Parameter: the optimizer and any tie see one tensor
     if source == NormType.LAYERNORM:
@@ -180,7 +181,9 @@ def swap_norms(model: Any, lever: str, swap: NormSwap, torch: Any) -> LeverChang
         weight = getattr(old, "weight", None)
         n = shape[-1]
         gen = torch.Generator(device="cpu").manual_seed(PROBE_SEED)
-        x = torch.randn(PROBE_ROWS, n, generator=gen).to(weight.device if weight is not None else "cpu")
+        # on the CPU by name: the model is built under `with torch.device("cuda")`, which would send randn there,
+        # away from its CPU generator
+        x = torch.randn(PROBE_ROWS, n, generator=gen, device="cpu").to(weight.device if weight is not None else "cpu")
         with torch.no_grad():
             a, b = old(x).float(), new(x).float()
         bound = norm_swap_bound(x, weight, getattr(old, "bias", None), swap.source == NormType.LAYERNORM, torch)

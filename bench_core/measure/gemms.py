@@ -18,6 +18,12 @@ GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 GEMM_OPERAND = {"aten::mm": 0, "aten::bmm": 0, "aten::addmm": 1, "aten::baddbmm": 1}
 
 
+def inner_dim(op: str, shapes: tuple[tuple[int, ...], ...]) -> int | None:
+    """The reduction length K of a GEMM op's (M, K) x (K, N) product; None when its shapes are not recorded."""
+    index = GEMM_OPERAND.get(op)
+    return shapes[index][-1] if index is not None and len(shapes) > index and shapes[index] else None
+
+
 def gemm_operand_dtype(op: str, dtypes: list[str]) -> str | None:
     """The dtype of a GEMM op's first operand, from the profiler's input dtypes; None if not a GEMM or unknown."""
     index = GEMM_OPERAND.get(op)
@@ -109,9 +115,16 @@ def gemm_trace(trace: Trace) -> GemmTrace:
         return GemmTrace()
     ops: dict[int, GemmOp] = {}
     dtypes: set[str] = set()
+    # Under autocast a GEMM op called directly (Hugging Face GPT-2's Conv1D calls torch.addmm) is recorded twice:
+    # as called, with its float inputs, and inside autocast with the cast ones. Only the inner one launches the
+    # kernel, so where kernels are tied to ops, an op's dtype counts only if it launched a GEMM kernel. A product
+    # with K = 1 is an outer product, no reduction for a precision to speed up: Hugging Face Llama's rotary
+    # embedding takes frequencies x positions so, in float32 by design, autocast switched off around it.
+    launching = {a.launched_by for a in trace.activities if a.launched_by and kernel_category(a.name) == "gemm"}
+    tied = any(op.correlation in launching for op in trace.shaped_ops)
     for op in trace.shaped_ops:
         dtype = gemm_operand_dtype(op.name, list(op.dtypes))
-        if dtype:
+        if dtype and (not tied or op.correlation in launching) and inner_dim(op.name, op.shapes) != 1:
             dtypes.add(dtype)
         ops[op.correlation] = GemmOp(op.name, op.shapes)
     kernels = tuple(GemmKernel(a.name, a.dur_ns / 1e3, ops.get(a.launched_by)) for a in trace.activities

@@ -83,6 +83,16 @@ def test_norm_swap_replaces_every_norm_reusing_its_parameters(kind, source, cls)
     assert after.item() == pytest.approx(before.item(), rel=1e-5)
 
 
+def test_norm_swap_probes_on_the_cpu_inside_another_devices_context():
+    """The worker builds and swaps under `with torch.device("cuda")`: the probe input must still come from its CPU
+    generator on the CPU (on the GPU it failed: "Expected a 'cuda' device type for generator"). A meta context
+    stands in for CUDA here: a probe drawn there has no data to copy back to the CPU model."""
+    model = hf_model("llama")
+    with torch.device("meta"):
+        change = swap_norms(model, "apex", NormSwap(NormType.RMSNORM, lambda: StandInRMSNorm), torch)
+    assert change.unavailable is None and change.changed, change
+
+
 def test_norm_swap_refuses_a_norm_that_is_another_function():
     """Gemma's RMSNorm scales by (1 + weight): Apex's FusedRMSNorm with the same weight is not that function, and
     the probe check must say so before the run starts, not after."""
