@@ -64,6 +64,12 @@ def model_size(config_json: str) -> str:
     return f"d{cfg.get('width')}×L{cfg.get('depth')}"
 
 
+def run_title(run) -> str:
+    """A run's heading: its ladder, its model (a Hugging Face source by name) and where it ran."""
+    return (f"{run.preset} · {model_size(json.dumps(run.config.to_dict()))} · {run.gpu or run.device} · "
+            f"run {run.run_id}")
+
+
 def _answer_of(run_id: str) -> str:
     run = history().load_run(run_id)
     return answer(summarize(run)).short if run is not None else ""
@@ -88,7 +94,7 @@ if linked:  # a link to one run (?run=ID, as an import's message gives): that ru
         st.warning(f"No run {neutralise(linked)} in this history.")
     else:
         linked_summary = summarize(linked_run)
-        st.subheader(f"{linked_run.preset} · {linked_run.gpu or linked_run.device} · run {linked_run.run_id}")
+        st.subheader(run_title(linked_run))
         show_run(linked_summary)
         job_view.charts(linked_summary, key="linked", version=job_view.stored_version(history().path, [linked_run]))
         st.divider()
@@ -153,7 +159,7 @@ else:
     summaries = [summarize(r) for r in loaded]
     for summary in summaries:
         run = summary.run
-        with st.expander(f"{run.preset} · {run.gpu or run.device} · run {run.run_id} — "
+        with st.expander(f"{run_title(run)} — "
                          f"{headline(summary).one_liner}", expanded=len(summaries) == 1):
             show_run(summary)
     if len({(r.gpu, r.node) for r in loaded}) > 1:  # runs on several GPUs: each lever's contribution on each

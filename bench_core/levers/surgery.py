@@ -8,7 +8,6 @@ Torch and the vendors' packages are imported lazily: the registry declares surge
 from __future__ import annotations
 
 import contextlib
-
 import inspect
 import sys
 from collections import Counter

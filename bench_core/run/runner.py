@@ -21,6 +21,7 @@ from bench_core.models.families import estimate_memory, param_count
 from bench_core.results.phase import save_costs
 from bench_core.results.records import STAGE_FINISHED, RunResult, StageResult, Status, initial_stage
 from bench_core.run import events as ev
+from bench_core.run.memory_plan import steps_fit_twice
 from bench_core.run.processes import (
     SpareWorkers,
     StageJob,
@@ -171,15 +172,6 @@ def plan_jobs(run: RunResult, probe: Probe, threads: int | None = None,
                                      profile=rnd == 0, build_ahead=build_ahead, threads=threads,
                                      timed_cores=timed_cores)))
     return jobs
-
-
-def steps_fit_twice(run: RunResult, probe: Probe) -> bool:
-    """Whether two of the run's steps fit the device's free memory at once. Where they do not, a stage's worker
-    starts its warm-up only once the last stage's has exited: on an H100 a finished worker's teardown, still holding
-    its 47 GiB, overlapped the next one's warm-up at gpt2-small's blocks, batch 32 x 1,024 tokens, and the next
-    one ran out of memory (docs/data/h100_2026-12-06_call36_sweep_apex_1.log)."""
-    free = probe.free_bytes.get(run.device)
-    return run.device != "cuda" or free is None or 2 * estimate_memory(run.config)["total_bytes"] <= free
 
 
 def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunResult:

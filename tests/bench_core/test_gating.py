@@ -7,7 +7,7 @@ import os
 import queue
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -235,17 +235,6 @@ def test_where_two_steps_do_not_fit_the_warm_up_waits_for_the_last_worker_to_exi
                previous=before, after_exit=True)
     assert log[:2] == [("before", "exited"), ("this", "go")]
 
-
-def test_two_steps_fit_twice_is_read_from_the_free_memory_and_the_steps_estimate():
-    from bench_core.models.families import estimate_memory
-    from bench_core.run.runner import new_run, steps_fit_twice
-    cfg = BenchConfig(device="cuda", batch_size=32)
-    need = estimate_memory(cfg)["total_bytes"]
-    run = replace(new_run(cfg, [Stage()], SimpleNamespace(cuda_available=True), "custom"), device="cuda")
-    assert steps_fit_twice(run, SimpleNamespace(free_bytes={"cuda": 2 * need}))
-    assert not steps_fit_twice(run, SimpleNamespace(free_bytes={"cuda": 2 * need - 1}))
-    assert steps_fit_twice(run, SimpleNamespace(free_bytes={}))   # unknown: as before
-    assert steps_fit_twice(replace(run, device="cpu"), SimpleNamespace(free_bytes={"cpu": 1}))
 
 
 def test_the_last_worker_or_an_ungated_one_is_never_held():

@@ -103,3 +103,21 @@ def test_a_tiny_catalog_run_runs_on_cpu_and_history_shows_its_source(app, manage
     [command] = [c for c in texts(history, "code") if c.startswith("python -m bench_core run")]
     assert "--hf llama-3.2-1b --depth 2 --width 64 --heads 4 --seq-len 32 --batch-size 2" in command
     assert "--stages adam+rmsnorm+fp32" in command
+
+
+def test_an_imported_gpu_run_of_a_hf_model_names_it_and_what_each_swap_changed(app, app_env, root):
+    """H100 call 50's seed ladder on HF GPT-2, imported: its heading names the architecture, and the All columns
+    table says what the Apex norm swap changed in the model (25 LayerNorm modules, each checked on a probe)."""
+    from bench_core.results.formats import parse_json
+    from bench_core.results.store import Store
+    run = parse_json((root / "docs/data/h100_2026-12-07_call50_seed_gpt2_1.json").read_bytes())[0]
+    run_id, _ = Store(str(app_env / "runs.sqlite3")).import_run(run)
+    history = app()
+    history.query_params["run"] = run_id
+    history.switch_page("pages/history.py").run()
+    assert not history.exception, history.exception
+    assert f"seed · catalog gpt2 · d768×L12 · NVIDIA H100 80GB HBM3 · run {run_id}" in texts(history, "subheader")
+    changes = [v for df in history.dataframe if "model_changes" in df.value.columns
+               for v in df.value["model_changes"]]
+    assert changes.count("apex-fusedln: 25 LayerNorm → FusedLayerNorm; probe outputs within 0.00 of the float32 "
+                         "bound") == 2, changes
