@@ -171,3 +171,36 @@ def test_liger_and_transformers_versions_are_checked_against_ligers_own_range():
     assert not old.ok and "tested with transformers>=5.0.0; transformers 4.46.0 is installed" in old.message
     assert liger_transformers_check({**versions, "transformers": "5.17.0"}.__getitem__, requires).ok
     assert liger_transformers_check().ok            # the pinned pair this repository installs
+
+
+def test_compiled_hf_llama_hands_sdpa_an_explicit_causal_mask():
+    """Why compiled HF Llama's attention took 32.6 ms a step against our llama-1b's 12.9 ms on the H100, with the
+    same cuDNN kernels (docs/BENCHMARKS.md, calls 51-52): eager, transformers lets SDPA apply causality itself
+    (is_causal, no mask); while dynamo traces, `_ignore_causal_mask_sdpa` declines, and a materialised mask is
+    passed instead. Fails if transformers changes that, and the published explanation with it."""
+    from helpers import tiny_hf
+    model = tiny_hf("llama", depth=1, width=64, vocab=256)
+    idx = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(0))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    eager: list[tuple[bool, object]] = []
+
+    def spy(*args, **kwargs):
+        eager.append((kwargs.get("attn_mask") is not None, kwargs.get("is_causal")))
+        return sdpa(*args, **kwargs)
+
+    torch.nn.functional.scaled_dot_product_attention = spy
+    try:
+        model(idx, idx)
+    finally:
+        torch.nn.functional.scaled_dot_product_attention = sdpa
+    traced: list[tuple[bool, object]] = []
+
+    def backend(gm, _inputs):
+        traced.extend((n.kwargs.get("attn_mask") is not None, n.kwargs.get("is_causal")) for n in gm.graph.nodes
+                      if "scaled_dot_product_attention" in str(n.target))
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(model, backend=backend)(idx, idx)
+    assert eager == [(False, True)]
+    assert traced == [(True, False)]
