@@ -1,7 +1,8 @@
 """Does the tool disturb what it measures? A bare training loop against the engine, alternating, on one GPU.
 
     python benchmarks/quiet_host.py --pairs 3 --out DIR          # both cases, bare then engine, three times each
-    python benchmarks/quiet_host.py bare --stage KEY [shape args]  # one bare loop, its JSON on stdout
+    python benchmarks/quiet_host.py --pairs 3 --pinned --out DIR # each pair also a bare loop pinned as the engine pins
+    python benchmarks/quiet_host.py bare --stage KEY [--pinned] [shape args]  # one bare loop, its JSON on stdout
 
 The bare loop is one process and nothing else: the engine's own model and step (run.step.build_stage), 20 warm-up
 steps and 2 s, then the engine's timed loop (run.step.measure: CUDA events, the same stopping rule), with no worker
@@ -11,7 +12,9 @@ case the seed's four stages (each engine run is also a run of the seed ladder, i
 the native case the stage alone.
 
 Each pair is (bare, engine) run back to back; the figure is engine median / bare median, each the median of all
-timed steps of its run. The target: at most 1.03 on the launch-bound stages (the host sets their pace, so a
+timed steps of its run. With --pinned each pair also runs a bare loop pinned as the engine pins its timed process
+(every thread on all cores but the first, torch's threads capped to them: run.quiet), the two bare loops in turn
+(unpinned first in odd pairs, pinned first in even ones): whether the pinning alone moves the step. The target: at most 1.03 on the launch-bound stages (the host sets their pace, so a
 process of ours working beside them would show here first).
 """
 from __future__ import annotations
@@ -41,20 +44,28 @@ CASES = (
 WARMUP_STEPS, WARMUP_MIN_S = 20, 2.0
 
 
-def bare(stage_key: str, shape: list[str]) -> dict:
-    """One bare loop in this process: build, warm up, time; the steps' milliseconds."""
+def bare(stage_key: str, shape: list[str], pinned: bool = False) -> dict:
+    """One bare loop in this process: build, warm up, time; the steps' milliseconds. `pinned`: as the engine pins
+    its timed process, all cores but the first, torch's threads capped to them."""
     import torch
 
     from bench_core.cli import build_config, parser
     from bench_core.levers.stage import Stage
     from bench_core.run.processes import StageJob
+    from bench_core.run.quiet import allowed_cores, pin
     from bench_core.run.step import build_stage, measure
+
+    cores = allowed_cores()[1:] if pinned else ()
+    if cores:
+        torch.set_num_threads(min(torch.get_num_threads(), len(cores)))
 
     args = parser().parse_args(["run", "--stages", stage_key, *shape])
     cuda = torch.cuda.is_available()
     cfg = build_config(args, SimpleNamespace(cuda_available=cuda))  # the probe is read for this alone
     job = StageJob(config=cfg, stage=Stage.from_key(stage_key), device="cuda" if cuda else "cpu", profile=False)
     built = build_stage(job, job.stage, torch)
+    if cores:
+        pin(os.getpid(), cores)
     if built.capture is not None:
         built.capture()
     start, steps = time.perf_counter(), 0
@@ -64,8 +75,8 @@ def bare(stage_key: str, shape: list[str]) -> dict:
     built.sync()
     timed = measure(built, lambda s: None, torch)
     times = [s.ms for s in timed.steps]
-    return {"stage": stage_key, "shape": shape, "warmup_steps": steps, "times_ms": times,
-            "median_ms": statistics.median(times)}
+    return {"stage": stage_key, "shape": shape, "pinned_cores": list(cores), "torch_threads": torch.get_num_threads(),
+            "warmup_steps": steps, "times_ms": times, "median_ms": statistics.median(times)}
 
 
 def engine(stage_key: str, stages: str, shape: list[str], json_path: Path, root: Path | None = None) -> dict:
@@ -88,27 +99,39 @@ def engine(stage_key: str, stages: str, shape: list[str], json_path: Path, root:
             "tool_busy_s": {s["key"]: [q.get("tool_busy_s") for q in s.get("quiet") or []] for s in data["stages"]}}
 
 
-def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None) -> int:
+def bare_process(key: str, shape: list[str], pinned: bool, path: Path) -> dict:
+    raw = subprocess.run([sys.executable, __file__, "bare", "--stage", key, *(["--pinned"] if pinned else []),  # noqa: S603
+                          *shape], check=True, capture_output=True, text=True).stdout
+    path.write_text(raw)
+    return json.loads(raw)
+
+
+def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None, pinned: bool = False) -> int:
     out.mkdir(parents=True, exist_ok=True)
     out = out.resolve()
     rows = []
     chosen = [c for c in CASES if not cases or c[0] in cases]
     for i in range(1, pairs + 1):  # pair by pair across the cases: a call cut short keeps as many pairs of each
         for name, key, stages, shape in chosen:
-            raw = subprocess.run([sys.executable, __file__, "bare", "--stage", key, *shape],  # noqa: S603
-                                 check=True, capture_output=True, text=True).stdout
-            (out / f"bare_{name}_{i}.json").write_text(raw)
-            b = json.loads(raw)
+            order = (False, True) if i % 2 else (True, False)
+            loops = {p: bare_process(key, shape, p, out / f"bare_{'pinned_' if p else ''}{name}_{i}.json")
+                     for p in (order if pinned else (False,))}
+            b = loops[False]
             e = engine(key, stages, shape, out / f"engine_{name}_{i}.json", root)
             rows.append({"case": name, "pair": i, "bare_ms": b["median_ms"], "engine_ms": e["median_ms"],
                          "ratio": e["median_ms"] / b["median_ms"], "engine_process_medians_ms":
                          e["process_medians_ms"], "engine_wall_s": e["wall_s"], "tool_busy_s": e["tool_busy_s"]})
+            if pinned:
+                rows[-1].update(bare_pinned_ms=loops[True]["median_ms"], bare_order=["pinned" if p else "unpinned"
+                                for p in order], ratio_to_pinned=e["median_ms"] / loops[True]["median_ms"])
             (out / "quiet_host.json").write_text(json.dumps(rows, indent=1))  # kept as it goes: a cut call keeps it
             r = rows[-1]
             busy = [v for vs in r["tool_busy_s"].values() for v in vs if v is not None]
             print(f"{name} pair {i}: bare {r['bare_ms']:.2f} ms, engine {r['engine_ms']:.2f} ms "
                   f"(processes {', '.join(f'{m:.2f}' for m in r['engine_process_medians_ms'])}), "
                   f"engine/bare {r['ratio']:.3f}, engine wall {r['engine_wall_s']:.1f} s, "
+                  + (f"pinned bare {r['bare_pinned_ms']:.2f} ms (engine/pinned {r['ratio_to_pinned']:.3f}), "
+                     if pinned else "") +
                   f"most tool_busy_s {max(busy, default=None)}",
                   flush=True)
     worst = max(r["ratio"] for r in rows)
@@ -121,16 +144,19 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["bare"]:
         p = argparse.ArgumentParser()
         p.add_argument("--stage", required=True)
+        p.add_argument("--pinned", action="store_true")
         known, shape = p.parse_known_args(argv[1:])
-        print(json.dumps(bare(known.stage, shape)))
+        print(json.dumps(bare(known.stage, shape, known.pinned)))
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--pairs", type=int, default=3)
     p.add_argument("--out", type=Path, default=Path("quiet_host_out"))
     p.add_argument("--cases", help="comma-separated case names (default: all): " + ", ".join(c[0] for c in CASES))
     p.add_argument("--engine-root", type=Path, help="run the engine from this tree's bench_core (a before/after)")
+    p.add_argument("--pinned", action="store_true", help="each pair also a bare loop pinned as the engine pins")
     args = p.parse_args(argv)
-    return compare(args.pairs, args.out, args.cases.split(",") if args.cases else None, args.engine_root)
+    return compare(args.pairs, args.out, args.cases.split(",") if args.cases else None, args.engine_root,
+                   args.pinned)
 
 
 if __name__ == "__main__":
