@@ -5,7 +5,8 @@ docs/data whose profile kept the idle attribution (issue 19, item 3: publish old
 
 Old: `gpu-bound` when kernel time per step ÷ median step time reached `BUSY_THRESHOLD` (the line fitted to earlier
 results), else `launch-bound`. New: the engine's own `bottleneck`, which reads the host-wait share of the timed steps
-and calls a stage launch-bound only when that wait is more than the trace's timestamps could make of none. Both are
+and calls a stage launch-bound only when that wait is more than the trace's timestamps could make of none and at
+least stats.EQUIVALENCE (3%) of the step. Both are
 computed here from the same file by the engine's loader, so nothing is typed in. Files written before the idle
 attribution have no new label and are left out.
 """

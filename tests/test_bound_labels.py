@@ -12,6 +12,7 @@ import pytest
 import bench_core
 from bench_core.measure.breakdown import BUSY_THRESHOLD, Bound, bottleneck
 from bench_core.measure.idle import host_wait_bound_us
+from bench_core.measure.stats import EQUIVALENCE
 from bench_core.results.formats import ImportRejected, parse_upload
 from bench_core.results.summary import summarize
 
@@ -46,11 +47,11 @@ def test_the_label_follows_the_host_wait_and_nothing_else(name, stage):
     idle, median_ms = stage.profile.idle, stage.timing.median_ms
     label = bottleneck(stage.profile, median_ms)
     # launch-bound exactly when the timed steps' host wait, per step, is more than the timestamps' resolution can
-    # make of none, per step: computed here from the trace's own fields
+    # make of none, per step, and at least the equivalence margin of the step: from the trace's own fields
     profiled_ms = idle.span_us / idle.steps / 1e3
     waited_ms = max(0.0, idle.host_wait_us / idle.steps / 1e3 - max(0.0, profiled_ms - median_ms))
     bound_ms = host_wait_bound_us(idle.gaps, idle.unresolved_us) / idle.steps / 1e3
-    assert (label.verdict == Bound.LAUNCH.value) == (waited_ms > bound_ms)
+    assert (label.verdict == Bound.LAUNCH.value) == (waited_ms > bound_ms and waited_ms >= EQUIVALENCE * median_ms)
     # no fitted line: the GPU's busy share does not move the label, at either side of the old threshold
     for kernel_ms in (median_ms * BUSY_THRESHOLD * 0.5, median_ms):
         assert bottleneck(replace(stage.profile, gpu_kernel_ms=kernel_ms), median_ms).verdict == label.verdict

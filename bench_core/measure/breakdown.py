@@ -12,6 +12,7 @@ from typing import Any
 
 from bench_core.levers.kernels import GEMM_KERNEL_PATTERN
 from bench_core.measure.idle import TIMESTAMP_RESOLUTION_US, IdleBreakdown, idle_of
+from bench_core.measure.stats import EQUIVALENCE
 from bench_core.measure.trace import HostOp, Trace
 
 CATEGORIES = ("gemm", "attention", "normalization", "optimizer", "cast/copy", "elementwise/other", "communication")
@@ -282,7 +283,9 @@ def bottleneck(profile: StageProfile | None, median_ms: float | None, host_ms: f
 
     With one (`profile.idle`), the verdict is the host wait's: `launch-bound` when the timed steps' host wait
     (`IdleBreakdown.timed_host_wait_ms`) is more than the trace's timestamps could make of nothing
-    (`IdleBreakdown.bound_us`, from their resolution: `idle.host_wait_bound_us`); no line fitted to results."""
+    (`IdleBreakdown.bound_us`, from their resolution: `idle.host_wait_bound_us`) and at least `stats.EQUIVALENCE`
+    of the step: the host wait is the most a faster host could take off the step, and less than that margin is,
+    by the tool's own convention, no measurable effect. No line fitted to results."""
     if profile is not None and profile.source == "cpu":
         return Bottleneck(Bound.UNKNOWN, None, "No GPU: the step runs on the CPU, so there is no launch/GPU split.")
     if profile is None or not profile.gpu_kernel_ms or not median_ms or median_ms <= 0:
@@ -312,6 +315,11 @@ def _by_host_wait(idle: IdleBreakdown, busy: float, median_ms: float) -> Bottlen
     bound = idle.bound_us / idle.steps / step_us
     shares = (f"the GPU waited for the host {share_text(waited)} of the step ({share_text(idle.host_wait_share)} "
               f"of the profiled steps, whose host the profiler slows), other idle {share_text(idle.other_idle_share)}")
+    if waited > bound and waited < EQUIVALENCE:
+        return Bottleneck(Bound.GPU, busy,
+                          f"GPU busy {busy_text(busy)} of the step: kernels, not the host, set the pace ({shares}; "
+                          f"resolved, but under the {EQUIVALENCE:.0%} a host of any speed would need to make a "
+                          "measurable difference).", waited)
     if waited > bound:
         return Bottleneck(Bound.LAUNCH, busy,
                           f"launch-bound: {shares}; more than the {share_text(bound)} that "
