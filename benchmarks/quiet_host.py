@@ -15,8 +15,8 @@ Each pair is (bare, engine) run back to back; the figure is engine median / bare
 timed steps of its run. With --pinned each pair also runs a bare loop pinned as the engine pins its timed process
 (every thread on all cores but the first, torch's threads capped to them: run.quiet), the two bare loops in turn
 (unpinned first in odd pairs, pinned first in even ones): whether the pinning alone moves the step. The target:
-at most 1.03 on the launch-bound stages (the host sets their pace, so a
-process of ours working beside them would show here first).
+at most 1.03 on the launch-bound stages (the host sets their pace, so a process of ours working beside them would
+show here first).
 """
 from __future__ import annotations
 

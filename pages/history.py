@@ -15,6 +15,7 @@ from bench_core.results.agreement import compare_sentences
 from bench_core.results.answer import answer
 from bench_core.results.formats import ImportRejected, neutralise, to_csv
 from bench_core.results.headline import headline
+from bench_core.results.records import RunResult
 from bench_core.results.summary import summarize
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from bench_core.sweep.core.records import is_sweep_json
@@ -64,7 +65,7 @@ def model_size(config_json: str) -> str:
     return f"d{cfg.get('width')}×L{cfg.get('depth')}"
 
 
-def run_title(run) -> str:
+def run_title(run: RunResult) -> str:
     """A run's heading: its ladder, its model (a Hugging Face source by name) and where it ran."""
     return (f"{run.preset} · {model_size(json.dumps(run.config.to_dict()))} · {run.gpu or run.device} · "
             f"run {run.run_id}")
