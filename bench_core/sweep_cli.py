@@ -31,8 +31,8 @@ from bench_core.config.bench_config import (
     resolve_device,
 )
 from bench_core.config.settings import load_limits
-from bench_core.models.families import FAMILIES
-from bench_core.models.sources import config_from_args
+from bench_core.models.families import FAMILIES, parts_family
+from bench_core.models.sources import config_from_args, model_source_args
 from bench_core.results.records import Status
 from bench_core.sweep.core.records import Phase, SweepResult, from_json, is_sweep_json, to_json
 from bench_core.sweep.core.spec import (
@@ -64,6 +64,7 @@ def parser() -> argparse.ArgumentParser:
                    "width at the base head size; the MLP width is the family's own")
     p.add_argument("--family", default=None, help=f"{', '.join(FAMILIES)} (default: the model size's, else gpt)")
     p.add_argument("--model", default=None, help=f"the base shape: {', '.join(WORKLOADS)}")
+    model_source_args(p)   # --hf: a Hugging Face architecture as the base, its head rules along the axes
     for name in INT_FIELDS:   # the base shape and run settings; an axis overrides its own field at each point
         p.add_argument("--" + name.replace("_", "-"), dest=name, default=None, help=FIELD_HELP[name].replace("%", "%%"))
     p.add_argument("--budget", default=None, help="time for the whole sweep, e.g. 10m, 90s, 1h (default: no limit, "
@@ -90,13 +91,16 @@ def resolve(args: argparse.Namespace) -> SweepSpec:
     """The sweep the flags ask for, checked without the machine (its own rules are checked after the probe)."""
     if args.device not in ("auto", "cuda", "cpu"):
         raise ConfigError("device", args.device, "must be one of auto, cuda, cpu")
+    if getattr(args, "model_factory", None):
+        raise ConfigError("model_factory", args.model_factory, "a sweep cuts the model to one and two blocks and "
+                          "reshapes it along its axes: give a built-in family or --hf (a factory runs with `run`)")
     axes = parse_axes(args.axis)
     budget = parse_budget(args.budget)
     check_outputs({"json": args.json_path, "csv": args.csv_path, "html": args.html, "db": args.db})
     from bench_core.machine.telemetry import has_nvidia_gpu
     device_kind = "cpu" if args.device == "cpu" else ("cuda" if has_nvidia_gpu() else "cpu")
     base = base_config(args, device_kind)
-    comparison = parse_comparison(args.compare, base.family)
+    comparison = parse_comparison(args.compare, parts_family(base))   # an HF model's by the norm it has
     spec = SweepSpec(comparison, base, axes, budget, args.breakdown)
     limit = load_limits().max_sweep_points
     n = len(grid(axes, base))

@@ -10,6 +10,7 @@ import streamlit as st
 from bench_core.config.bench_config import ConfigError, resolve_device
 from bench_core.levers.stage import Stage
 from bench_core.machine.telemetry import has_nvidia_gpu
+from bench_core.models.families import parts_family
 from bench_core.recommend.cli import DEFAULT_BUDGET
 from bench_core.recommend.memory import default_budget
 from bench_core.results.records import Status
@@ -44,7 +45,7 @@ with st.expander("Ask for a new recommendation", expanded=False) if linked else 
     form.draw(device_kind, errors, manager.limits)
     model_source.facts(form.parse(manager.limits)[0])
     memory = default_budget(probe.free_bytes.get(device), device) if probe else None
-    baseline = ((Stage().for_family(cfg.family) if cfg is not None else None) or Stage()).key
+    baseline = ((Stage().for_family(parts_family(cfg)) if cfg is not None else None) or Stage()).key
     # only the button starts one: Enter in a field would launch minutes of measuring
     with st.form("recommend_form", enter_to_submit=False):
         st.subheader("The search")

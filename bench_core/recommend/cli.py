@@ -25,7 +25,7 @@ from bench_core.levers.presets import family_errors
 from bench_core.levers.stage import Stage
 from bench_core.machine import stage_costs
 from bench_core.machine.probe import cached_probe
-from bench_core.models.families import FAMILIES, validate
+from bench_core.models.families import FAMILIES, parts_family, validate
 from bench_core.models.sources import config_from_args, model_source_args
 from bench_core.recommend.answer import text
 from bench_core.recommend.check import parse_check_set
@@ -154,8 +154,9 @@ def ask_for(cfg: BenchConfig, args: argparse.Namespace, probe, flags: dict | Non
                           "--batch-size N (the engine has no gradient accumulation)")
     cfg = replace(cfg, batch_size=batches[0])
     validate(replace(cfg, batch_size=min(batches)), limits, probe.cuda_available, {})
-    from_stage = (flags["from_stage"] or Stage()).for_family(cfg.family) or Stage()
-    for error in family_errors([from_stage], cfg.family):
+    family = parts_family(cfg)   # an HF Llama's stages name its RMSNorm, as its ladders do
+    from_stage = (flags["from_stage"] or Stage()).for_family(family) or Stage()
+    for error in family_errors([from_stage], family):
         raise error
     why_not = from_stage.unavailable_reason(probe, device)
     if why_not:
@@ -165,7 +166,7 @@ def ask_for(cfg: BenchConfig, args: argparse.Namespace, probe, flags: dict | Non
     held = f"held at {cfg.tokens_per_step:,} (batch {cfg.batch_size} x sequence {cfg.seq_len})" \
         if len(batches) == 1 else (f"not held: batch {batches[0]} to {batches[-1]} x sequence {cfg.seq_len}; "
                                    "candidates compared per token (a larger batch also changes the optimisation)")
-    return Ask(cfg, device, probe.gpu_name, search_space(probe, device, cfg.family, batches, flags["exclude"]),
+    return Ask(cfg, device, probe.gpu_name, search_space(probe, device, family, batches, flags["exclude"]),
                from_stage, flags["budget_s"], budget, flags["tokens"], flags["gpu_price"], held)
 
 
@@ -193,7 +194,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         eta = f", about {p.eta_s:.0f} s left" if p.eta_s is not None else ""
         print(f"[{time.monotonic() - started:6.1f} s] {p.text} ({p.measured_processes} processes so far{eta})",
               file=sys.stderr, flush=True)
-    check = parse_check_set(args.check_set, ask.cfg.family, probe, ask.device) if args.check_set else ()
+    check = parse_check_set(args.check_set, ask.family, probe, ask.device) if args.check_set else ()
     rec, run = recommend(ask, predictor_of(args.predictor, ask, probe),
                          engine_measure(ask.cfg, probe, load_limits().stage_timeout_s), say,
                          costs=stage_costs.load(ask.device), check_stages=check)

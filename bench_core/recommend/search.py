@@ -11,6 +11,7 @@ from bench_core.levers.stage import Stage
 from bench_core.machine.stage_costs import StageCosts
 from bench_core.measure.breakdown import Bound
 from bench_core.measure.stats import SpeedupInterval, time_interval
+from bench_core.models.families import parts_family
 from bench_core.recommend.answer import (
     LAUNCH_BOUND_LIMIT,
     Ranked,
@@ -43,6 +44,11 @@ class Ask:
     tokens: int | None
     gpu_price: float | None
     tokens_per_step: str
+
+    @property
+    def family(self) -> str:
+        """The family whose parts the stages name: a Hugging Face model's by the norm it has (models.families)."""
+        return parts_family(self.cfg)
 
 
 def recommend(ask: Ask, predictor: Predictor, measure: Measure,

@@ -157,3 +157,42 @@ def test_a_real_tiny_sweep_on_cpu_end_to_end_and_its_import(tmp_path):
                               capture_output=True, text=True, timeout=60, env=env)
     assert imported.returncode == 0 and "already exists: imported under a new id" in imported.stdout
     assert len(store.list_sweeps()) == 2
+
+
+@pytest.mark.parametrize("hf, lever, a, b", [
+    ("llama-3.2-1b", "liger-ln", "adam-fused+rmsnorm+bf16", "adam-fused+liger-rms+bf16"),
+    ("llama-3.2-1b", "apex-fusedln", "adam-fused+rmsnorm+bf16", "adam-fused+apex-fusedrms+bf16"),
+    ("gpt2", "apex-fusedrms", "adam-fused+layernorm+bf16", "adam-fused+apex-fusedln+bf16"),
+])
+def test_a_hugging_face_models_comparison_names_the_norm_it_has(hf, lever, a, b):
+    """A lever named for the other norm is the twin for the model's own (as ladders and recommendations map it):
+    read with the `hf` family's rules, `apex-fusedln` on HF Llama swapped no module at all."""
+    from bench_core.sweep_cli import parser, resolve
+    spec = resolve(parser().parse_args(["--hf", hf, "--compare", lever, "--axis", "batch_size=1,2", "--device", "cpu"]))
+    assert (spec.comparison.a.key, spec.comparison.b.key) == (a, b)
+
+
+def test_a_comparison_of_a_hugging_face_models_own_norm_with_itself_is_refused(capsys):
+    assert main(["sweep", "--hf", "llama-3.2-1b", "--compare", "rmsnorm", "--axis", "batch_size=1,2",
+                 "--device", "cpu"]) == 2
+    assert "in the llama family both stages are adam-fused+rmsnorm+bf16" in capsys.readouterr().err
+
+
+def test_a_model_factory_is_no_sweep_base(capsys, nothing_starts):
+    assert main(["sweep", "--model-factory", "docs.examples.my_model:build", "--compare", COMPARE,
+                 "--axis", "batch_size=1,2", "--device", "cpu"]) == 2
+    assert "model_factory=" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_real_tiny_sweep_of_a_hugging_face_architecture(tmp_path):
+    """A catalog architecture as the sweep's base, cut small, two batch sizes measured end to end on CPU: the sweep
+    keeps the source, so its file says which model it mapped."""
+    out = tmp_path / "hf_sweep.json"
+    assert main(["sweep", "--hf", "llama-3.2-1b", "--depth", "2", "--width", "64", "--heads", "4", "--seq-len", "32",
+                 "--batch-size", "2", "--vocab-size", "256", "--iters", "4", "--compare",
+                 "adam+rmsnorm+fp32,adam-fused+rmsnorm+fp32", "--axis", "batch_size=1,2", "--device", "cpu",
+                 "--no-db", "--quiet", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["spec"]["base"]["source"]["name"] == "llama-3.2-1b"
+    assert [(p["measurement"] or {}).get("status") for p in data["points"]] == ["ok", "ok"], data["points"]

@@ -63,3 +63,17 @@ def test_the_default_budget_is_free_memory_less_its_stated_margin():
     assert b is not None and b.gib == 36.0 and "4.0 GiB margin" in b.why
     assert default_budget(4 * GIB, "cuda").gib == 3.0   # the 1 GiB floor
     assert default_budget(None, "cuda") is None
+
+
+def test_a_hugging_face_models_space_is_its_parts_family_s():
+    """An HF Llama's candidates name its RMSNorm and its own SwiGLU, as its ladders do (models.families.parts_family):
+    with the `hf` family's own part rules the space held LayerNorm/GELU twins of each stage, the same model under
+    two names, measured twice and compared with itself."""
+    from bench_core.recommend.cli import ask_for, parser
+    from helpers import tiny_catalog_cfg
+    for name, family in (("llama-3.2-1b", "llama"), ("gpt2", "gpt")):
+        cfg = replace(tiny_catalog_cfg(name), device="cpu")
+        ask = ask_for(cfg, parser().parse_args(["--budget", "1m"]), PROBE)
+        assert ask.family == family
+        assert set(ask.space.stages) == set(search_space(PROBE, "cpu", family, [cfg.batch_size]).stages)
+        assert ask.from_stage == Stage().for_family(family)
