@@ -6,7 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from bench_core.config.bench_config import WORKLOADS, BenchConfig, ConfigError, defaults_for, workload
-from bench_core.models.families import FAMILIES
+from bench_core.config.settings import load_limits
+from bench_core.models.families import FAMILIES, parts_family
+from bench_core.models.hf_config import catalog, resolve_source, shape_from_source
 from bench_core.results.formats import ImportRejected
 from bench_core.service.jobs import LimitExceeded, NotAllowed
 from bench_core.sweep.core.records import SweepResult, crossovers, to_json
@@ -89,15 +91,26 @@ def lever_label(name: str, family: str) -> str:
         return f"{name} (not in the {family} family)"
 
 
+HF = "Hugging Face: "   # the Model list's prefix of a catalog architecture
+
+
 # Opened from History's "map" link, the linked sweep is what the reader came for: the form folds away above it
 # (it took two phone screens before the map, a new user's pass).
 linked = st.query_params.get("sweep") is not None
 with st.expander("Start a new sweep", expanded=False) if linked else st.container():
     # The comparison outside the form: which field applies, and what B and A are, show as they are chosen.
     left, right = st.columns(2)
-    family = left.selectbox("Model family", FAMILIES, key="sweep_family")
-    model = right.selectbox("Base shape", list(WORKLOADS), key="sweep_model",
-                            index=list(WORKLOADS).index("gpt2-small" if device == "cuda" else "tiny"))
+    choice = left.selectbox("Model", [*FAMILIES, *(HF + name for name in catalog())], key="sweep_family",
+                            help="a built-in family at a base shape, or a Hugging Face architecture of the catalog "
+                                 "at its own shape (random weights, nothing downloaded); the axes override its fields "
+                                 "under its head rules")
+    hf_entry = choice[len(HF):] if choice.startswith(HF) else None
+    hf_base = shape_from_source(resolve_source(hf_entry, load_limits()), defaults_for(device), {}) \
+        if hf_entry else None
+    family = parts_family(hf_base) if hf_base is not None else choice   # the norm the model has names the stages
+    model = right.selectbox("Base shape", list(WORKLOADS), key="sweep_model", disabled=hf_base is not None,
+                            index=list(WORKLOADS).index("gpt2-small" if device == "cuda" else "tiny"),
+                            help="a built-in family's size; a Hugging Face architecture has its own")
     mode = st.radio("Compare", ["a lever against the lever it replaces", "two stage keys"], horizontal=True,
                     key="sweep_mode")
     pair = not mode.startswith("a lever")
@@ -147,9 +160,8 @@ with st.expander("Start a new sweep", expanded=False) if linked else st.containe
 
 if start:
     try:
-        base = workload(model, defaults_for(device))
-        base = BenchConfig.from_dict({**base.to_dict(), "family": family, "device": device,
-                                      "repeats": int(processes)})
+        base = hf_base or BenchConfig.from_dict({**workload(model, defaults_for(device)).to_dict(), "family": family})
+        base = BenchConfig.from_dict({**base.to_dict(), "device": device, "repeats": int(processes)})
         texts = [f"{axis1}={values1}"] + ([f"{axis2}={values2}"] if axis2 != "none" else [])
         comparison = parse_comparison(compare_text, family, pair)   # its error, named, if any
         spec = SweepSpec(comparison, base, parse_axes(texts), parse_budget(budget), breakdown)

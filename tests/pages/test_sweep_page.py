@@ -292,3 +292,25 @@ def test_the_crossing_sentence_comes_first_and_the_prediction_statistics_below_t
     chart = next(i for i, n in enumerate(drawn) if n.type == "plotly_chart")
     stats = next(i for i, (t, v) in enumerate(kinds) if t == "markdown" and f"{labels[0]}:" in str(v))
     assert crossing < chart < stats
+
+
+def test_a_hugging_face_architecture_is_a_sweep_base_and_names_its_own_norm(app, fake_sweeps):
+    """The Model list holds the catalog's architectures: an HF Llama's lever is read for the norm it has (Apex
+    FusedLayerNorm becomes FusedRMSNorm against RMSNorm), and the sweep keeps the architecture as its base."""
+    at = app("pages/sweep.py")
+    at.selectbox(key="sweep_family").set_value("Hugging Face: llama-3.2-1b").run()
+    at.selectbox(key="sweep_lever").set_value("apex-fusedln").run()
+    assert any(c.value.startswith("B `adam-fused+apex-fusedrms+bf16` against A `adam-fused+rmsnorm+bf16`")
+               for c in at.caption), [c.value for c in at.caption]
+    assert at.selectbox(key="sweep_model").disabled
+    at.radio(key="sweep_mode").set_value("two stage keys").run()   # as the fakes time them
+    at.text_input(key="sweep_keys").set_value("adam+rmsnorm+fp32,adam-fused+rmsnorm+fp32")
+    at.selectbox(key="sweep_axis1").set_value("width")
+    at.text_input(key="sweep_values1").set_value("256,512")   # head size 64: 4 and 8 heads, whole KV groups
+    next(b for b in at.button if b.label == "Start the sweep").click()
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    result = dashboard.session.get_sweeps().wait(timeout=30)
+    assert result is not None and result.status == Status.DONE
+    assert result.spec.base.source is not None and result.spec.base.source.name == "llama-3.2-1b"
+    assert [p.value("width") for p in result.points] == [256, 512] and all(p.measured for p in result.points)
