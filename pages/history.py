@@ -217,7 +217,8 @@ else:
                        "axes": st.column_config.TextColumn("Axes"),
                        "points": st.column_config.NumberColumn("Points"),
                        "measured": st.column_config.NumberColumn("Measured", help="points run end to end"),
-                       "family": st.column_config.TextColumn("Family")})
+                       "family": st.column_config.TextColumn("Model", help="a built-in family, or the "
+                                                             "Hugging Face architecture the sweep mapped")})
 
 st.divider()
 st.subheader("Recommendations")

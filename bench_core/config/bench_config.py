@@ -225,10 +225,15 @@ WORKLOADS: dict[str, Shape] = {
 }
 
 
+def model_label(cfg: BenchConfig) -> str:
+    """The model a config trains, by name: its source's label (`catalog gpt2`, a config's hash, a factory) or its
+    family."""
+    return cfg.source.label if cfg.source else cfg.family
+
+
 def describe_shape(cfg: BenchConfig) -> str:
     """One line naming every model and run field, for headers, reports and the CLI."""
-    name = cfg.source.label if cfg.source else cfg.family
-    return " · ".join([name] + [f"{FIELD_LABELS[n].split(' (')[0].lower()} {getattr(cfg, n)}"
+    return " · ".join([model_label(cfg)] + [f"{FIELD_LABELS[n].split(' (')[0].lower()} {getattr(cfg, n)}"
                                       for n in INT_FIELDS if n != "seed"])
 
 

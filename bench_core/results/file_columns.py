@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench_core.config.bench_config import INT_FIELDS
+from bench_core.config.bench_config import INT_FIELDS, model_label
 from bench_core.levers.registry import KIND_SPECS, KINDS
 from bench_core.measure.noise import FILE_FIELDS
 from bench_core.measure.proof import KEY_KERNELS
@@ -72,7 +72,7 @@ def file_columns(display: tuple[DisplayColumn, ...]) -> list[Column]:
         *[Column(name, "int", (lambda n: _r(lambda r: getattr(r.config, n)))(name)) for name in INT_FIELDS],
         # the model: a built-in family's name, or its source (catalog name, config hash, factory); the JSON
         # holds the source's config itself, so a run can be repeated from its file
-        Column("model_source", "str", _r(lambda r: r.config.source.label if r.config.source else r.config.family)),
+        Column("model_source", "str", _r(lambda r: model_label(r.config))),
         Column("attention", "str", _r(lambda r: r.config.source.attention if r.config.source else "")),
     ]
     placed = {c.name for c in ordered}

@@ -314,3 +314,6 @@ def test_a_hugging_face_architecture_is_a_sweep_base_and_names_its_own_norm(app,
     assert result is not None and result.status == Status.DONE
     assert result.spec.base.source is not None and result.spec.base.source.name == "llama-3.2-1b"
     assert [p.value("width") for p in result.points] == [256, 512] and all(p.measured for p in result.points)
+    history = at.switch_page("pages/history.py").run()
+    [table] = [d.value for d in history.dataframe if "compare" in d.value.columns]
+    assert table["family"].tolist() == ["catalog llama-3.2-1b"]   # headed Model: the architecture it mapped

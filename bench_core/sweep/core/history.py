@@ -7,6 +7,7 @@ import sqlite3
 from contextlib import AbstractContextManager
 from dataclasses import replace
 
+from bench_core.config.bench_config import model_label
 from bench_core.results.records import Status
 from bench_core.results.store import connect, default_db_path, import_id
 from bench_core.sweep.core.line_answers import line_answers
@@ -53,7 +54,7 @@ class SweepStore:
         db.execute("INSERT OR REPLACE INTO sweeps (sweep_id, created_at, compare, family, axes, device, gpu, status, "
                    "points, measured, crossover, prediction_error, imported, result_json, change) "
                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                   (r.sweep_id, r.created_at, r.title, r.spec.base.family,
+                   (r.sweep_id, r.created_at, r.title, model_label(r.spec.base),
                     " × ".join(f"{a.name} {a.values[0]}–{a.values[-1]}" for a in r.spec.axes), r.device, r.gpu,
                     r.status.value, len(r.points), sum(p.measured for p in r.points),
                     "; ".join(line_answers(r)) or None, prediction_error(r), int(r.imported),
