@@ -64,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
                    "width at the base head size; the MLP width is the family's own")
     p.add_argument("--family", default=None, help=f"{', '.join(FAMILIES)} (default: the model size's, else gpt)")
     p.add_argument("--model", default=None, help=f"the base shape: {', '.join(WORKLOADS)}")
-    model_source_args(p)   # --hf: a Hugging Face architecture as the base, its head rules along the axes
+    model_source_args(p, factory=False)   # --hf: an HF architecture as the base, its head rules along the axes
     for name in INT_FIELDS:   # the base shape and run settings; an axis overrides its own field at each point
         p.add_argument("--" + name.replace("_", "-"), dest=name, default=None, help=FIELD_HELP[name].replace("%", "%%"))
     p.add_argument("--budget", default=None, help="time for the whole sweep, e.g. 10m, 90s, 1h (default: no limit, "

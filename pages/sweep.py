@@ -6,7 +6,6 @@ import pandas as pd
 import streamlit as st
 
 from bench_core.config.bench_config import WORKLOADS, BenchConfig, ConfigError, defaults_for, workload
-from bench_core.config.settings import load_limits
 from bench_core.models.families import FAMILIES, parts_family
 from bench_core.models.hf_config import catalog, resolve_source, shape_from_source
 from bench_core.results.formats import ImportRejected
@@ -105,7 +104,7 @@ with st.expander("Start a new sweep", expanded=False) if linked else st.containe
                                  "at its own shape (random weights, nothing downloaded); the axes override its fields "
                                  "under its head rules")
     hf_entry = choice[len(HF):] if choice.startswith(HF) else None
-    hf_base = shape_from_source(resolve_source(hf_entry, load_limits()), defaults_for(device), {}) \
+    hf_base = shape_from_source(resolve_source(hf_entry, manager.limits), defaults_for(device), {}) \
         if hf_entry else None
     family = parts_family(hf_base) if hf_base is not None else choice   # the norm the model has names the stages
     model = right.selectbox("Base shape", list(WORKLOADS), key="sweep_model", disabled=hf_base is not None,

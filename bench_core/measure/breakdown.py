@@ -317,7 +317,7 @@ def _by_host_wait(idle: IdleBreakdown, busy: float, median_ms: float) -> Bottlen
               f"of the profiled steps, whose host the profiler slows), other idle {share_text(idle.other_idle_share)}")
     if waited > bound and waited < EQUIVALENCE:
         return Bottleneck(Bound.GPU, busy,
-                          f"GPU busy {busy_text(busy)} of the step: kernels, not the host, set the pace ({shares}; "
+                          f"GPU busy {busy_text(busy)} of the step: the host does not set the pace ({shares}; "
                           f"resolved, but under the {EQUIVALENCE:.0%} a host of any speed would need to make a "
                           "measurable difference).", waited)
     if waited > bound:

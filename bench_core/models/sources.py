@@ -10,7 +10,9 @@ from bench_core.config.bench_config import INT_FIELDS, BenchConfig, ConfigError,
 from bench_core.config.settings import load_limits
 
 
-def model_source_args(p: argparse.ArgumentParser) -> None:
+def model_source_args(p: argparse.ArgumentParser, factory: bool = True) -> None:
+    """--hf, --attention and --model-factory; `factory` False keeps the last out of the help (a command that refuses
+    it, saying why)."""
     p.add_argument("--hf", default=None, metavar="NAME_OR_PATH",
                    help="a Hugging Face architecture: a catalog entry (e.g. gpt2, llama-3.2-1b, qwen3-0.6b), a "
                         "config.json file or folder, or a model id in the local Hugging Face cache; random weights "
@@ -18,7 +20,8 @@ def model_source_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attention", default=None, help="with --hf: the attention implementation (default sdpa)")
     p.add_argument("--model-factory", dest="model_factory", default=None, metavar="MODULE:FUNCTION",
                    help="your own nn.Module: the function receives the run's config and returns the module, whose "
-                        "forward(idx, targets) returns (logits or None, loss) (docs/MODELS.md)")
+                        "forward(idx, targets) returns (logits or None, loss) (docs/MODELS.md)" if factory
+                   else argparse.SUPPRESS)
 
 
 def sourced_config(args: argparse.Namespace, base: BenchConfig, sizes: dict[str, int]) -> BenchConfig | None:

@@ -155,7 +155,10 @@ def ask_for(cfg: BenchConfig, args: argparse.Namespace, probe, flags: dict | Non
     cfg = replace(cfg, batch_size=batches[0])
     validate(replace(cfg, batch_size=min(batches)), limits, probe.cuda_available, {})
     family = parts_family(cfg)   # an HF Llama's stages name its RMSNorm, as its ladders do
-    from_stage = (flags["from_stage"] or Stage()).for_family(family) or Stage()
+    asked = flags["from_stage"] or Stage()
+    from_stage = asked.for_family(family)
+    if from_stage is None:
+        raise ConfigError("from", asked.key, f"has no form for the {family} family of this model")
     for error in family_errors([from_stage], family):
         raise error
     why_not = from_stage.unavailable_reason(probe, device)

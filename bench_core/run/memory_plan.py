@@ -20,7 +20,7 @@ def overlap_bytes(run: RunResult) -> int:
     return 2 * need["total_bytes"] + 4 * need["params"] + 3 * CUDA_CONTEXT_BYTES
 
 
-def steps_fit_twice(run: RunResult, probe: Probe) -> bool:
+def overlap_fits(run: RunResult, probe: Probe) -> bool:
     """Whether that overlap (overlap_bytes) fits the device's free memory. Where it does not, a stage's worker
     starts its warm-up only once the last stage's has exited: on an H100 a finished worker's teardown, still holding
     its 47 GiB, overlapped the next one's warm-up at gpt2-small's blocks, batch 32 x 1,024 tokens, and the next

@@ -21,7 +21,7 @@ from bench_core.models.families import estimate_memory, param_count
 from bench_core.results.phase import save_costs
 from bench_core.results.records import STAGE_FINISHED, RunResult, StageResult, Status, initial_stage
 from bench_core.run import events as ev
-from bench_core.run.memory_plan import steps_fit_twice
+from bench_core.run.memory_plan import overlap_fits
 from bench_core.run.processes import (
     SpareWorkers,
     StageJob,
@@ -220,7 +220,7 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
     pool.start()
     taken = ran = 0
     previous: WorkerHandle | None = None
-    after_exit = not steps_fit_twice(run, probe)
+    after_exit = not overlap_fits(run, probe)
     try:
         for index, job in jobs:
             stage = holder["run"].stages[index]
@@ -287,8 +287,9 @@ def run_worker(handle: WorkerHandle, stage: StageResult, hooks: RunHooks, publis
     `following`, the next stage's worker, is let build once this one has started its warm-up; this one's warm-up
     is released (its timed steps may begin) once `following` has built and `previous`, the last stage's worker,
     has exited (its CUDA teardown, about a second, runs after its result is in): so no other process of the run
-    does device work while this one is timed or profiled. With `after_exit` (two steps do not fit the device at
-    once: steps_fit_twice) this one's warm-up too waits for `previous` to exit.
+    does device work while this one is timed or profiled. With `after_exit` (the last stage's step, this one's and
+    the next worker's weights do not fit the device at once: memory_plan.overlap_fits) this one's warm-up too waits
+    for `previous` to exit.
 
     With `quiet`, a quiet window (run.quiet) is open from the release (or `go`, for a worker that is not gated)
     to the end of the measured work (`profiled` when it profiles, else `memory`): the run's other processes are

@@ -236,7 +236,6 @@ def test_where_two_steps_do_not_fit_the_warm_up_waits_for_the_last_worker_to_exi
     assert log[:2] == [("before", "exited"), ("this", "go")]
 
 
-
 def test_the_last_worker_or_an_ungated_one_is_never_held():
     log: list = []
     last = FakeHandle("last", log, _job())

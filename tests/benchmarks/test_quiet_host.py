@@ -21,6 +21,7 @@ def bare(*extra: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning away from the first core needs two")
 def test_the_pinned_bare_loop_runs_where_the_engine_times_and_the_unpinned_one_anywhere():
     cores = sorted(os.sched_getaffinity(0))
     free, pinned = bare(), bare("--pinned")
