@@ -115,8 +115,11 @@ def draw(device_kind: str, errors: dict[str, str], limits: Limits) -> None:
                     model_source.draw_picker(limits)
                     for message in other.values():   # the config's own errors, under the picker
                         st.error(message)
-                else:
-                    st.text_input(FIELD_LABELS[name], key=f"cfg_{name}", help=FIELD_HELP[name] or None)
+                else:   # an architecture's heads follow its width (model_source.follow_width)
+                    follows = name == "width" and not built_in
+                    st.text_input(FIELD_LABELS[name], key=f"cfg_{name}", help=FIELD_HELP[name] or None,
+                                  on_change=model_source.follow_width if follows else None,
+                                  args=(limits,) if follows else None)
                 if name in errors:
                     st.error(errors[name])
     if built_in:

@@ -14,6 +14,7 @@ from bench_core.models.families import Architecture, NormType, architecture, fam
 
 SHAPE_FIELDS = ("depth", "width", "heads", "vocab_size")   # what an architecture's config sets; the rest is the run's
 UPLOAD_KEY = "hf_upload"
+FOLLOWED_HEADS = "hf_heads_followed"   # the heads value follow_width last wrote into the field
 
 
 class SourceChoice(StrEnum):
@@ -62,11 +63,41 @@ def own_shape(source: ModelSource) -> BenchConfig:
 
 def shaped(source: ModelSource, base: BenchConfig) -> BenchConfig:
     """The run's config: the source's shape, with each field the user changed from the architecture's own value
-    as an override (a width alone keeps the head size, as `--width` does)."""
+    as an override (a width alone keeps the head size, as `--width` does). Heads equal to what the other fields
+    give (follow_width wrote them into the field) are shown, not asked for."""
     from bench_core.models.hf_config import shape_from_source
     own = own_shape(source)
     overrides = {name: getattr(base, name) for name in SHAPE_FIELDS if getattr(base, name) != getattr(own, name)}
+    if "heads" in overrides:
+        rest = {name: value for name, value in overrides.items() if name != "heads"}
+        try:
+            if shape_from_source(source, base, rest).heads == overrides["heads"]:
+                overrides = rest
+        except ConfigError:
+            pass
     return shape_from_source(source, base, overrides)
+
+
+def follow_width(limits: Limits) -> None:
+    """A width typed for an architecture: the heads field shows the heads that width gives at the architecture's
+    head size, as `--width` alone does (it kept showing the architecture's own, while the run took others). Heads
+    the user typed are theirs: only a value the page wrote (the architecture's own, or one followed) moves."""
+    from bench_core.models.hf_config import shape_from_source
+    if choice() is SourceChoice.BUILT_IN:
+        return
+    source, _ = read(limits)
+    if source is None:
+        return
+    own = own_shape(source)
+    shown = str(st.session_state.get("cfg_heads", "")).strip()
+    if shown not in (str(own.heads), st.session_state.get(FOLLOWED_HEADS)):
+        return
+    try:
+        width = int(str(st.session_state.get("cfg_width", "")).strip())
+        heads = str(shape_from_source(source, own, {"width": width}).heads)
+    except (ValueError, ConfigError):
+        return   # the field's own error says why
+    st.session_state["cfg_heads"] = st.session_state[FOLLOWED_HEADS] = heads
 
 
 def fill_fields(limits: Limits) -> None:

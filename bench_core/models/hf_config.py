@@ -53,7 +53,8 @@ LAYOUTS: dict[str, HfLayout] = {
 
 def catalog() -> dict[str, dict[str, Any]]:
     """The shipped architectures by name (the file's stem): numbers only, each with its public source."""
-    return {path.stem: json.loads(path.read_text()) for path in sorted(CATALOG_DIR.glob("*.json"))}
+    paths = sorted(CATALOG_DIR.glob("*.json"), key=lambda p: p.stem)   # by name: gpt2 before gpt2-medium
+    return {path.stem: json.loads(path.read_text()) for path in paths}
 
 
 def catalog_entry(name: str) -> str | None:

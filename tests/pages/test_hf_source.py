@@ -121,3 +121,16 @@ def test_an_imported_gpu_run_of_a_hf_model_names_it_and_what_each_swap_changed(a
                for v in df.value["model_changes"]]
     assert changes.count("apex-fusedln: 25 LayerNorm → FusedLayerNorm; probe outputs within 0.00 of the float32 "
                          "bound") == 2, changes
+
+
+def test_an_architectures_heads_field_follows_its_width_and_stays_a_choice(app):
+    """A new user's pass: with qwen3-0.6b's width cut to 128 the Heads field kept showing 16 while the run took 2.
+    The field now shows the heads the width gives at the head size (as --width alone does), and a value typed into
+    it after that is still the user's override."""
+    at = catalog_form(app, "qwen3-0.6b")
+    for width, heads in ((256, 4), (512, 8)):
+        at.text_input(key="cfg_width").set_value(str(width)).run()
+        assert at.text_input(key="cfg_heads").value == str(heads)
+        assert f"{heads} heads / {heads // 2} KV heads" in " ".join(facts(at))
+    at.text_input(key="cfg_heads").set_value("32").run()   # head size 16: the user's own choice
+    assert "32 heads / 16 KV heads (head size 16)" in " ".join(facts(at))
