@@ -74,7 +74,10 @@ def test_seed_run_in_the_browser(page, server):
             break
         time.sleep(0.25)
     assert page.get_by_text("Latest result").count(), "the job did not finish in time"
-    assert len({n for n in seen if 0 < n < 40}) >= 2, f"progress was seen only at {sorted(seen)}"
+    # live progress: a count strictly between 0 and 40 was drawn while the stage ran (not only its end). One is
+    # the claim; a loaded 2-core machine redraws the page seldom enough that a stage may show only one (CI saw
+    # [0, 21, 40])
+    assert {n for n in seen if 0 < n < 40}, f"progress was seen only at {sorted(seen)}"
 
     wait_idle(page)
     # the finished job's page may be redrawn once more after "Latest result" first shows: wait for its parts
