@@ -286,7 +286,8 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
       # shellcheck disable=SC2086  # EXTRA is split on purpose
       run "$name" --preset "$preset" --model "$model" ${extra//,/ } ;;
     quiet)  # issue 41: a bare training loop against the engine, alternating, three pairs on each launch-bound case;
-      # QUIET_PINNED=1 (any non-empty value) adds a bare loop pinned as the engine pins its timed process to each pair
+      # QUIET_PINNED=1 (any non-empty value) adds to each pair a bare loop pinned as the engine pins its timed process,
+      # and an engine run with its timed processes unpinned
       log "quiet host"; timeout $(( CALL_BUDGET_S - ($(date +%s) - START) - 20 )) python3 benchmarks/quiet_host.py \
         --pairs "${QUIET_PAIRS:-3}" ${QUIET_CASES:+--cases "$QUIET_CASES"} ${QUIET_PINNED:+--pinned} --out "$OUT/quiet" \
         > "$OUT/quiet_host.log" 2>&1; log "quiet host exit $?"

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from bench_core.run.quiet import PIN_TIMED_ENV
+
 # (name, stage key, the stages the engine runs, CLI shape arguments): the seed's Apex BF16 stage on gpt2-small, timed
 # by the engine inside the seed's own four stages (so each engine run is also a run of the seed ladder, with its
 # look-ahead workers started for the other stages), and native BF16 on a 12 x 1536 GPT at batch 16 x 256 tokens;
@@ -53,7 +55,7 @@ def bare(stage_key: str, shape: list[str], pinned: bool = False) -> dict:
     from bench_core.cli import build_config, parser
     from bench_core.levers.stage import Stage
     from bench_core.run.processes import StageJob
-    from bench_core.run.quiet import allowed_cores, pin
+    from bench_core.run.quiet import allowed_cores, pin, read_host, read_threads, thread_use
     from bench_core.run.step import build_stage, measure
 
     cores = allowed_cores()[1:] if pinned else ()
@@ -74,18 +76,26 @@ def bare(stage_key: str, shape: list[str], pinned: bool = False) -> dict:
         built.step()
         steps += 1
     built.sync()
+    (_, steal0), threads0 = read_host(), read_threads(os.getpid())  # what the engine's quiet window records
     timed = measure(built, lambda s: None, torch)
+    (_, steal1), threads1 = read_host(), read_threads(os.getpid())
+    tick = 1 / os.sysconf("SC_CLK_TCK")
     times = [s.ms for s in timed.steps]
     return {"stage": stage_key, "shape": shape, "pinned_cores": list(cores), "torch_threads": torch.get_num_threads(),
-            "warmup_steps": steps, "times_ms": times, "median_ms": statistics.median(times)}
+            "warmup_steps": steps, "times_ms": times, "median_ms": statistics.median(times),
+            "steal_s": None if steal0 is None or steal1 is None else round((steal1 - steal0) * tick, 4),
+            "timed_threads": [vars(t) for t in thread_use(threads0, threads1, tick, os.getpid())]}
 
 
-def engine(stage_key: str, stages: str, shape: list[str], json_path: Path, root: Path | None = None) -> dict:
-    """The engine's run of `stages` (from `root`'s bench_core when given: an older tree, for a before/after); the
-    stage's median over every timed step, each process's median, and the run's wall time."""
+def engine(stage_key: str, stages: str, shape: list[str], json_path: Path, root: Path | None = None,
+           pinned: bool = True) -> dict:
+    """The engine's run of `stages` (from `root`'s bench_core when given: an older tree, for a before/after;
+    `pinned=False`: its timed processes left unpinned); the stage's median over every timed step, each process's
+    median, and the run's wall time."""
     cmd = [sys.executable, "-m", "bench_core", "run", "--quiet", "--no-db", "--stages", stages, *shape,
            "--json", str(json_path)]
-    env = {**os.environ, "PYTHONPATH": f"{root.resolve()}:{os.environ.get('PYTHONPATH', '')}"} if root else None
+    env = {**os.environ, **({"PYTHONPATH": f"{root.resolve()}:{os.environ.get('PYTHONPATH', '')}"} if root else {}),
+           **({} if pinned else {PIN_TIMED_ENV: "0"})}
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env, cwd=root)  # noqa: S603 (our own argv)
     wall = time.perf_counter() - start
@@ -97,7 +107,9 @@ def engine(stage_key: str, stages: str, shape: list[str], json_path: Path, root:
         per_process.append(statistics.median(times[at:at + n]))
         at += n
     return {"median_ms": statistics.median(times), "process_medians_ms": per_process, "wall_s": wall,
-            "tool_busy_s": {s["key"]: [q.get("tool_busy_s") for q in s.get("quiet") or []] for s in data["stages"]}}
+            "tool_busy_s": {s["key"]: [q.get("tool_busy_s") for q in s.get("quiet") or []] for s in data["stages"]},
+            "windows": [{k: q.get(k) for k in ("round", "steal_s", "host_busy_s", "timed_cores", "timed_threads")}
+                        for q in stage.get("quiet") or []]}
 
 
 def bare_process(key: str, shape: list[str], pinned: bool, path: Path) -> dict:
@@ -118,13 +130,22 @@ def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None, p
             loops = {p: bare_process(key, shape, p, out / f"bare_{'pinned_' if p else ''}{name}_{i}.json")
                      for p in (order if pinned else (False,))}
             b = loops[False]
-            e = engine(key, stages, shape, out / f"engine_{name}_{i}.json", root)
+            runs = {p: engine(key, stages, shape, out / f"engine_{'' if p else 'unpinned_'}{name}_{i}.json", root, p)
+                    for p in ((not order[0], order[0]) if pinned else (True,))}  # the engine's in the other order
+            e = runs[True]
             rows.append({"case": name, "pair": i, "bare_ms": b["median_ms"], "engine_ms": e["median_ms"],
                          "ratio": e["median_ms"] / b["median_ms"], "engine_process_medians_ms":
-                         e["process_medians_ms"], "engine_wall_s": e["wall_s"], "tool_busy_s": e["tool_busy_s"]})
+                         e["process_medians_ms"], "engine_wall_s": e["wall_s"], "tool_busy_s": e["tool_busy_s"],
+                         "bare_steal_s": b.get("steal_s"), "bare_threads": b.get("timed_threads"),
+                         "engine_windows": e["windows"]})
             if pinned:
+                u = runs[False]
                 rows[-1].update(bare_pinned_ms=loops[True]["median_ms"], bare_order=["pinned" if p else "unpinned"
-                                for p in order], ratio_to_pinned=e["median_ms"] / loops[True]["median_ms"])
+                                for p in order], ratio_to_pinned=e["median_ms"] / loops[True]["median_ms"],
+                                engine_unpinned_ms=u["median_ms"], ratio_unpinned=u["median_ms"] / b["median_ms"],
+                                engine_unpinned_process_medians_ms=u["process_medians_ms"],
+                                engine_unpinned_windows=u["windows"], bare_pinned_threads=loops[True].get(
+                                    "timed_threads"))
             (out / "quiet_host.json").write_text(json.dumps(rows, indent=1))  # kept as it goes: a cut call keeps it
             r = rows[-1]
             busy = [v for vs in r["tool_busy_s"].values() for v in vs if v is not None]
@@ -132,7 +153,9 @@ def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None, p
                   f"(processes {', '.join(f'{m:.2f}' for m in r['engine_process_medians_ms'])}), "
                   f"engine/bare {r['ratio']:.3f}, engine wall {r['engine_wall_s']:.1f} s, "
                   + (f"pinned bare {r['bare_pinned_ms']:.2f} ms (engine/pinned {r['ratio_to_pinned']:.3f}), "
-                     if pinned else "") +
+                     f"unpinned engine {r['engine_unpinned_ms']:.2f} ms (processes "
+                     f"{', '.join(f'{m:.2f}' for m in r['engine_unpinned_process_medians_ms'])}; /bare "
+                     f"{r['ratio_unpinned']:.3f}), " if pinned else "") +
                   f"most tool_busy_s {max(busy, default=None)}",
                   flush=True)
     worst = max(r["ratio"] for r in rows)

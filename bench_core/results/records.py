@@ -5,7 +5,7 @@ Derived figures (statistics, speedups, MFU, verdict cells) are not here: `summar
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -57,6 +57,26 @@ def _seconds(data: dict, name: str, optional: bool = True) -> float | None:
 
 
 @dataclass(frozen=True)
+class ThreadUse:
+    """A thread of the timed process that used CPU in its quiet window: whether the launching thread shared cores."""
+    name: str
+    cpu_s: float
+    core: int        # the core it last ran on
+    main: bool       # the process's own thread: the one that launches the kernels
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ThreadUse:
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            raise ValueError(f"quiet window thread: {data!r} is not a thread's record")
+        cpu, core = data.get("cpu_s"), data.get("core")
+        if isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or cpu < 0:
+            raise ValueError(f"quiet window thread field cpu_s: {cpu!r} is not a non-negative number")
+        if isinstance(core, bool) or not isinstance(core, int) or core < 0:
+            raise ValueError(f"quiet window thread field core: {core!r} is not a non-negative integer")
+        return cls(name=data["name"], cpu_s=float(cpu), core=core, main=bool(data.get("main")))
+
+
+@dataclass(frozen=True)
 class QuietRecord:
     """One process's quiet window (run.quiet): from its release (or `go`) to the end of its measured work, what
     else used the host. CPU-seconds; None where it could not be read (no /proc: not Linux)."""
@@ -68,9 +88,12 @@ class QuietRecord:
     parent_busy_s: float | None = None  # the parent's own CPU (it reads the worker's event lines)
     host_busy_s: float | None = None  # the host's busy CPU less the timed process tree's: load from all else
     timed_cores: tuple[int, ...] = ()  # the cores the timed process was pinned to; () where it was not
+    steal_s: float | None = None      # the host's steal time: a hypervisor ran something else on its CPUs
+    timed_threads: tuple[ThreadUse, ...] = ()  # the timed process's threads that used CPU, busiest first
 
     def to_dict(self) -> dict[str, Any]:
-        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "timed_cores": list(self.timed_cores)}
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "timed_cores": list(self.timed_cores),
+                "timed_threads": [asdict(t) for t in self.timed_threads]}
 
     @classmethod
     def from_dict(cls, data: Any) -> QuietRecord:
@@ -86,7 +109,9 @@ class QuietRecord:
         return cls(round=data["round"], window_s=_seconds(data, "window_s", optional=False) or 0.0,
                    paused_groups=data.get("paused_groups", 0), counted_processes=counted,
                    tool_busy_s=_seconds(data, "tool_busy_s"), parent_busy_s=_seconds(data, "parent_busy_s"),
-                   host_busy_s=_seconds(data, "host_busy_s"), timed_cores=tuple(cores))
+                   host_busy_s=_seconds(data, "host_busy_s"), timed_cores=tuple(cores),
+                   steal_s=_seconds(data, "steal_s"),
+                   timed_threads=tuple(ThreadUse.from_dict(t) for t in data.get("timed_threads") or ()))
 
 
 @dataclass(frozen=True)

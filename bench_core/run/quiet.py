@@ -16,9 +16,18 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from bench_core.results.records import QuietRecord
+from bench_core.results.records import QuietRecord, ThreadUse
 
 PROC = "/proc"
+# Benchmarks only: "0" leaves a GPU run's timed process unpinned (benchmarks/quiet_host.py sets it, to tell what the
+# pinning itself does to a launch-bound step).
+PIN_TIMED_ENV = "BENCH_PIN_TIMED"
+
+
+def pins_timed(device: str) -> bool:
+    """Whether a run on `device` pins its timed process (QuietHost's `pin_timed`): a GPU run does, unless
+    PIN_TIMED_ENV is "0"."""
+    return device == "cuda" and os.environ.get(PIN_TIMED_ENV, "1") != "0"
 
 
 @dataclass(frozen=True)
@@ -63,19 +72,68 @@ def read_processes(proc: str = PROC) -> dict[int, ProcStat] | None:
 
 def host_busy_ticks(text: str) -> int | None:
     """/proc/stat's all-CPU line: user..steal less idle and iowait (guest time is already in user)."""
+    values = _cpu_line(text)
+    return None if values is None else sum(values) - values[3] - values[4]
+
+
+def host_steal_ticks(text: str) -> int | None:
+    """/proc/stat's all-CPU steal: time a hypervisor ran something else on this machine's virtual CPUs."""
+    values = _cpu_line(text)
+    return None if values is None else values[7]
+
+
+def _cpu_line(text: str) -> list[int] | None:
     for line in text.splitlines():
         if line.startswith("cpu "):
-            values = [int(v) for v in line.split()[1:9]]
-            return sum(values) - values[3] - values[4]
+            return [int(v) for v in line.split()[1:9]]
     return None
 
 
-def read_host_busy(proc: str = PROC) -> int | None:
+def read_host(proc: str = PROC) -> tuple[int | None, int | None]:
+    """(busy, steal) ticks of the whole host so far."""
     try:
         with open(os.path.join(proc, "stat")) as fh:
-            return host_busy_ticks(fh.read())
+            text = fh.read()
     except OSError:
-        return None
+        return None, None
+    return host_busy_ticks(text), host_steal_ticks(text)
+
+
+@dataclass(frozen=True)
+class ThreadStat:
+    """One thread's /proc/<pid>/task/<tid>/stat: its name, CPU ticks so far and the core it last ran on."""
+    tid: int
+    name: str
+    ticks: int
+    core: int
+
+
+def read_threads(pid: int, proc: str = PROC) -> dict[int, ThreadStat]:
+    """Every thread of `pid` now; {} where it cannot be read. Which of the timed process's threads ran, and on
+    which cores, says whether a thread of its own (the NVML sampler, an intra-op pool) shared the launching one's."""
+    found: dict[int, ThreadStat] = {}
+    try:
+        tids = os.listdir(os.path.join(proc, str(pid), "task"))
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(os.path.join(proc, str(pid), "task", tid, "stat")) as fh:
+                head, _, tail = fh.read().rpartition(")")
+            fields = tail.split()
+            found[int(tid)] = ThreadStat(int(tid), head.split("(", 1)[1], int(fields[11]) + int(fields[12]),
+                                         int(fields[36]))
+        except (OSError, IndexError, ValueError):
+            continue  # exited between the listing and the read
+    return found
+
+
+def thread_use(start: dict[int, ThreadStat], end: dict[int, ThreadStat], tick_s: float,
+               main: int) -> tuple[ThreadUse, ...]:
+    """The threads that used CPU between two readings, busiest first; `main`: the process's own thread id."""
+    used = [ThreadUse(name=t.name, cpu_s=round((t.ticks - (start[tid].ticks if tid in start else 0)) * tick_s, 4),
+                      core=t.core, main=tid == main) for tid, t in end.items()]
+    return tuple(sorted((u for u in used if u.cpu_s > 0), key=lambda u: -u.cpu_s))
 
 
 def tree(processes: dict[int, ProcStat], root: int) -> set[int]:
@@ -100,10 +158,12 @@ class Reading:
     parent_s: float                           # this process's CPU, all threads (time.process_time)
     host_ticks: int | None
     processes: dict[int, ProcStat] | None
+    steal_ticks: int | None = None
 
 
 def take_reading(proc: str = PROC) -> Reading:
-    return Reading(time.monotonic(), time.process_time(), read_host_busy(proc), read_processes(proc))
+    busy, steal = read_host(proc)
+    return Reading(time.monotonic(), time.process_time(), busy, read_processes(proc), steal)
 
 
 def signal_groups(groups: Iterable[int], sig: signal.Signals) -> list[int]:
@@ -144,11 +204,13 @@ class QuietWindow:
         self.paused: list[int] = []
         self.timed_cores: tuple[int, ...] = ()
         self.closed = False
+        self.threads_end: dict[int, ThreadStat] = {}
         groups = sorted(set(host.others()) - {timed_pid})
         if host.pause:
             self.paused = signal_groups(groups, signal.SIGSTOP)
         self.groups = set(groups)
         self.start = take_reading(host.proc)  # after the pause: a stopped process's counters no longer move
+        self.threads = read_threads(timed_pid, host.proc)
         cores = host.cores
         if host.pins and len(cores) >= 2:
             self.timed_cores = cores[1:]
@@ -163,6 +225,7 @@ class QuietWindow:
         self.closed = True
         try:
             end = take_reading(self.host.proc)  # before the resume, while the others are still stopped
+            self.threads_end = read_threads(self.timed_pid, self.host.proc)
         finally:
             signal_groups(self.paused, signal.SIGCONT)
             self.host.closed(self)
@@ -187,10 +250,14 @@ class QuietWindow:
             # /proc/stat and each /proc/<pid>/stat are floors of finer clocks, read apart: a remainder below zero
             # is their rounding, not a negative load
             host = max((end.host_ticks - start.host_ticks) * tick - timed, 0.0)
+        steal = None if start.steal_ticks is None or end.steal_ticks is None else \
+            (end.steal_ticks - start.steal_ticks) * tick
+        threads = thread_use(self.threads, self.threads_end, tick, self.timed_pid) if self.threads_end else ()
         return QuietRecord(round=self.round, window_s=round(end.at - start.at, 4), paused_groups=len(self.paused),
                            counted_processes=counted, tool_busy_s=_r(tool), parent_busy_s=_r(end.parent_s -
                                                                                                start.parent_s),
-                           host_busy_s=_r(host), timed_cores=self.timed_cores)
+                           host_busy_s=_r(host), timed_cores=self.timed_cores, steal_s=_r(steal),
+                           timed_threads=threads)
 
 
 def _r(value: float | None) -> float | None:

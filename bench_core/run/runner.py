@@ -30,7 +30,7 @@ from bench_core.run.processes import (
     describe_exit,
     meaningful_stderr,
 )
-from bench_core.run.quiet import QuietHost, QuietWindow
+from bench_core.run.quiet import QuietHost, QuietWindow, pins_timed
 
 WORKERS_AHEAD_CUDA = 8   # processes started (and models built) before the first stage's measured work
 PREVIOUS_EXIT_S = 60.0    # the longest a warm-up waits for the last stage's process to exit (_reap's grace)
@@ -211,7 +211,8 @@ def run_all(run: RunResult, probe: Probe, hooks: RunHooks | None = None) -> RunR
         ceilings = getattr(measurer, "group", None)  # a CeilingsProcess is a group of its own
         return pool.groups() + [h.proc.pid for h in done if h.alive] + ([ceilings] if ceilings else [])
 
-    quiet = QuietHost(others, pause=hooks.pause_others, on_change=window_changed, pin_timed=run.device == "cuda")
+    quiet = QuietHost(others, pause=hooks.pause_others, on_change=window_changed,
+                      pin_timed=pins_timed(run.device))
     jobs = plan_jobs(run, probe, hooks.worker_threads, quiet.timed_core_count)
     singles = [job for _, job in jobs if job.stage.world_size == 1]
     ahead = hooks.ahead or (WORKERS_AHEAD_CUDA if run.device == "cuda" else 1)

@@ -28,3 +28,26 @@ def test_the_pinned_bare_loop_runs_where_the_engine_times_and_the_unpinned_one_a
     assert free["pinned_cores"] == [] and free["times_ms"] and free["median_ms"] > 0
     assert pinned["pinned_cores"] == cores[1:]
     assert pinned["torch_threads"] <= max(1, len(cores) - 1) and pinned["times_ms"]
+    for loop, allowed in ((free, cores), (pinned, cores[1:])):  # what the engine's quiet window records, too
+        assert loop["steal_s"] is not None and loop["steal_s"] >= 0
+        main = [t for t in loop["timed_threads"] if t["main"]]
+        assert len(main) == 1 and main[0]["cpu_s"] > 0 and main[0]["core"] in allowed
+
+
+def test_the_unpinned_engine_run_turns_the_pinning_off_and_the_default_leaves_it(monkeypatch, tmp_path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("quiet_host", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    seen = []
+    stage = {"key": "k", "rounds": [2], "times_ms": [1.0, 3.0], "quiet": [{"round": 0, "steal_s": 0.0}]}
+
+    def fake_run(cmd, check, stdout, env, cwd):
+        seen.append(env.get(module.PIN_TIMED_ENV))
+        (tmp_path / "e.json").write_text(json.dumps({"stages": [stage]}))
+
+    monkeypatch.setattr(module.subprocess, "run", fake_run)
+    pinned = module.engine("k", "k", [], tmp_path / "e.json")
+    unpinned = module.engine("k", "k", [], tmp_path / "e.json", pinned=False)
+    assert seen == [None, "0"]
+    assert pinned["median_ms"] == unpinned["median_ms"] == 2.0 and pinned["windows"][0]["steal_s"] == 0.0

@@ -7,6 +7,7 @@ ticks per process read.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from bench_core.levers.stage import Stage
-from bench_core.results.records import QuietRecord, StageResult, Status
+from bench_core.results.records import QuietRecord, StageResult, Status, ThreadUse
 from bench_core.results.summary import summarize
-from bench_core.run.quiet import QuietHost, parse_stat
+from bench_core.run.quiet import PIN_TIMED_ENV, QuietHost, parse_stat, pins_timed
 from bench_core.run.runner import RunHooks, new_run, run_all
 from helpers import CFG, PROBE, WorkerSpy, alive, group_members, kill_group
 
@@ -83,27 +84,50 @@ def _stat_line(pid: int, ppid: int, pgrp: int, utime: int, stime: int, comm: str
     return f"{pid} ({comm}) " + " ".join(str(v) for v in rest) + "\n"
 
 
-def _fake_proc(root: Path, procs: dict[int, tuple[int, int, int, int]], busy: int, idle: int) -> None:
-    """procs: pid -> (ppid, pgrp, utime, stime); /proc/stat's cpu line: user=busy, idle, nothing else."""
+def _fake_proc(root: Path, procs: dict[int, tuple[int, int, int, int]], busy: int, idle: int, steal: int = 0) -> None:
+    """procs: pid -> (ppid, pgrp, utime, stime); /proc/stat's cpu line: user=busy less steal, idle, steal."""
     for pid, (ppid, pgrp, utime, stime) in procs.items():
         (root / str(pid)).mkdir(exist_ok=True)
         (root / str(pid) / "stat").write_text(_stat_line(pid, ppid, pgrp, utime, stime))
-    (root / "stat").write_text(f"cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 {busy} 0 0 {idle} 0 0 0 0 0 0\n")
+    line = f"{busy - steal} 0 0 {idle} 0 0 0 {steal} 0 0"
+    (root / "stat").write_text(f"cpu  {line}\ncpu0 {line}\n")
 
 
 def test_the_accounting_over_a_fake_proc(tmp_path):
     """Timed tree: 100 (its group) and 300, a child in a session of its own; the others: group 200 (200, 201)."""
     _fake_proc(tmp_path, {100: (1, 100, 50, 5), 300: (100, 300, 10, 0), 200: (1, 200, 40, 4), 201: (200, 200, 0, 0),
-                          999: (1, 999, 7, 7)}, busy=1000, idle=500)
+                          999: (1, 999, 7, 7)}, busy=1000, idle=500, steal=40)
     host = QuietHost(lambda: [200], pause=False, proc=str(tmp_path))
     window = host.open(100, 3)
     _fake_proc(tmp_path, {100: (1, 100, 150, 15), 300: (100, 300, 30, 0), 200: (1, 200, 43, 4), 201: (200, 200, 1, 1),
-                          999: (1, 999, 9, 7)}, busy=1250, idle=700)
+                          999: (1, 999, 9, 7)}, busy=1250, idle=700, steal=52)
     record = window.close()
     assert record is not None and record.round == 3 and record.counted_processes == 2
     assert record.tool_busy_s == pytest.approx(5 * TICK_S)          # 200: +3, 201: +2
     # the host's 250 busy ticks less the timed tree's 110 + 20
     assert record.host_busy_s == pytest.approx((250 - 130) * TICK_S)
+    assert record.steal_s == pytest.approx(12 * TICK_S)            # the hypervisor's, apart
+    assert record.timed_threads == ()                               # no task/ folder to read: none named
+
+
+def test_the_timed_process_threads_that_ran_are_named_with_their_core():
+    """A timed process whose own thread spins: the window names it as the main thread, with the CPU it used and a
+    core it may run on; a thread that only slept is left out."""
+    timed = subprocess.Popen([sys.executable, "-c", "import threading, time\n"  # noqa: S603
+                              "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+                              "while True: pass"], start_new_session=True)
+    try:
+        time.sleep(0.3)
+        host = QuietHost(lambda: [])
+        window = host.open(timed.pid, 0)
+        time.sleep(0.5)
+        record = window.close()
+        assert record is not None and record.steal_s is not None and record.steal_s >= 0
+        assert [t.main for t in record.timed_threads] == [True]        # the sleeper used no CPU
+        main = record.timed_threads[0]
+        assert main.cpu_s > 0.2 and main.core in os.sched_getaffinity(0)
+    finally:
+        stop(timed)
 
 
 def test_a_command_name_with_spaces_and_parentheses_is_read():
@@ -113,8 +137,10 @@ def test_a_command_name_with_spaces_and_parentheses_is_read():
 
 def test_a_quiet_record_round_trips_and_older_files_read_as_empty():
     record = QuietRecord(round=1, window_s=0.5, paused_groups=2, counted_processes=3, tool_busy_s=0.0,
-                         parent_busy_s=0.01, host_busy_s=0.2, timed_cores=(1, 2))
-    assert QuietRecord.from_dict(record.to_dict()) == record
+                         parent_busy_s=0.01, host_busy_s=0.2, timed_cores=(1, 2), steal_s=0.0,
+                         timed_threads=(ThreadUse("python", 0.49, 3, True),
+                                        ThreadUse("conditions-samp", 0.01, 5, False)))
+    assert QuietRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
     stage = StageResult(index=0, stage=Stage(), quiet=(record,), timelines=({"built": 1.0, "memory": 2.5},))
     assert StageResult.from_dict(stage.to_dict()) == stage
     old = stage.to_dict()
@@ -122,6 +148,8 @@ def test_a_quiet_record_round_trips_and_older_files_read_as_empty():
     assert StageResult.from_dict(old).quiet == () and StageResult.from_dict(old).timelines == ()
     with pytest.raises(ValueError, match="tool_busy_s"):
         QuietRecord.from_dict({**record.to_dict(), "tool_busy_s": -1})
+    with pytest.raises(ValueError, match="core"):
+        QuietRecord.from_dict({**record.to_dict(), "timed_threads": [{"name": "python", "cpu_s": 0.1, "core": -1}]})
 
 
 # Steps long enough that a worker importing torch beside them shows (tens of ticks a window); three stages, two
@@ -241,3 +269,10 @@ def test_a_gpu_run_pins_the_timed_process_off_the_tools_core_and_a_cpu_run_does_
         assert os.sched_getaffinity(timed.pid) == cores and os.sched_getaffinity(0) == cores  # restored
     finally:
         stop(timed)
+
+
+def test_a_gpu_run_pins_unless_a_benchmark_turns_it_off(monkeypatch):
+    """benchmarks/quiet_host.py times the engine unpinned too, to tell what the pinning itself does."""
+    assert pins_timed("cuda") and not pins_timed("cpu")
+    monkeypatch.setenv(PIN_TIMED_ENV, "0")
+    assert not pins_timed("cuda")
