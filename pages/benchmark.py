@@ -111,8 +111,12 @@ run_col.button("Run", type="primary", on_click=submit, disabled=not operator or 
                help=None if operator else "viewers cannot start runs: enter the operator token in the sidebar")
 planned = run_estimate(new_run(cfg, can_run, probe, preset)) if cfg and probe and can_run else None
 estimate = planned.seconds if planned else None
-msg_col.caption(f"{len(can_run)} of {len(stages)} chosen stages can run on this machine"
-                + (f" · {cfg.repeats} round(s)" if cfg else "") + (f" · {planned.text()}" if planned else ""))
+if errors:  # the stages could run, the form cannot: say what holds the run back, not that stages are ready
+    msg_col.caption(f"Nothing runs until {'the field' if len(errors) == 1 else f'{len(errors)} fields'} marked "
+                    f"above {'is' if len(errors) == 1 else 'are'} mended")
+else:
+    msg_col.caption(f"{len(can_run)} of {len(stages)} chosen stages can run on this machine"
+                    + (f" · {cfg.repeats} round(s)" if cfg else "") + (f" · {planned.text()}" if planned else ""))
 emulated = bf16_note(cfg, probe, device, can_run) if cfg and probe else ""
 if emulated:
     msg_col.info(emulated)

@@ -74,6 +74,8 @@ def test_a_bad_upload_names_its_field_and_limit_and_launches_nothing(app, manage
     assert not at.exception, at.exception
     assert any(message in e for e in texts(at, "error")), texts(at, "error")
     assert run_button(at).disabled
+    captions = " ".join(c.value for c in at.caption)
+    assert "Nothing runs until the field marked above is mended" in captions and "can run" not in captions
     assert manager.jobs() == [] and manager.store.list_runs() == []
 
 
