@@ -130,6 +130,13 @@ class GemmOp:
     def text(self) -> str:
         return f"{self.name} " + " x ".join("[" + ", ".join(map(str, s)) + "]" for s in self.shapes if s)
 
+    def inner(self) -> int | None:
+        """The reduction length K of its (M, K) x (K, N) product; None when not a GEMM or its shapes are unknown."""
+        index = 1 if self.name in ("aten::addmm", "aten::baddbmm") else 0   # the addend comes first
+        if self.name not in GEMM_SHAPE_OPS or len(self.shapes) <= index or not self.shapes[index]:
+            return None
+        return self.shapes[index][-1]
+
     def output(self) -> tuple[int, int] | None:
         """(rows, columns) of the product, rows flattened over batch dims; None if not a GEMM or shapes unknown."""
         offset = 1 if self.name in ("aten::addmm", "aten::baddbmm") else 0
@@ -176,5 +183,8 @@ LM_HEAD = ExpectedGemm("lm_head", "the LM head is not converted", lambda op, voc
     vocab in shape for shape in op.shapes))
 ATTENTION_BMM = ExpectedGemm("attention", "attention's batched GEMMs are not Linears", lambda op, vocab: op.name in (
     "aten::bmm", "aten::baddbmm"))
+# A K = 1 product is an outer product: no reduction for FP8 to speed up, and no Linear to convert (Hugging Face
+# Llama's rotary embedding takes frequencies x positions so, in float32 by design; compiled, it is an aten::mm).
+OUTER_PRODUCT = ExpectedGemm("outer product", "a K = 1 product has no reduction", lambda op, vocab: op.inner() == 1)
 FP8_SHARE = GemmShareRule("FP8", lambda kernel, op: is_fp8_gemm_kernel(kernel) or (
-    op is not None and op.name == "aten::_scaled_mm"), (LM_HEAD, ATTENTION_BMM))
+    op is not None and op.name == "aten::_scaled_mm"), (LM_HEAD, ATTENTION_BMM, OUTER_PRODUCT))

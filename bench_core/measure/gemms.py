@@ -18,12 +18,6 @@ GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 GEMM_OPERAND = {"aten::mm": 0, "aten::bmm": 0, "aten::addmm": 1, "aten::baddbmm": 1}
 
 
-def inner_dim(op: str, shapes: tuple[tuple[int, ...], ...]) -> int | None:
-    """The reduction length K of a GEMM op's (M, K) x (K, N) product; None when its shapes are not recorded."""
-    index = GEMM_OPERAND.get(op)
-    return shapes[index][-1] if index is not None and len(shapes) > index and shapes[index] else None
-
-
 def gemm_operand_dtype(op: str, dtypes: list[str]) -> str | None:
     """The dtype of a GEMM op's first operand, from the profiler's input dtypes; None if not a GEMM or unknown."""
     index = GEMM_OPERAND.get(op)
@@ -124,7 +118,7 @@ def gemm_trace(trace: Trace) -> GemmTrace:
     tied = any(op.correlation in launching for op in trace.shaped_ops)
     for op in trace.shaped_ops:
         dtype = gemm_operand_dtype(op.name, list(op.dtypes))
-        if dtype and (not tied or op.correlation in launching) and inner_dim(op.name, op.shapes) != 1:
+        if dtype and (not tied or op.correlation in launching) and GemmOp(op.name, op.shapes).inner() != 1:
             dtypes.add(dtype)
         ops[op.correlation] = GemmOp(op.name, op.shapes)
     kernels = tuple(GemmKernel(a.name, a.dur_ns / 1e3, ops.get(a.launched_by)) for a in trace.activities

@@ -107,6 +107,23 @@ def test_a_block_linear_left_in_bf16_lowers_the_share_names_it_and_fails():
     assert [g.op for g in orphan.unexpected] == [""]
 
 
+def test_an_outer_product_is_expected_beside_fp8_and_named_as_one():
+    """Hugging Face Llama's rotary frequencies x positions (K = 1, float32 by design), compiled into an aten::mm:
+    call 54 read it as a fallback of torchao FP8 on Llama-3.2-1B. A K = 1 product has no reduction to convert."""
+    rotary = GemmKernel("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>", 3.1,
+                        kk.GemmOp("aten::mm", ((32, 1), (1, 1024))))
+    share = gemm_share(fp8_kernels([rotary]), kk.FP8_SHARE, VOCAB, steps=1)
+    assert [g.expected for g in share.others if g.kernel == rotary.name] == ["outer product"]
+    assert verdict(FP8_STAGE, "cuda", FP8_SEEN, Facts(gemm_share=share))[0] == "verified"
+    # a real reduction in float32 beside FP8 is still a fallback
+    block = GemmKernel(rotary.name, 3.1, kk.GemmOp("aten::mm", ((32, 2048), (2048, 1024))))
+    assert verdict(FP8_STAGE, "cuda", FP8_SEEN, Facts(gemm_share=gemm_share(
+        fp8_kernels([block]), kk.FP8_SHARE, VOCAB, steps=1)))[0] == "fallback"
+    assert kk.GemmOp("aten::addmm", ((1024,), (32, 1), (1, 1024))).inner() == 1   # the addend first
+    assert kk.GemmOp("aten::linear", ((8, 2048), (512, 2048))).inner() == 2048
+    assert kk.GemmOp("aten::add", ((8, 1),)).inner() is None
+
+
 def test_the_worker_judges_the_share_only_where_a_lever_has_a_rule():
     trace = GemmTrace({"c10::BFloat16"}, tuple(fp8_kernels()), ())
     names = ["aten::_fused_adam_", "aten::native_layer_norm", "aten::_scaled_mm"]
