@@ -4,10 +4,12 @@ Computed here once from the contributions (results.contributions), never re-deri
 
 The word answers a decision, adopt this vendor's library here or not, and the burden of proof lies with the
 library (a dependency and often a build): it is "worth it" only where the run measured it faster, its 95% interval
-above ×1.00. Measured slower, no measurable effect and inconclusive all read "not worth it", the statistics' own
-word said right after it (inconclusive with how many processes would tell: never "no effect"). So two runs read
-different words only where one interval lies wholly above ×1.00 and the other does not; two intervals that both
-hold ×1.00, or lie on the same side of it, read the same. The H100 seed runs A and B (Apex ×0.70, 0.36–1.40,
+above ×1.00, and by a gain that may reach the 3% the tool counts as an effect (stats.EQUIVALENCE): an interval wholly
+inside ×1.00-1.03 is "measured faster, by under 3%" (H100 call 53 printed "worth it" for Apex at ×1.010,
+1.006-1.014). Measured slower, faster by under 3%, no measurable effect and inconclusive all read "not worth it", the
+statistics' own word said right after it (inconclusive with how many processes would tell: never "no effect"). So
+two runs read different words only where one interval lies above ×1.00 reaching past ×1.03 and the other does not;
+two intervals that both hold ×1.00, or lie on the same side of it and of the margin, read the same. The H100 seed runs A and B (Apex ×0.70, 0.36–1.40,
 inconclusive; ×0.64, 0.60–0.69, measured slower) both read "not worth it". A word from one interval alone cannot
 promise more: overlap is not transitive.
 """
@@ -43,17 +45,25 @@ class Worth(StrEnum):
     NOT_MEASURED = "not measured"
 
 
+def under_margin(paired: PairedRatio) -> bool:
+    """A measured ratio whose whole interval lies within stats.EQUIVALENCE of ×1.00: real, and under 3%."""
+    low, high = paired.interval or (0.0, float("inf"))
+    return paired.effect == Effect.MEASURED and 1 / (1 + stats.EQUIVALENCE) <= low and high <= 1 + stats.EQUIVALENCE
+
+
 def worth_of(paired: PairedRatio) -> Worth:
-    """The module docstring's rule: worth it only where the interval lies above ×1.00."""
+    """The module docstring's rule: worth it only where the interval lies above ×1.00 and reaches past ×1.03."""
     if paired.interval is None or paired.effect is None:
         return Worth.NOT_MEASURED
-    return Worth.WORTH_IT if paired.effect == Effect.MEASURED and paired.ratio > 1 else Worth.NOT_WORTH_IT
+    return Worth.WORTH_IT if paired.effect == Effect.MEASURED and paired.ratio > 1 and not under_margin(paired) \
+        else Worth.NOT_WORTH_IT
 
 
 def effect_text(paired: PairedRatio) -> str:
     """What the interval says, in the statistics' own words: 'measured slower', 'inconclusive', ..."""
     if paired.effect == Effect.MEASURED:
-        return "measured faster" if paired.ratio > 1 else "measured slower"
+        said = "measured faster" if paired.ratio > 1 else "measured slower"
+        return f"{said}, by under {stats.EQUIVALENCE:.0%}" if under_margin(paired) else said
     if paired.effect == Effect.NO_MEASURABLE_EFFECT:
         return f"no measurable effect (within {stats.EQUIVALENCE:.0%})"
     return "inconclusive" if paired.effect == Effect.INCONCLUSIVE else "no interval (one round)"
