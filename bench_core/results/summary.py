@@ -18,17 +18,19 @@ from bench_core.measure.proof import KernelCell, kernel_cells
 from bench_core.results.near_one import decimals_of, span, times
 from bench_core.results.records import QuietRecord, RunResult, StageResult, Status
 
-QUIET_FIELDS = ("quiet_window_s", "tool_busy_s", "parent_busy_s", "host_busy_s")
+QUIET_FIELDS = ("quiet_window_s", "tool_busy_s", "parent_busy_s", "host_busy_s", "steal_s")
 
 
 @dataclass(frozen=True)
 class QuietTotals:
     """A stage's quiet windows (run.quiet) summed over its processes: their wall seconds, and the CPU-seconds in
-    them of the run's other processes, of the parent, and of the rest of the host. None: not read (not Linux)."""
+    them of the run's other processes, of the parent, of the rest of the host, and the host's steal time. None: not
+    read (not Linux, or a file from before the field)."""
     quiet_window_s: float | None
     tool_busy_s: float | None
     parent_busy_s: float | None
     host_busy_s: float | None
+    steal_s: float | None = None
 
 
 def quiet_totals(records: tuple[QuietRecord, ...]) -> QuietTotals | None:
@@ -38,7 +40,8 @@ def quiet_totals(records: tuple[QuietRecord, ...]) -> QuietTotals | None:
     def total(values: list[float | None]) -> float | None:
         return None if any(v is None for v in values) else round(sum(v for v in values if v is not None), 4)
     return QuietTotals(total([q.window_s for q in records]), total([q.tool_busy_s for q in records]),
-                       total([q.parent_busy_s for q in records]), total([q.host_busy_s for q in records]))
+                       total([q.parent_busy_s for q in records]), total([q.host_busy_s for q in records]),
+                       total([q.steal_s for q in records]))
 
 
 @dataclass(frozen=True)

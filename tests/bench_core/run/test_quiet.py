@@ -148,6 +148,12 @@ def test_a_quiet_record_round_trips_and_older_files_read_as_empty():
     assert StageResult.from_dict(old).quiet == () and StageResult.from_dict(old).timelines == ()
     with pytest.raises(ValueError, match="tool_busy_s"):
         QuietRecord.from_dict({**record.to_dict(), "tool_busy_s": -1})
+    totals = summarize(replace(new_run(CFG, [Stage()], PROBE, "custom"), stages=(
+        replace(stage, quiet=(record, replace(record, round=2, steal_s=0.25))),))).stages[0].quiet
+    assert totals is not None and totals.steal_s == pytest.approx(0.25) and totals.tool_busy_s == 0.0
+    old_totals = summarize(replace(new_run(CFG, [Stage()], PROBE, "custom"), stages=(
+        replace(stage, quiet=(replace(record, steal_s=None),)),))).stages[0].quiet
+    assert old_totals is not None and old_totals.steal_s is None     # a file from before steal was read
     with pytest.raises(ValueError, match="core"):
         QuietRecord.from_dict({**record.to_dict(), "timed_threads": [{"name": "python", "cpu_s": 0.1, "core": -1}]})
 
