@@ -9,9 +9,9 @@ inside ×1.00-1.03 is "measured faster, by under 3%" (H100 call 53 printed "wort
 1.006-1.014). Measured slower, faster by under 3%, no measurable effect and inconclusive all read "not worth it", the
 statistics' own word said right after it (inconclusive with how many processes would tell: never "no effect"). So
 two runs read different words only where one interval lies above ×1.00 reaching past ×1.03 and the other does not;
-two intervals that both hold ×1.00, or lie on the same side of it and of the margin, read the same. The H100 seed runs A and B (Apex ×0.70, 0.36–1.40,
-inconclusive; ×0.64, 0.60–0.69, measured slower) both read "not worth it". A word from one interval alone cannot
-promise more: overlap is not transitive.
+two intervals that both hold ×1.00, or lie on the same side of it and of the margin, read the same. The H100 seed
+runs A and B (Apex ×0.70, 0.36–1.40, inconclusive; ×0.64, 0.60–0.69, measured slower) both read "not worth it". A
+word from one interval alone cannot promise more: overlap is not transitive.
 """
 from __future__ import annotations
 
