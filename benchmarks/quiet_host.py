@@ -14,7 +14,9 @@ the native case the stage alone.
 Each pair is (bare, engine) run back to back; the figure is engine median / bare median, each the median of all
 timed steps of its run. With --pinned each pair also runs a bare loop pinned as the engine pins its timed process
 (every thread on all cores but the first, torch's threads capped to them: run.quiet), the two bare loops in turn
-(unpinned first in odd pairs, pinned first in even ones): whether the pinning alone moves the step. The target:
+(unpinned first in odd pairs, pinned first in even ones), and a second engine run with its timed processes unpinned
+(BENCH_PIN_TIMED=0; the two engine runs in the other order): whether the pinning alone moves the step. Each bare
+loop records what the engine's quiet windows do: the host's steal time and its own busy threads. The target:
 at most 1.03 on the launch-bound stages (the host sets their pace, so a process of ours working beside them would
 show here first).
 """
