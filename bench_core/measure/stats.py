@@ -280,12 +280,17 @@ class Effect(StrEnum):
     INCONCLUSIVE = "inconclusive"                   # it holds x1.00 but reaches beyond EQUIVALENCE: can't tell yet
 
 
+def within_equivalence(low: float, high: float) -> bool:
+    """Whether [low, high] lies inside [1/(1+EQUIVALENCE), 1+EQUIVALENCE]: no ratio in it matters."""
+    return 1 / (1 + EQUIVALENCE) <= low and high <= 1 + EQUIVALENCE
+
+
 def effect_of(low: float, high: float) -> Effect:
     """An interval that excludes x1.00 is measured (however small); one inside [1/(1+EQUIVALENCE), 1+EQUIVALENCE]
     that holds it is no measurable effect; any other is inconclusive."""
     if not low <= 1.0 <= high:
         return Effect.MEASURED
-    if 1 / (1 + EQUIVALENCE) <= low and high <= 1 + EQUIVALENCE:
+    if within_equivalence(low, high):
         return Effect.NO_MEASURABLE_EFFECT
     return Effect.INCONCLUSIVE
 

@@ -47,8 +47,8 @@ class Worth(StrEnum):
 
 def under_margin(paired: PairedRatio) -> bool:
     """A measured ratio whose whole interval lies within stats.EQUIVALENCE of ×1.00: real, and under 3%."""
-    low, high = paired.interval or (0.0, float("inf"))
-    return paired.effect == Effect.MEASURED and 1 / (1 + stats.EQUIVALENCE) <= low and high <= 1 + stats.EQUIVALENCE
+    return paired.effect == Effect.MEASURED and paired.interval is not None and \
+        stats.within_equivalence(*paired.interval)
 
 
 def worth_of(paired: PairedRatio) -> Worth:
@@ -72,7 +72,7 @@ def effect_text(paired: PairedRatio) -> str:
 def _gpu_time(ratio: float | None) -> str:
     if ratio is None:
         return ""
-    equal = 1 / (1 + stats.EQUIVALENCE) <= ratio <= 1 + stats.EQUIVALENCE
+    equal = stats.within_equivalence(ratio, ratio)
     return f"GPU time {'about equal' if equal else 'differs'} (×{ratio:.2f})"
 
 
