@@ -47,7 +47,7 @@ class Lever:
     kind: ClassVar[str] = ""
     name: str
     title: str
-    snippet: str
+    snippet: str                                # the setup lines a recipe adds (Stage.snippet orders them)
     requires: Requirement = impl.no_requirement
     expects: tuple[Proof, ...] = ()             # key kernels that must be in the trace
     betrayed_by: tuple[KeyKernel, ...] = ()     # key kernels whose presence means a fallback ran instead
@@ -58,6 +58,7 @@ class Lever:
     share_of: GemmShareRule | None = None       # the share of GEMM time that must run in the lever's own GEMMs
     surgery: Surgery | None = None              # how it acts on a model not built with parts (levers.surgery)
     imports: tuple[KernelPackage, ...] | None = None  # the packages the probe must check; None: its vendor's
+    step: str = ""                              # the lines inside each training step (autocast, the loss head)
 
     @property
     def packages(self) -> tuple[KernelPackage, ...]:

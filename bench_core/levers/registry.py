@@ -45,16 +45,18 @@ class Kind:
     key_prefix: str = ""       # gpus2: the key names a GPU count, not a lever
     key_last: bool = False
     in_every_file: bool = False  # a column since the first saved file; a later kind's is optional (its baseline)
+    recipe_place: int = 0      # where its setup lines go in a recipe: the model's parts, conversions, wrappers, the
+    #                            compile, then the optimizer over the final parameters (Stage.snippet)
 
 
 KIND_SPECS: tuple[Kind, ...] = (
-    Kind("optimizer", "adam", always_in_key=True, in_every_file=True),
-    Kind("norm", "layernorm", always_in_key=True, in_every_file=True),
-    Kind("precision", "fp32", always_in_key=True, in_every_file=True),
-    Kind("compile", "eager", in_every_file=True),
-    Kind("gpus", "1", key_prefix="gpus", key_last=True),
-    Kind("head", "ce"),
-    Kind("mlp", "gelu"),
+    Kind("optimizer", "adam", always_in_key=True, in_every_file=True, recipe_place=5),
+    Kind("norm", "layernorm", always_in_key=True, in_every_file=True, recipe_place=0),
+    Kind("precision", "fp32", always_in_key=True, in_every_file=True, recipe_place=2),
+    Kind("compile", "eager", in_every_file=True, recipe_place=4),
+    Kind("gpus", "1", key_prefix="gpus", key_last=True, recipe_place=3),
+    Kind("head", "ce", recipe_place=6),
+    Kind("mlp", "gelu", recipe_place=1),
 )
 KINDS = tuple(kind.name for kind in KIND_SPECS)
 BASELINE_LEVERS = {kind.name: kind.baseline for kind in KIND_SPECS}
@@ -83,7 +85,9 @@ def _native_norm_gone(stage: Stage) -> bool:
     return stage.compile_lever.traces_model or stage.precision_lever.swaps_norm
 
 
-_AUTOCAST = 'with torch.autocast("cuda", dtype=torch.{dtype}):\n    logits, loss = model(x, y)\n'
+# A precision's step wraps the forward, which the head lever writes (FORWARD: Stage.snippet puts it there, indented)
+FORWARD = "FORWARD\n"
+_AUTOCAST = 'with torch.autocast("cuda", dtype=torch.{dtype}):\n' + FORWARD
 APEX_ADAM_CLASS = "apex.optimizers.fused_adam.FusedAdam"
 APEX_LN_CLASS = "apex.normalization.fused_layer_norm.FusedLayerNorm"
 APEX_RMS_CLASS = "apex.normalization.fused_layer_norm.FusedRMSNorm"
@@ -189,11 +193,11 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                    "torch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.allow_tf32 = True\n",
                    requires=impl.needs_cuda("TF32 (a tensor-core mode)"), expects=_gemm(kk.GEMM_TF32),
                    plan=PrecisionPlan(None, True, False)),
-    PrecisionLever("bf16", "BF16", _AUTOCAST.format(dtype="bfloat16"), requires=impl.requires_dtype("bf16"),
+    PrecisionLever("bf16", "BF16", "", step=_AUTOCAST.format(dtype="bfloat16"), requires=impl.requires_dtype("bf16"),
                    expects=_gemm(kk.GEMM_BF16), betrayed_by=(kk.GEMM_FP32,),
                    plan=PrecisionPlan("bfloat16", False, False)),
     PrecisionLever("fp16", "FP16+GradScaler",
-                   "scaler = torch.amp.GradScaler(\"cuda\")\n" + _AUTOCAST.format(dtype="float16")
+                   "scaler = torch.amp.GradScaler(\"cuda\")\n", step=_AUTOCAST.format(dtype="float16")
                    + "scaler.scale(loss).backward(); scaler.step(opt); scaler.update()\n",
                    requires=impl.requires_dtype("fp16"), expects=_gemm(kk.GEMM_FP16, kk.GRAD_SCALER),
                    betrayed_by=(kk.GEMM_FP32,), plan=PrecisionPlan("float16", False, True),
@@ -202,8 +206,8 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
     PrecisionLever("fp8-torchao", "FP8 (torchao)",
                    "from torchao.float8 import convert_to_float8_training\n"
                    "convert_to_float8_training(model, module_filter_fn=lambda m, fqn: m is not model.lm_head\n"
-                   "                           and m.in_features % 16 == 0 and m.out_features % 16 == 0)\n"
-                   + _AUTOCAST.format(dtype="bfloat16"),
+                   "                           and m.in_features % 16 == 0 and m.out_features % 16 == 0)\n",
+                   step=_AUTOCAST.format(dtype="bfloat16"),
                    requires=impl.all_of(impl.needs_fp8("torchao float8"),
                                         impl.needs_package(_TORCHAO_PACKAGE, _TORCHAO), impl.requires_dtype("bf16")),
                    expects=_both(kk.FP8_GEMM), share_of=kk.FP8_SHARE, vendor=TORCHAO, native="bf16", mfu_peak="bf16",
@@ -211,9 +215,9 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                    graph_blocker=_FP8_HOST, surgery=Float8Convert(),
                    plan=PrecisionPlan("bfloat16", False, False)),
     PrecisionLever("te-fp8", "FP8 (Transformer Engine)",
-                   "import transformer_engine.pytorch as te  # blocks built from te.Linear / te.LayerNorm\n"
-                   "with te.fp8_autocast(enabled=True), torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
-                   "    logits, loss = model(x, y)\n",
+                   "import transformer_engine.pytorch as te  # blocks built from te.Linear / te.LayerNorm\n",
+                   step="with te.fp8_autocast(enabled=True), torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
+                   + FORWARD,
                    requires=impl.all_of(impl.needs_fp8("Transformer Engine FP8"),
                                         impl.needs_package(_TE_PACKAGE, _TE),
                                         impl.requires_native_norm("te-fp8 swaps in TE's own LayerNorm/RMSNorm")),
@@ -226,17 +230,19 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
     CompileLever("compile", "compile", "model = torch.compile(model)\n", requires=impl.requires_compile,
                  expects=(Proof(kk.TRITON, on="cuda"), Proof(kk.COMPILED_REGION, on="cpu")),
                  mode="compile"),
-    CompileLever("graphs", "CUDA graphs",
-                 "opt = torch.optim.Adam(model.parameters(), lr=3e-4, fused=True, capturable=True)\n"
-                 "g = torch.cuda.CUDAGraph()  # after a few warm-up steps on a side stream\n"
-                 "with torch.cuda.graph(g):\n    loss = model(x_static, y_static)[1]; loss.backward(); opt.step()\n"
-                 "g.replay()  # each training step: the same kernels, one launch\n",
+    CompileLever("graphs", "CUDA graphs", "",
+                 step="# the optimizer built with capturable=True (torch's fused/foreach Adam), x and y static buffers\n"
+                 "g = torch.cuda.CUDAGraph()  # captured once, after a few warm-up steps on a side stream\n"
+                 "with torch.cuda.graph(g):\n" + FORWARD
+                 + "    loss.backward(); opt.step()\n"
+                 "g.replay()  # then each training step: the same kernels, one launch\n",
                  requires=impl.requires_graphs, expects=_both(kk.GRAPH_LAUNCH), mode="graphs"),
-    HeadLever("ce", "LM head + CE", "", factory=builders.cross_entropy_head, plain=True),
+    HeadLever("ce", "LM head + CE", "", step="logits, loss = model(x, y)\n", factory=builders.cross_entropy_head, plain=True),
     HeadLever("liger-flce", "Liger fused linear CE",
               "from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss\n"
-              "loss = LigerFusedLinearCrossEntropyLoss()(model.lm_head.weight, hidden.view(-1, width), y.view(-1))"
-              "  # no logits tensor\n",
+              "flce = LigerFusedLinearCrossEntropyLoss()\n",
+              step="hidden = model.model(x)  # the last hidden state: the LM head is fused into the loss\n"
+                   "loss = flce(model.lm_head.weight, hidden.view(-1, width), y.view(-1))  # no logits tensor\n",
               requires=_NEEDS_LIGER,
               expects=_both(kk.LIGER_FLCE), betrayed_by=(kk.LOG_SOFTMAX, kk.FULL_LOGITS), vendor=LIGER, native="ce",
               factory=builders.liger_flce_head, returns_logits=False,

@@ -5,6 +5,7 @@ as keys, CSVs and configs write it) and `stage.precision_lever` is the Lever its
 `lever(kind)` read any kind by its registry name."""
 from __future__ import annotations
 
+import textwrap
 from typing import Any, TypeVar
 
 from bench_core.levers.lever_types import (
@@ -18,7 +19,7 @@ from bench_core.levers.lever_types import (
     PartLever,
     PrecisionLever,
 )
-from bench_core.levers.registry import BASELINE_LEVERS, KIND_SPECS, KINDS, LEVERS, names_of, twin
+from bench_core.levers.registry import BASELINE_LEVERS, FORWARD, KIND_SPECS, KINDS, LEVERS, names_of, twin
 from bench_core.machine.packages import KernelPackage
 from bench_core.machine.probe import Probe
 from bench_core.models.architecture import PART_NOUNS
@@ -259,7 +260,21 @@ class Stage:
         if not changed:
             return ("# baseline: a plain PyTorch loop\n" + LEVERS[BASELINE_LEVERS["optimizer"]].snippet
                     + LEVERS[BASELINE_LEVERS["precision"]].snippet)
-        return f"# {self.label}: the change to a plain PyTorch loop\n" + "".join(lv.snippet for lv in changed)
+        place = {kind.name: kind.recipe_place for kind in KIND_SPECS}
+        setup = "".join(lv.snippet for lv in sorted(changed, key=lambda lv: place[lv.kind]))
+        return f"# {self.label}: the change to a plain PyTorch loop\n" + setup + self._step_lines(changed)
+
+    def _step_lines(self, changed: list[Lever]) -> str:
+        """The training step where a lever changes it: the head's forward, inside the precision's context."""
+        if not any(lv.step for lv in changed):
+            return ""
+        forward = self.lever("head").step
+        precision = self.lever("precision").step
+        body = precision.replace(FORWARD, textwrap.indent(forward, "    ")) if precision else forward
+        graphs = self.lever("compile").step
+        if FORWARD in graphs:   # a graph captures the step once and replays it
+            return graphs.replace(FORWARD, textwrap.indent(body, "    "))
+        return "# each training step:\n" + body
 
 
 def _key_names(kind: str) -> list[str]:

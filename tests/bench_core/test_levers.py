@@ -115,6 +115,29 @@ def test_stage_snippets_show_the_change():
     assert "baseline" in Stage().snippet()
 
 
+def test_a_recipe_is_code_in_the_order_it_must_run():
+    """Conversions and the compile before the optimizer takes the parameters; the forward inside the precision's
+    context and, with CUDA graphs, inside the capture; every snippet still valid Python."""
+    import ast
+    for key in ("adam-fused+rmsnorm+fp8-torchao+compile+liger-flce", "adam-fused+layernorm+bf16+graphs",
+                "adam+layernorm+fp16", "apex-fusedadam+apex-fusedln+bf16", "adam+layernorm+fp32+liger-flce"):
+        code = Stage.from_key(key).snippet()
+        ast.parse(code)   # a syntax error (a placeholder left, a bad indent) fails here
+        lines = code.splitlines()
+
+        def at(text: str) -> int:
+            return next(i for i, line in enumerate(lines) if text in line)
+        if "compile" in key.split("+"):
+            assert at("convert_to_float8_training(") < at("torch.compile") < at("opt = ")
+        if "liger-flce" in key:
+            assert at("hidden = ") < at("loss = flce(") and "logits, loss" not in code
+        if "graphs" in key:
+            assert at("torch.cuda.graph(g)") < at("torch.autocast") < at("loss.backward()") < at("g.replay()")
+            assert lines[at("logits, loss")].startswith(" " * 8)
+        if "fp16" in key:
+            assert at("GradScaler(") < at("torch.autocast") < at("scaler.scale(")
+
+
 CPU_PROBE = Probe.from_dict({"apex": {"status": "missing"}, "adam_fused": {"cpu": True},
                              "bf16": {"cpu": True}, "compile": {"cpu": {"usable": True}}})
 NO_APEX = {"cuda": {"available": True, "device_count": 1}, "apex": {"status": "missing"},
