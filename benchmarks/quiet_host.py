@@ -18,7 +18,8 @@ timed steps of its run. With --pinned each pair also runs a bare loop pinned as 
 (BENCH_PIN_TIMED=0; the two engine runs in the other order): whether the pinning alone moves the step. Each bare
 loop records what the engine's quiet windows do: the host's steal time and its own busy threads. The target:
 at most 1.03 on the launch-bound stages (the host sets their pace, so a process of ours working beside them would
-show here first).
+show here first). Which runs were launch-bound is the engine's own verdict from each run's profiled steps
+(measure.breakdown), recorded per pair and counted at the end.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from bench_core.measure.breakdown import Bound
 from bench_core.run.quiet import PIN_TIMED_ENV
 
 # (name, stage key, the stages the engine runs, CLI shape arguments): the seed's Apex BF16 stage on gpt2-small, timed
@@ -114,9 +116,20 @@ def engine(stage_key: str, stages: str, shape: list[str], json_path: Path, root:
         per_process.append(statistics.median(times[at:at + n]))
         at += n
     return {"median_ms": statistics.median(times), "process_medians_ms": per_process, "wall_s": wall,
+            "bound": bound_of(json_path, stage_key),
             "tool_busy_s": {s["key"]: [q.get("tool_busy_s") for q in s.get("quiet") or []] for s in data["stages"]},
             "windows": [{k: q.get(k) for k in ("round", "steal_s", "host_busy_s", "timed_cores", "timed_threads")}
                         for q in stage.get("quiet") or []]}
+
+
+def bound_of(json_path: Path, stage_key: str) -> dict:
+    """The engine's own verdict on the stage from its profiled steps (measure.breakdown): the target is judged on
+    the launch-bound ones."""
+    from bench_core.results.formats import parse_upload
+    from bench_core.results.summary import summarize
+    run = parse_upload(json_path.name, json_path.read_bytes(), max_bytes=64 * 2**20)[0]
+    b = next(s.bottleneck for s in summarize(run).stages if s.result.key == stage_key)
+    return {"verdict": str(b.verdict), "busy": b.busy, "host_wait_share": b.host_wait_share}
 
 
 def bare_process(key: str, shape: list[str], pinned: bool, path: Path) -> dict:
@@ -144,7 +157,7 @@ def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None, p
                          "ratio": e["median_ms"] / b["median_ms"], "engine_process_medians_ms":
                          e["process_medians_ms"], "engine_wall_s": e["wall_s"], "tool_busy_s": e["tool_busy_s"],
                          "bare_steal_s": b.get("steal_s"), "bare_threads": b.get("timed_threads"),
-                         "engine_windows": e["windows"]})
+                         "engine_windows": e["windows"], "engine_bound": e["bound"]})
             if pinned:
                 u = runs[False]
                 rows[-1].update(bare_pinned_ms=loops[True]["median_ms"], bare_order=["pinned" if p else "unpinned"
@@ -158,7 +171,8 @@ def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None, p
             busy = [v for vs in r["tool_busy_s"].values() for v in vs if v is not None]
             print(f"{name} pair {i}: bare {r['bare_ms']:.2f} ms, engine {r['engine_ms']:.2f} ms "
                   f"(processes {', '.join(f'{m:.2f}' for m in r['engine_process_medians_ms'])}), "
-                  f"engine/bare {r['ratio']:.3f}, engine wall {r['engine_wall_s']:.1f} s, "
+                  f"engine/bare {r['ratio']:.3f}, engine {r['engine_bound']['verdict']}, "
+                  f"engine wall {r['engine_wall_s']:.1f} s, "
                   + (f"pinned bare {r['bare_pinned_ms']:.2f} ms (engine/pinned {r['ratio_to_pinned']:.3f}), "
                      f"unpinned engine {r['engine_unpinned_ms']:.2f} ms (processes "
                      f"{', '.join(f'{m:.2f}' for m in r['engine_unpinned_process_medians_ms'])}; /bare "
@@ -167,6 +181,9 @@ def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None, p
                   flush=True)
     worst = max(r["ratio"] for r in rows)
     print(f"worst engine/bare over {len(rows)} pairs: {worst:.3f} (target <= 1.03)")
+    launch = [r["ratio"] for r in rows if r["engine_bound"]["verdict"] == str(Bound.LAUNCH)]
+    print(f"launch-bound engine runs: {len(launch)} of {len(rows)}"
+          + (f", worst engine/bare among them {max(launch):.3f} (target <= 1.03)" if launch else ""))
     return 0
 
 

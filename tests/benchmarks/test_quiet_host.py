@@ -47,7 +47,23 @@ def test_the_unpinned_engine_run_turns_the_pinning_off_and_the_default_leaves_it
         (tmp_path / "e.json").write_text(json.dumps({"stages": [stage]}))
 
     monkeypatch.setattr(module.subprocess, "run", fake_run)
+    monkeypatch.setattr(module, "bound_of", lambda path, key: {"verdict": "gpu-bound"})
     pinned = module.engine("k", "k", [], tmp_path / "e.json")
     unpinned = module.engine("k", "k", [], tmp_path / "e.json", pinned=False)
     assert seen == [None, "0"]
     assert pinned["median_ms"] == unpinned["median_ms"] == 2.0 and pinned["windows"][0]["steal_s"] == 0.0
+
+
+def test_each_engine_run_carries_the_engines_own_bound_verdict_the_target_is_judged_on():
+    """Read from the run file by the engine's loader and summary, as the dashboard reads it: call 48's slow pair 2
+    was launch-bound (11.8% host wait), call 53's pair 1 GPU-bound (BENCHMARKS)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("quiet_host", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    data = TESTS.parent / "docs" / "data"
+    key = "apex-fusedadam+apex-fusedln+bf16"
+    slow = module.bound_of(data / "h100_2026-12-07_call48_quiet_engine_apex_bf16_gpt2_small_2.json", key)
+    steady = module.bound_of(data / "h100_2026-12-07_call53_quiet_engine_apex_bf16_gpt2_small_1.json", key)
+    assert slow["verdict"] == "launch-bound" and slow["host_wait_share"] > 0.03
+    assert steady["verdict"] == "gpu-bound" and steady["host_wait_share"] == 0.0
