@@ -42,6 +42,24 @@ def test_bad_input_exits_2_naming_the_flag_and_starts_nothing(args, flag, nothin
     assert flag in err and "Traceback" not in err
 
 
+def test_the_search_probes_every_lever_package_so_none_is_left_out_as_not_probed(monkeypatch, capsys):
+    """On an H100 (call 57) the CLI probed no package: FP8, Liger, TE and 8-bit Adam read "not probed" and
+    were never searched."""
+    from bench_core.levers.registry import LEVERS
+    from bench_core.machine.probe import Probe
+    asked = []
+
+    def probe_of(refresh=False, env=None, packages=()):
+        asked.append(tuple(packages))
+        raise SystemExit(0)   # nothing past the probe is the point here
+    monkeypatch.setattr("bench_core.recommend.cli.cached_probe", probe_of)
+    with pytest.raises(SystemExit):
+        main(["recommend", "--device", "cpu", "--model", "tiny", "--no-db"])
+    needed = {p for lever in LEVERS.values() for p in lever.packages}
+    assert needed and needed <= set(asked[0])
+    assert Probe.from_dict({}).package_reason(next(iter(needed)).name).startswith("not probed")
+
+
 @pytest.mark.slow
 def test_a_real_tiny_recommendation_on_cpu(tmp_path):
     out, db = tmp_path / "rec.json", tmp_path / "history.db"
