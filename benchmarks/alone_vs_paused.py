@@ -7,8 +7,8 @@ is timed it is stopped (run.quiet: `tool_busy_s` 0), but its process, host memor
 run's last processes have none left beside them (`paused_groups` 0). For each run the stage's process medians are
 printed with the stopped groups beside each; then, over the runs that have both kinds, how often a process timed with
 none beside it was faster than the median of its run's others. Under no effect that is a coin toss per run; the
-sign test's two-sided p is printed beside it, over all runs and over the launch-bound ones (the engine's verdict). Read by the engine's loader (_raw_runs.runs_in).
-"""
+sign test's two-sided p is printed beside it, over all runs and over the launch-bound ones (the engine's verdict).
+Read by the engine's loader (_raw_runs.runs_in)."""
 from __future__ import annotations
 
 import argparse
@@ -44,9 +44,9 @@ def main(argv: list[str] | None = None) -> int:
             medians = [statistics.median(r) for r in stage.round_series if r]
             paused = [q.paused_groups for q in sorted(stage.quiet, key=lambda q: q.round)][:len(medians)]
             print(f"{path.name} ({verdict}): "
-                  + ", ".join(f"{m:.2f} ms ({g} stopped beside)" for m, g in zip(medians, paused)))
-            alone = [m for m, g in zip(medians, paused) if g == 0]
-            others = [m for m, g in zip(medians, paused) if g > 0]
+                  + ", ".join(f"{m:.2f} ms ({g} stopped beside)" for m, g in zip(medians, paused, strict=False)))
+            alone = [m for m, g in zip(medians, paused, strict=False) if g == 0]
+            others = [m for m, g in zip(medians, paused, strict=False) if g > 0]
             if alone and others:
                 for key in ("all", verdict) if verdict in counts else ("all",):
                     counts[key][0] += statistics.median(alone) < statistics.median(others)

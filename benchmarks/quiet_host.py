@@ -2,6 +2,7 @@
 
     python benchmarks/quiet_host.py --pairs 3 --out DIR          # both cases, bare then engine, three times each
     python benchmarks/quiet_host.py --pairs 3 --pinned --out DIR # each pair also a bare loop pinned as the engine pins
+    python benchmarks/quiet_host.py --pairs 3 --siblings 7 --out DIR  # ...and one beside 7 stopped stand-in workers
     python benchmarks/quiet_host.py bare --stage KEY [--pinned] [shape args]  # one bare loop, its JSON on stdout
 
 The bare loop is one process and nothing else: the engine's own model and step (run.step.build_stage), 20 warm-up
@@ -20,16 +21,24 @@ loop records what the engine's quiet windows do: the host's steal time and its o
 at most 1.03 on the launch-bound stages (the host sets their pace, so a process of ours working beside them would
 show here first). Which runs were launch-bound is the engine's own verdict from each run's profiled steps
 (measure.breakdown), recorded per pair and counted at the end.
+
+With --siblings K each pair also runs the bare loop beside K stand-ins for look-ahead workers: each imports torch,
+makes its CUDA context and builds the stage, then is stopped (SIGSTOP) through the timed steps, as the engine stops
+its workers. Before the plain bare loop in even pairs, after it in odd ones. It asks one thing: whether processes of
+ours that exist but do no work slow a launch-bound step (benchmarks/alone_vs_paused.py: the engine's processes timed
+with none left beside them were faster in 7 of 9 launch-bound runs, p 0.18).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -56,42 +65,91 @@ DEFAULT_CASES = ("apex_bf16_gpt2_small", "native_bf16_d1536")   # the issue's tw
 WARMUP_STEPS, WARMUP_MIN_S = 20, 2.0
 
 
-def bare(stage_key: str, shape: list[str], pinned: bool = False) -> dict:
-    """One bare loop in this process: build, warm up, time; the steps' milliseconds. `pinned`: as the engine pins
-    its timed process, all cores but the first, torch's threads capped to them."""
+def build(stage_key: str, shape: list[str]):
+    """The engine's own model and step for `stage_key` at `shape`, as a worker builds it; (torch, built)."""
     import torch
 
     from bench_core.cli import build_config, parser
     from bench_core.levers.stage import Stage
     from bench_core.run.processes import StageJob
-    from bench_core.run.quiet import allowed_cores, pin, read_host, read_threads, thread_use
-    from bench_core.run.step import build_stage, measure
-
-    cores = allowed_cores()[1:] if pinned else ()
-    if cores:
-        torch.set_num_threads(min(torch.get_num_threads(), len(cores)))
+    from bench_core.run.step import build_stage
 
     args = parser().parse_args(["run", "--stages", stage_key, *shape])
     cuda = torch.cuda.is_available()
     cfg = build_config(args, SimpleNamespace(cuda_available=cuda))  # the probe is read for this alone
     job = StageJob(config=cfg, stage=Stage.from_key(stage_key), device="cuda" if cuda else "cpu", profile=False)
-    built = build_stage(job, job.stage, torch)
-    if cores:
-        pin(os.getpid(), cores)
-    if built.capture is not None:
-        built.capture()
-    start, steps = time.perf_counter(), 0
-    while steps < WARMUP_STEPS or time.perf_counter() - start < WARMUP_MIN_S:
-        built.step()
-        steps += 1
-    built.sync()
-    (_, steal0), threads0 = read_host(), read_threads(os.getpid())  # what the engine's quiet window records
-    timed = measure(built, lambda s: None, torch)
-    (_, steal1), threads1 = read_host(), read_threads(os.getpid())
+    return torch, build_stage(job, job.stage, torch)
+
+
+def sibling(stage_key: str, shape: list[str]) -> None:
+    """A look-ahead worker's stand-in: torch imported, its CUDA context made and the stage built, then idle until
+    its stdin closes. The bare loop stops it (SIGSTOP) while it times, as the engine stops its workers."""
+    build(stage_key, shape)
+    print("ready", flush=True)
+    sys.stdin.read()
+
+
+def start_siblings(n: int, stage_key: str, shape: list[str]) -> list[subprocess.Popen]:
+    procs = [subprocess.Popen([sys.executable, __file__, "sibling", "--stage", stage_key, *shape],  # noqa: S603
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(n)]
+    for proc in procs:   # built in parallel, as the engine's workers are; each stopped once ready
+        line = "-"
+        while line and line.strip() != "ready":
+            line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"sibling {proc.pid} exited before it was built")
+        os.kill(proc.pid, signal.SIGSTOP)
+    return procs
+
+
+def state_of(pid: int) -> str:
+    """The process's state letter from /proc (T: stopped)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0]
+
+
+def end_siblings(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        os.kill(proc.pid, signal.SIGCONT)
+        proc.stdin.close()
+    for proc in procs:
+        proc.wait(timeout=60)
+
+
+def bare(stage_key: str, shape: list[str], pinned: bool = False, siblings: int = 0) -> dict:
+    """One bare loop in this process: build, warm up, time; the steps' milliseconds. `pinned`: as the engine pins
+    its timed process, all cores but the first, torch's threads capped to them. `siblings`: that many stand-ins for
+    look-ahead workers (each with its CUDA context and built stage) exist beside it, stopped, while it times."""
+    from bench_core.run.quiet import allowed_cores, pin, read_host, read_threads, thread_use
+    from bench_core.run.step import measure
+
+    procs = start_siblings(siblings, stage_key, shape) if siblings else []
+    try:
+        import torch
+        cores = allowed_cores()[1:] if pinned else ()
+        if cores:
+            torch.set_num_threads(min(torch.get_num_threads(), len(cores)))
+        torch, built = build(stage_key, shape)
+        if cores:
+            pin(os.getpid(), cores)
+        if built.capture is not None:
+            built.capture()
+        start, steps = time.perf_counter(), 0
+        while steps < WARMUP_STEPS or time.perf_counter() - start < WARMUP_MIN_S:
+            built.step()
+            steps += 1
+        built.sync()
+        states = [state_of(p.pid) for p in procs]
+        (_, steal0), threads0 = read_host(), read_threads(os.getpid())  # what the engine's quiet window records
+        timed = measure(built, lambda s: None, torch)
+        (_, steal1), threads1 = read_host(), read_threads(os.getpid())
+    finally:
+        end_siblings(procs)
     tick = 1 / os.sysconf("SC_CLK_TCK")
     times = [s.ms for s in timed.steps]
     return {"stage": stage_key, "shape": shape, "pinned_cores": list(cores), "torch_threads": torch.get_num_threads(),
             "warmup_steps": steps, "times_ms": times, "median_ms": statistics.median(times),
+            "siblings": siblings, "sibling_states": states,
             "steal_s": None if steal0 is None or steal1 is None else round((steal1 - steal0) * tick, 4),
             "timed_threads": [vars(t) for t in thread_use(threads0, threads1, tick, os.getpid())]}
 
@@ -132,14 +190,16 @@ def bound_of(json_path: Path, stage_key: str) -> dict:
     return {"verdict": str(b.verdict), "busy": b.busy, "host_wait_share": b.host_wait_share}
 
 
-def bare_process(key: str, shape: list[str], pinned: bool, path: Path) -> dict:
+def bare_process(key: str, shape: list[str], pinned: bool, path: Path, siblings: int = 0) -> dict:
     raw = subprocess.run([sys.executable, __file__, "bare", "--stage", key, *(["--pinned"] if pinned else []),  # noqa: S603
-                          *shape], check=True, capture_output=True, text=True).stdout
+                          *(["--siblings", str(siblings)] if siblings else []), *shape],
+                         check=True, capture_output=True, text=True).stdout
     path.write_text(raw)
     return json.loads(raw)
 
 
-def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None, pinned: bool = False) -> int:
+def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None, pinned: bool = False,
+            siblings: int = 0) -> int:
     out.mkdir(parents=True, exist_ok=True)
     out = out.resolve()
     rows = []
@@ -147,9 +207,14 @@ def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None, p
     for i in range(1, pairs + 1):  # pair by pair across the cases: a call cut short keeps as many pairs of each
         for name, key, stages, shape in chosen:
             order = (False, True) if i % 2 else (True, False)
+            # the same bare loop beside stopped stand-ins for look-ahead workers: before the plain one in even pairs
+            beside = partial(bare_process, key, shape, False, out / f"bare_siblings_{name}_{i}.json", siblings) \
+                if siblings else None
+            s = beside() if beside and i % 2 == 0 else None
             loops = {p: bare_process(key, shape, p, out / f"bare_{'pinned_' if p else ''}{name}_{i}.json")
                      for p in (order if pinned else (False,))}
             b = loops[False]
+            s = s or (beside() if beside else None)
             runs = {p: engine(key, stages, shape, out / f"engine_{'' if p else 'unpinned_'}{name}_{i}.json", root, p)
                     for p in ((not order[0], order[0]) if pinned else (True,))}  # the engine's in the other order
             e = runs[True]
@@ -158,6 +223,9 @@ def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None, p
                          e["process_medians_ms"], "engine_wall_s": e["wall_s"], "tool_busy_s": e["tool_busy_s"],
                          "bare_steal_s": b.get("steal_s"), "bare_threads": b.get("timed_threads"),
                          "engine_windows": e["windows"], "engine_bound": e["bound"]})
+            if siblings:
+                rows[-1].update(bare_siblings_ms=s["median_ms"], siblings=siblings, sibling_states=s["sibling_states"],
+                                ratio_siblings=s["median_ms"] / b["median_ms"])
             if pinned:
                 u = runs[False]
                 rows[-1].update(bare_pinned_ms=loops[True]["median_ms"], bare_order=["pinned" if p else "unpinned"
@@ -177,6 +245,8 @@ def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None, p
                      f"unpinned engine {r['engine_unpinned_ms']:.2f} ms (processes "
                      f"{', '.join(f'{m:.2f}' for m in r['engine_unpinned_process_medians_ms'])}; /bare "
                      f"{r['ratio_unpinned']:.3f}), " if pinned else "") +
+                  (f"bare beside {siblings} stopped siblings {r['bare_siblings_ms']:.2f} ms (/bare "
+                   f"{r['ratio_siblings']:.3f}), " if siblings else "") +
                   f"most tool_busy_s {max(busy, default=None)}",
                   flush=True)
     worst = max(r["ratio"] for r in rows)
@@ -184,6 +254,10 @@ def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None, p
     launch = [r["ratio"] for r in rows if r["engine_bound"]["verdict"] == str(Bound.LAUNCH)]
     print(f"launch-bound engine runs: {len(launch)} of {len(rows)}"
           + (f", worst engine/bare among them {max(launch):.3f} (target <= 1.03)" if launch else ""))
+    if siblings:
+        ratios = [r["ratio_siblings"] for r in rows]
+        print(f"bare beside {siblings} stopped siblings / bare: {', '.join(f'{x:.3f}' for x in ratios)} "
+              f"(above 1 in {sum(x > 1 for x in ratios)} of {len(ratios)})")
     return 0
 
 
@@ -193,8 +267,15 @@ def main(argv: list[str] | None = None) -> int:
         p = argparse.ArgumentParser()
         p.add_argument("--stage", required=True)
         p.add_argument("--pinned", action="store_true")
+        p.add_argument("--siblings", type=int, default=0)
         known, shape = p.parse_known_args(argv[1:])
-        print(json.dumps(bare(known.stage, shape, known.pinned)))
+        print(json.dumps(bare(known.stage, shape, known.pinned, known.siblings)))
+        return 0
+    if argv[:1] == ["sibling"]:
+        p = argparse.ArgumentParser()
+        p.add_argument("--stage", required=True)
+        known, shape = p.parse_known_args(argv[1:])
+        sibling(known.stage, shape)
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--pairs", type=int, default=3)
@@ -203,9 +284,12 @@ def main(argv: list[str] | None = None) -> int:
                    + ", ".join(c[0] for c in CASES))
     p.add_argument("--engine-root", type=Path, help="run the engine from this tree's bench_core (a before/after)")
     p.add_argument("--pinned", action="store_true", help="each pair also a bare loop pinned as the engine pins")
+    p.add_argument("--siblings", type=int, default=0, metavar="K",
+                   help="each pair also a bare loop beside K stopped stand-ins for look-ahead workers (each with its "
+                        "CUDA context and built stage), as the engine's workers are stopped while one is timed")
     args = p.parse_args(argv)
     return compare(args.pairs, args.out, args.cases.split(",") if args.cases else None, args.engine_root,
-                   args.pinned)
+                   args.pinned, args.siblings)
 
 
 if __name__ == "__main__":

@@ -231,13 +231,14 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                  expects=(Proof(kk.TRITON, on="cuda"), Proof(kk.COMPILED_REGION, on="cpu")),
                  mode="compile"),
     CompileLever("graphs", "CUDA graphs", "",
-                 step="# the optimizer built with capturable=True (torch's fused/foreach Adam), x and y static buffers\n"
+                 step="# the optimizer built with capturable=True (torch's fused/foreach Adam); x, y static buffers\n"
                  "g = torch.cuda.CUDAGraph()  # captured once, after a few warm-up steps on a side stream\n"
                  "with torch.cuda.graph(g):\n" + FORWARD
                  + "    loss.backward(); opt.step()\n"
                  "g.replay()  # then each training step: the same kernels, one launch\n",
                  requires=impl.requires_graphs, expects=_both(kk.GRAPH_LAUNCH), mode="graphs"),
-    HeadLever("ce", "LM head + CE", "", step="logits, loss = model(x, y)\n", factory=builders.cross_entropy_head, plain=True),
+    HeadLever("ce", "LM head + CE", "", step="logits, loss = model(x, y)\n", factory=builders.cross_entropy_head,
+              plain=True),
     HeadLever("liger-flce", "Liger fused linear CE",
               "from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss\n"
               "flce = LigerFusedLinearCrossEntropyLoss()\n",

@@ -1,3 +1,5 @@
+from functools import partial
+
 import pytest
 import torch
 
@@ -115,6 +117,10 @@ def test_stage_snippets_show_the_change():
     assert "baseline" in Stage().snippet()
 
 
+def _line_of(lines: list[str], text: str) -> int:
+    return next(i for i, line in enumerate(lines) if text in line)
+
+
 def test_a_recipe_is_code_in_the_order_it_must_run():
     """Conversions and the compile before the optimizer takes the parameters; the forward inside the precision's
     context and, with CUDA graphs, inside the capture; every snippet still valid Python."""
@@ -124,9 +130,7 @@ def test_a_recipe_is_code_in_the_order_it_must_run():
         code = Stage.from_key(key).snippet()
         ast.parse(code)   # a syntax error (a placeholder left, a bad indent) fails here
         lines = code.splitlines()
-
-        def at(text: str) -> int:
-            return next(i for i, line in enumerate(lines) if text in line)
+        at = partial(_line_of, lines)
         if "compile" in key.split("+"):
             assert at("convert_to_float8_training(") < at("torch.compile") < at("opt = ")
         if "liger-flce" in key:

@@ -34,6 +34,16 @@ def test_the_pinned_bare_loop_runs_where_the_engine_times_and_the_unpinned_one_a
         assert len(main) == 1 and main[0]["cpu_s"] > 0 and main[0]["core"] in allowed
 
 
+@pytest.mark.slow
+def test_the_bare_loop_beside_siblings_times_while_they_are_stopped_and_leaves_none_behind():
+    """Each stand-in for a look-ahead worker has built the stage (here on CPU; its CUDA context on a GPU) and is
+    stopped (state T) through the timed steps, then ended."""
+    loop = bare("--siblings", "2")
+    assert loop["siblings"] == 2 and loop["sibling_states"] == ["T", "T"] and loop["times_ms"]
+    left = subprocess.run(["pgrep", "-f", "quiet_host.py sibling"], capture_output=True, text=True).stdout.split()
+    assert left == []
+
+
 def test_the_unpinned_engine_run_turns_the_pinning_off_and_the_default_leaves_it(monkeypatch, tmp_path):
     import importlib.util
     spec = importlib.util.spec_from_file_location("quiet_host", SCRIPT)
