@@ -4,7 +4,9 @@ processes on, those whose interval across processes separates from the leader's 
 say nothing of the next process: stats.speedup_interval), the better half of the rest run again with twice the
 processes, and so on. It stops when the leader's interval separates from every remaining candidate's bound, when
 the process cap is reached (the rest then tie with it: "either"), when the budget would be overrun by the next
-launch, or on Ctrl-C; what was measured is kept in every case.
+launch, or on Ctrl-C; what was measured is kept in every case. Under a budget, once two candidates are measured, a
+new candidate's first process starts only if the time for the confirming processes (prune.CONFIRM_PROCESSES, at
+the seconds a process has taken) is left after it.
 
 Times are compared per token (step time over tokens per step), so candidates at different batch sizes are compared
 on the work they do; at one batch size that is the step time's own ratio. A measurement is injected
@@ -22,10 +24,23 @@ from typing import Any
 from bench_core.measure.stats import IntervalScope, SpeedupInterval, speedup_interval, time_interval
 from bench_core.recommend.memory import Fit
 from bench_core.recommend.predict import Predicted
-from bench_core.recommend.prune import Cap, Contender, affordable, best_bound, beyond_cap, predicted_slower
+from bench_core.recommend.prune import (
+    CONFIRM_PROCESSES,
+    Cap,
+    Contender,
+    affordable,
+    best_bound,
+    beyond_cap,
+    predicted_slower,
+)
 from bench_core.recommend.space import Candidate
 
 MAX_PROCESSES = 8   # a candidate's processes at most: past 8 the t-interval narrows slowly (t(7) = 2.36 vs 1.96)
+# A budgeted search keeps back prune.CONFIRM_PROCESSES, at the seconds a process has actually taken, from new
+# candidates' first processes once two are measured: the cap plans them at predicted costs, and when processes run
+# longer than predicted the first processes would otherwise fill the budget (H100 call 57: the leader measured once).
+KEPT_FOR_CONFIRMING = ("not measured: the budget's last processes were kept to confirm the leader and the runner-up "
+                       "in a second process each")
 
 
 @dataclass(frozen=True)
@@ -181,7 +196,10 @@ class Planner:
 
     def _compared(self) -> bool:
         """Whether any other candidate was measured: a leader alone has separated from nothing."""
-        return sum(1 for s in self.states.values() if s.measurement and s.measurement.rounds_ms) > 1
+        return self._measured() > 1
+
+    def _measured(self) -> int:
+        return sum(1 for s in self.states.values() if s.measurement and s.measurement.rounds_ms)
 
     def _drop(self, s: Searched, why: str) -> None:
         self.states[s.candidate] = replace(self.states[s.candidate], dropped=why)
@@ -197,6 +215,10 @@ class Planner:
         if self.budget_s is not None and per_process is not None and elapsed + per_process * (n - have) > self.budget_s:
             self.stop = Stop.BUDGET
             return False
+        if self.budget_s is not None and per_process is not None and have == 0 and self._measured() >= 2 and \
+                elapsed + per_process * (1 + CONFIRM_PROCESSES) > self.budget_s:
+            self._drop(s, KEPT_FOR_CONFIRMING)
+            return True
         self._say(f"{c.key}: {n - have} process(es)", per_process, live * n, started)
         try:
             m = self.measure(c, n - have)

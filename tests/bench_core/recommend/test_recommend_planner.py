@@ -6,7 +6,7 @@ import random
 from bench_core.levers.stage import Stage
 from bench_core.recommend.answer import leader_and_runner_up
 from bench_core.recommend.memory import Fit, PeakSource
-from bench_core.recommend.planner import MAX_PROCESSES, Label, Measurement, Planner, Searched, Stop
+from bench_core.recommend.planner import KEPT_FOR_CONFIRMING, MAX_PROCESSES, Label, Measurement, Planner, Searched, Stop
 from bench_core.recommend.predict import Predicted
 from bench_core.recommend.space import Candidate
 
@@ -123,3 +123,23 @@ def test_a_leader_measured_alone_is_not_said_to_have_separated():
     planner = Planner(measure, 30.0, process_cost=lambda c: 10.0)   # one first process + 4 confirming: one fits
     planner.run(states)
     assert planner.stop is Stop.ALONE and len({c for c, _ in calls}) == 1
+
+
+def test_a_budget_that_first_processes_would_fill_keeps_time_to_confirm_the_leader():
+    """Six candidates at 1 s a process and 7.5 s: measuring every first process would leave the leader measured
+    once, its interval within one process (H100 call 57). The reserve stops first processes while the confirming
+    ones still fit, so the leader and the runner-up each run twice."""
+    true = [10.0, 10.5, 11.0, 11.5, 12.0, 12.5]
+    measure, calls = synthetic(true)
+    now = [0.0]
+
+    def timed(c, processes):
+        now[0] += 1.0 * processes
+        return measure(c, processes)
+    planner = Planner(timed, budget_s=7.5, clock=lambda: now[0])
+    states = planner.run(searched(true))
+    assert now[0] <= 7.5
+    lead, second, _, _ = leader_and_runner_up(states)
+    assert lead.measurement.processes >= 2 and second.measurement.processes >= 2
+    kept = [s for s in states if s.measurement is None]
+    assert kept and all(s.dropped == KEPT_FOR_CONFIRMING for s in kept)
