@@ -15,6 +15,7 @@ on the work they do; at one batch size that is the step time's own ratio. A meas
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -137,6 +138,7 @@ class Planner:
     cap: Cap | None = None
     states: dict[Candidate, Searched] = field(default_factory=dict)
     held: set[Candidate] = field(default_factory=set)   # not measured by the pruning rule, until the bound moves
+    passed: set[Candidate] = field(default_factory=set)  # beyond the cap, until it is drawn again (_recapped)
 
     def run(self, searched: list[Searched]) -> list[Searched]:
         self.states = {s.candidate: s for s in searched}
@@ -148,6 +150,8 @@ class Planner:
             for s in list(live):
                 if not self._top_up(s.candidate, n, started, len(live)):
                     break
+                if n == 1:
+                    live += self._recapped(live, started)
             live = self._prune([self.states[s.candidate] for s in live if not self.states[s.candidate].dropped])
             if self.stop is None and any(s.measurement is None for s in live):
                 continue   # a contender left the race: the candidates it held back run first, at these processes
@@ -192,7 +196,42 @@ class Planner:
         for s in live:
             if s.candidate not in self.cap.chosen:
                 self._drop(s, beyond_cap(self.cap))
+                self.passed.add(s.candidate)
         return [s for s in live if s.candidate in self.cap.chosen]
+
+    def _recapped(self, live: list[Searched], started: float) -> list[Searched]:
+        """The cap drawn again after a first process, over the candidates not yet measured (those it took first,
+        then those it passed over, best predicted first) with the budget left, each cost corrected by what its class
+        of process (compiling or not) has taken against its prediction. Those passed over that now fit come back:
+        on H100 call 57 an assumed 60 s compile passed over every compiled candidate but one, whose process took
+        17 s."""
+        if not self.passed or self.process_cost is None or self.budget_s is None:
+            return []
+        pending = [s for s in live if s.measurement is None and not self.states[s.candidate].dropped]
+        passed = sorted((self.states[c] for c in self.passed), key=lambda s: s.predicted.per_token(s.tokens)[1])
+        cap = affordable([s.candidate for s in pending + passed], self._corrected_cost,
+                         self.budget_s - (self.clock() - started))
+        back = [s for s in passed if cap.chosen is not None and s.candidate in cap.chosen]
+        for s in back:
+            self.passed.discard(s.candidate)
+            self.states[s.candidate] = replace(self.states[s.candidate], dropped="")
+        if back:
+            self.cap = Cap(cap.chosen, f"{cap.why}, drawn again at the seconds processes have taken")
+        return [self.states[s.candidate] for s in back]
+
+    def _corrected_cost(self, c: Candidate) -> float | None:
+        """The predicted process cost times the median measured-over-predicted ratio of the measured candidates of
+        its class (compiling or not); as predicted while its class has none measured."""
+        if self.process_cost is None:
+            return None
+        cost = self.process_cost(c)
+        ratios = []
+        for s in self.states.values():
+            m, predicted = s.measurement, self.process_cost(s.candidate)
+            same_class = s.candidate.stage.compile_lever.traces_model == c.stage.compile_lever.traces_model
+            if same_class and m and m.processes and m.seconds and predicted:
+                ratios.append(m.seconds / m.processes / predicted)
+        return cost * statistics.median(ratios) if cost is not None and ratios else cost
 
     def _compared(self) -> bool:
         """Whether any other candidate was measured: a leader alone has separated from nothing."""

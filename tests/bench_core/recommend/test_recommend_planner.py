@@ -2,6 +2,7 @@
 separates (fewer processes than measuring every candidate to the cap), answers "either" for a true tie, never
 recommends a candidate whose kernels did not verify, and stops at the budget keeping what it measured."""
 import random
+from dataclasses import replace
 
 from bench_core.levers.stage import Stage
 from bench_core.recommend.answer import leader_and_runner_up
@@ -120,7 +121,10 @@ def test_a_leader_measured_alone_is_not_said_to_have_separated():
     true = [10.0, 12.0, 14.0]
     states = searched(true)
     measure, calls = synthetic(true)
-    planner = Planner(measure, 30.0, process_cost=lambda c: 10.0)   # one first process + 4 confirming: one fits
+
+    def as_predicted(c, processes):   # each process takes the 10 s the cap priced it at
+        return replace(measure(c, processes), seconds=10.0 * processes)
+    planner = Planner(as_predicted, 30.0, process_cost=lambda c: 10.0)   # one first process + 4 confirming: one fits
     planner.run(states)
     assert planner.stop is Stop.ALONE and len({c for c, _ in calls}) == 1
 
@@ -143,3 +147,27 @@ def test_a_budget_that_first_processes_would_fill_keeps_time_to_confirm_the_lead
     assert lead.measurement.processes >= 2 and second.measurement.processes >= 2
     kept = [s for s in states if s.measurement is None]
     assert kept and all(s.dropped == KEPT_FOR_CONFIRMING for s in kept)
+
+
+def test_the_cap_is_drawn_again_at_what_processes_took_and_a_passed_over_candidate_comes_back():
+    """A compile assumed at 60 s a process passes over the second compiled candidate and the eager one; the first
+    compiled process takes 10 s, so the cap drawn again takes both back (H100 call 57: every compiled candidate but
+    one passed over, whose process took 17 s)."""
+    stages = [Stage("adam-fused", "layernorm", "bf16", "compile"), Stage("adam", "layernorm", "bf16", "compile"),
+              Stage("adam-fused", "layernorm", "bf16")]
+    true = {c: ms for c, ms in zip((Candidate(s, 8) for s in stages), (10.0, 10.2, 12.0), strict=True)}
+    rng = random.Random(1)  # noqa: S311 (synthetic timings)
+    now = [0.0]
+
+    def measure(c, processes):
+        now[0] += 10.0 * processes   # every process takes 10 s
+        rounds = tuple(tuple(true[c] * (1 + rng.gauss(0, SPREAD)) for _ in range(STEPS)) for _ in range(processes))
+        return Measurement(rounds, verified=True, verdict="verified", seconds=10.0 * processes)
+
+    def predicted_cost(c):
+        return 60.0 if c.stage.compile_lever.traces_model else 10.0
+    states = [Searched(c, Predicted(None), Fit(c, 1.0, PeakSource.UPPER_BOUND, True), tokens=8 * 64) for c in true]
+    planner = Planner(measure, budget_s=120.0, process_cost=predicted_cost, clock=lambda: now[0])
+    result = {s.candidate.stage: s for s in planner.run(states)}
+    assert all(result[s].measurement for s in stages), "the passed-over candidates were measured"
+    assert "drawn again" in planner.cap.why and now[0] <= 120.0

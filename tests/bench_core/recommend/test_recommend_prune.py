@@ -4,6 +4,7 @@ the cap derived from the budget and each candidate's predicted cost, the timed p
 timing function, and the check set in the answer's JSON."""
 import itertools
 import math
+from dataclasses import replace
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.machine.stage_costs import StageCosts
@@ -95,7 +96,10 @@ def test_the_planner_never_measures_a_candidate_beyond_the_cap():
     states = searched(true)   # open predictions: the rule drops none, the cap does
     measure, calls = synthetic(true)
     cost, budget = 10.0, 60.0
-    planner = Planner(measure, budget, process_cost=lambda c: cost)
+
+    def as_priced(c, processes):   # each process takes what the cap priced it at: drawing it again changes nothing
+        return replace(measure(c, processes), seconds=cost * processes)
+    planner = Planner(as_priced, budget, process_cost=lambda c: cost)
     out = planner.run(states)
     assert planner.cap is not None and planner.cap.count == math.floor(budget / cost) - CONFIRM_PROCESSES
     assert len(measured_keys(calls)) == planner.cap.count
