@@ -256,7 +256,9 @@ class Stage:
         return None
 
     def snippet(self) -> str:
-        changed = [lever for lever in self.levers if BASELINE_LEVERS[lever.kind] != lever.name]
+        # torch's own norm or MLP is the model's architecture (a Llama's RMSNorm), not a change to write down
+        changed = [lv for lv in self.levers if BASELINE_LEVERS[lv.kind] != lv.name
+                   and not (isinstance(lv, PartLever) and lv.vendor is None and not lv.step)]
         if not changed:
             return ("# baseline: a plain PyTorch loop\n" + LEVERS[BASELINE_LEVERS["optimizer"]].snippet
                     + LEVERS[BASELINE_LEVERS["precision"]].snippet)

@@ -115,6 +115,7 @@ def test_stage_snippets_show_the_change():
     assert "CUDAGraph" in Stage("adam-fused", "layernorm", "bf16", "graphs").snippet()
     assert "GradScaler" in Stage(precision="fp16").snippet()
     assert "baseline" in Stage().snippet()
+    assert "baseline" in Stage.from_key("adam+rmsnorm+fp32").snippet()   # a Llama's own baseline
 
 
 def _line_of(lines: list[str], text: str) -> int:
@@ -140,6 +141,8 @@ def test_a_recipe_is_code_in_the_order_it_must_run():
             assert lines[at("logits, loss")].startswith(" " * 8)
         if "fp16" in key:
             assert at("GradScaler(") < at("torch.autocast") < at("scaler.scale(")
+        if "+rmsnorm+" in key:   # a Llama's own norm is its architecture, not a change
+            assert "RMSNorm(" not in code
 
 
 CPU_PROBE = Probe.from_dict({"apex": {"status": "missing"}, "adam_fused": {"cpu": True},
