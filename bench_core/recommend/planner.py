@@ -207,10 +207,11 @@ class Planner:
         17 s."""
         if not self.passed or self.process_cost is None or self.budget_s is None:
             return []
-        pending = [s for s in live if s.measurement is None and not self.states[s.candidate].dropped]
+        now = [self.states[s.candidate] for s in live]   # `live` holds the states as the round began
+        pending = [s for s in now if s.measurement is None and not s.dropped]
         passed = sorted((self.states[c] for c in self.passed), key=lambda s: s.predicted.per_token(s.tokens)[1])
         cap = affordable([s.candidate for s in pending + passed], self._corrected_cost,
-                         self.budget_s - (self.clock() - started))
+                         self.budget_s - (self.clock() - started), at_least_one=False)
         back = [s for s in passed if cap.chosen is not None and s.candidate in cap.chosen]
         for s in back:
             self.passed.discard(s.candidate)

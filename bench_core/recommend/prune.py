@@ -78,10 +78,10 @@ class Cap:
 
 
 def affordable(ordered: Sequence[Candidate], cost: Callable[[Candidate], float | None],
-               budget_s: float | None) -> Cap:
+               budget_s: float | None, at_least_one: bool = True) -> Cap:
     """The candidates of `ordered`, in order, whose first processes plus CONFIRM_PROCESSES at their mean cost fit
     `budget_s`; one that would not fit is passed over (a compile's cost, say) and cheaper ones after it still taken;
-    at least one (the budget check before each launch still holds)."""
+    at least one unless `at_least_one` is False (the budget check before each launch still holds)."""
     if budget_s is None:
         return Cap(None, "no budget: no cap")
     spent = 0.0
@@ -92,7 +92,7 @@ def affordable(ordered: Sequence[Candidate], cost: Callable[[Candidate], float |
         if seconds is None:
             return Cap(None, f"no cap: {c.key}'s process cost cannot be predicted (no step time)")
         mean = (spent + seconds) / (len(chosen) + 1)
-        if spent + seconds + CONFIRM_PROCESSES * mean > budget_s and chosen:
+        if spent + seconds + CONFIRM_PROCESSES * mean > budget_s and (chosen or not at_least_one):
             passed.append(c)
             continue
         spent, chosen = spent + seconds, chosen + [c]

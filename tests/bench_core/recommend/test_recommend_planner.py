@@ -122,9 +122,13 @@ def test_a_leader_measured_alone_is_not_said_to_have_separated():
     states = searched(true)
     measure, calls = synthetic(true)
 
+    now = [0.0]
+
     def as_predicted(c, processes):   # each process takes the 10 s the cap priced it at
+        now[0] += 10.0 * processes
         return replace(measure(c, processes), seconds=10.0 * processes)
-    planner = Planner(as_predicted, 30.0, process_cost=lambda c: 10.0)   # one first process + 4 confirming: one fits
+    planner = Planner(as_predicted, 30.0, process_cost=lambda c: 10.0,   # one first process + 4 confirming: one fits
+                      clock=lambda: now[0])
     planner.run(states)
     assert planner.stop is Stop.ALONE and len({c for c, _ in calls}) == 1
 

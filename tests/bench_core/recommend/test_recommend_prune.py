@@ -97,9 +97,12 @@ def test_the_planner_never_measures_a_candidate_beyond_the_cap():
     measure, calls = synthetic(true)
     cost, budget = 10.0, 60.0
 
+    now = [0.0]
+
     def as_priced(c, processes):   # each process takes what the cap priced it at: drawing it again changes nothing
+        now[0] += cost * processes
         return replace(measure(c, processes), seconds=cost * processes)
-    planner = Planner(as_priced, budget, process_cost=lambda c: cost)
+    planner = Planner(as_priced, budget, process_cost=lambda c: cost, clock=lambda: now[0])
     out = planner.run(states)
     assert planner.cap is not None and planner.cap.count == math.floor(budget / cost) - CONFIRM_PROCESSES
     assert len(measured_keys(calls)) == planner.cap.count
