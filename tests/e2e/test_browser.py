@@ -64,20 +64,24 @@ def test_seed_run_in_the_browser(page, server):
     assert page.get_by_text("Depth (layers) = 0").count() == 0 and not run.is_disabled()  # fixed: the error is gone
     run.click()
 
-    seen, deadline = set(), time.time() + 240
+    seen, part_way, deadline = set(), [], time.time() + 240
     while time.time() < deadline:
         for text in page.get_by_text(re.compile(r"iteration \d+/40")).all_inner_texts():
             found = re.search(r"iteration (\d+)/40", text)  # the element may have been redrawn since it matched
             if found:
                 seen.add(int(found.group(1)))
+        states = [found.group(1) for text in page.get_by_text(re.compile(r"\d+\. \S+ — \w+")).all_inner_texts()
+                  if (found := re.search(r"\d+\. \S+ — (\w+)", text))]
+        if "ok" in states and {"running", "pending"} & set(states):
+            part_way.append(states)
         if page.get_by_text("Latest result").count():
             break
         time.sleep(0.25)
     assert page.get_by_text("Latest result").count(), "the job did not finish in time"
-    # live progress: a count strictly between 0 and 40 was drawn while the stage ran (not only its end). One is
-    # the claim; a loaded 2-core machine redraws the page seldom enough that a stage may show only one (CI saw
-    # [0, 21, 40])
-    assert {n for n in seen if 0 < n < 40}, f"progress was seen only at {sorted(seen)}"
+    # live progress: the page drew the job part-way, a stage's count strictly between 0 and 40 or some stages done
+    # while others still ran or waited. A stage's 40 steps take 0.4 s on a CPU with BF16 instructions, so a loaded
+    # 2-core machine may redraw no count inside them (CI saw [0, 40]); the job's stages span tens of seconds
+    assert {n for n in seen if 0 < n < 40} or part_way, f"progress was seen only at {sorted(seen)}, never part-way"
 
     wait_idle(page)
     # the finished job's page may be redrawn once more after "Latest result" first shows: wait for its parts
