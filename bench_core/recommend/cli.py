@@ -188,7 +188,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from bench_core.recommend.measure import engine_measure
     checked_flags(args)   # before the probe: a bad flag starts nothing
     # every lever is a candidate, so every kernel package is probed: without one a lever reads "not probed" and
-    # is left out of the search (H100 call 57 searched no FP8 and no Liger so)
+    # is left out of the search
     probe, _ = cached_probe(packages=KERNEL_PACKAGES)
     ask = ask_of(args, probe)
     started = time.monotonic()

@@ -39,7 +39,7 @@ from bench_core.recommend.space import Candidate
 MAX_PROCESSES = 8   # a candidate's processes at most: past 8 the t-interval narrows slowly (t(7) = 2.36 vs 1.96)
 # A budgeted search keeps back prune.CONFIRM_PROCESSES, at the seconds a process has actually taken, from new
 # candidates' first processes once two are measured: the cap plans them at predicted costs, and when processes run
-# longer than predicted the first processes would otherwise fill the budget (H100 call 57: the leader measured once).
+# longer than predicted the first processes would otherwise fill the budget, leaving the leader measured once.
 KEPT_FOR_CONFIRMING = ("not measured: the budget's last processes were kept to confirm the leader and the runner-up "
                        "in a second process each")
 
@@ -203,8 +203,8 @@ class Planner:
         """The cap drawn again after a first process, over the candidates not yet measured (those it took first,
         then those it passed over, best predicted first) with the budget left, each cost corrected by what its class
         of process (compiling or not) has taken against its prediction. Those passed over that now fit come back:
-        on H100 call 57 an assumed 60 s compile passed over every compiled candidate but one, whose process took
-        17 s."""
+        an assumed compile cost far above the real one would otherwise keep every compiled candidate but the first
+        out of the race."""
         if not self.passed or self.process_cost is None or self.budget_s is None:
             return []
         now = [self.states[s.candidate] for s in live]   # `live` holds the states as the round began

@@ -40,6 +40,20 @@ def synthetic(true_ms, unverified=(), seed=0):
     return measure, calls
 
 
+class Clock:
+    """The planner's clock, advanced by each process the measurement runs, at `seconds` a process; the measurement
+    reports the same seconds, so the planner's budget and its costs read one time."""
+    def __init__(self, measure, seconds: float):
+        self.now, self._measure, self.seconds = 0.0, measure, seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+    def measure(self, c, processes):
+        self.now += self.seconds * processes
+        return replace(self._measure(c, processes), seconds=self.seconds * processes)
+
+
 def leader(states):
     live = [s for s in states if not s.dropped and s.label == Label.MEASURED]
     return min(live, key=lambda s: sum(s.measurement.rounds_ms[0]))
@@ -88,15 +102,11 @@ def test_a_candidate_that_does_not_fit_is_not_measured():
 def test_the_budget_stops_before_a_launch_that_would_overrun_it_and_keeps_what_was_measured():
     true = [10.0, 10.5, 11.0, 11.5]
     measure, calls = synthetic(true)
-    now = [0.0]
-
-    def timed(c, processes):
-        now[0] += 1.0 * processes
-        return measure(c, processes)
-    planner = Planner(timed, budget_s=5.5, clock=lambda: now[0])
+    clock = Clock(measure, 1.0)
+    planner = Planner(clock.measure, budget_s=5.5, clock=clock)
     states = planner.run(searched(true))
     assert planner.stop is Stop.BUDGET
-    assert now[0] <= 5.5
+    assert clock.now <= 5.5
     assert sum(s.measurement.processes for s in states if s.measurement) == sum(p for _, p in calls)
 
 
@@ -121,32 +131,23 @@ def test_a_leader_measured_alone_is_not_said_to_have_separated():
     true = [10.0, 12.0, 14.0]
     states = searched(true)
     measure, calls = synthetic(true)
-
-    now = [0.0]
-
-    def as_predicted(c, processes):   # each process takes the 10 s the cap priced it at
-        now[0] += 10.0 * processes
-        return replace(measure(c, processes), seconds=10.0 * processes)
-    planner = Planner(as_predicted, 30.0, process_cost=lambda c: 10.0,   # one first process + 4 confirming: one fits
-                      clock=lambda: now[0])
+    clock = Clock(measure, 10.0)   # each process takes the 10 s the cap priced it at
+    planner = Planner(clock.measure, 30.0, process_cost=lambda c: 10.0,   # one first process + 4 confirming: one fits
+                      clock=clock)
     planner.run(states)
     assert planner.stop is Stop.ALONE and len({c for c, _ in calls}) == 1
 
 
 def test_a_budget_that_first_processes_would_fill_keeps_time_to_confirm_the_leader():
     """Six candidates at 1 s a process and 7.5 s: measuring every first process would leave the leader measured
-    once, its interval within one process (H100 call 57). The reserve stops first processes while the confirming
+    once, its interval within one process. The reserve stops first processes while the confirming
     ones still fit, so the leader and the runner-up each run twice."""
     true = [10.0, 10.5, 11.0, 11.5, 12.0, 12.5]
     measure, calls = synthetic(true)
-    now = [0.0]
-
-    def timed(c, processes):
-        now[0] += 1.0 * processes
-        return measure(c, processes)
-    planner = Planner(timed, budget_s=7.5, clock=lambda: now[0])
+    clock = Clock(measure, 1.0)
+    planner = Planner(clock.measure, budget_s=7.5, clock=clock)
     states = planner.run(searched(true))
-    assert now[0] <= 7.5
+    assert clock.now <= 7.5
     lead, second, _, _ = leader_and_runner_up(states)
     assert lead.measurement.processes >= 2 and second.measurement.processes >= 2
     kept = [s for s in states if s.measurement is None]
@@ -155,23 +156,21 @@ def test_a_budget_that_first_processes_would_fill_keeps_time_to_confirm_the_lead
 
 def test_the_cap_is_drawn_again_at_what_processes_took_and_a_passed_over_candidate_comes_back():
     """A compile assumed at 60 s a process passes over the second compiled candidate and the eager one; the first
-    compiled process takes 10 s, so the cap drawn again takes both back (H100 call 57: every compiled candidate but
-    one passed over, whose process took 17 s)."""
+    compiled process takes 10 s, so the cap drawn again takes both back."""
     stages = [Stage("adam-fused", "layernorm", "bf16", "compile"), Stage("adam", "layernorm", "bf16", "compile"),
               Stage("adam-fused", "layernorm", "bf16")]
     true = {c: ms for c, ms in zip((Candidate(s, 8) for s in stages), (10.0, 10.2, 12.0), strict=True)}
     rng = random.Random(1)  # noqa: S311 (synthetic timings)
-    now = [0.0]
 
     def measure(c, processes):
-        now[0] += 10.0 * processes   # every process takes 10 s
         rounds = tuple(tuple(true[c] * (1 + rng.gauss(0, SPREAD)) for _ in range(STEPS)) for _ in range(processes))
-        return Measurement(rounds, verified=True, verdict="verified", seconds=10.0 * processes)
+        return Measurement(rounds, verified=True, verdict="verified")
+    clock = Clock(measure, 10.0)   # every process takes 10 s
 
     def predicted_cost(c):
         return 60.0 if c.stage.compile_lever.traces_model else 10.0
     states = [Searched(c, Predicted(None), Fit(c, 1.0, PeakSource.UPPER_BOUND, True), tokens=8 * 64) for c in true]
-    planner = Planner(measure, budget_s=120.0, process_cost=predicted_cost, clock=lambda: now[0])
+    planner = Planner(clock.measure, budget_s=120.0, process_cost=predicted_cost, clock=clock)
     result = {s.candidate.stage: s for s in planner.run(states)}
     assert all(result[s].measurement for s in stages), "the passed-over candidates were measured"
-    assert "drawn again" in planner.cap.why and now[0] <= 120.0
+    assert "drawn again" in planner.cap.why and clock.now <= 120.0

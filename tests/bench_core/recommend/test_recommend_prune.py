@@ -4,7 +4,6 @@ the cap derived from the budget and each candidate's predicted cost, the timed p
 timing function, and the check set in the answer's JSON."""
 import itertools
 import math
-from dataclasses import replace
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.machine.stage_costs import StageCosts
@@ -16,7 +15,7 @@ from bench_core.recommend.prune import CONFIRM_PROCESSES, PREDICTED_NOT_MEASURED
 from bench_core.recommend.space import Candidate
 from bench_core.sweep.timing.timings import KernelTime, PointTimings
 from bench_core.sweep.timing.variants import step_parts
-from tests.bench_core.recommend.test_recommend_planner import STAGES, searched, synthetic
+from tests.bench_core.recommend.test_recommend_planner import STAGES, Clock, searched, synthetic
 
 TOKENS = 8 * 64
 
@@ -97,12 +96,8 @@ def test_the_planner_never_measures_a_candidate_beyond_the_cap():
     measure, calls = synthetic(true)
     cost, budget = 10.0, 60.0
 
-    now = [0.0]
-
-    def as_priced(c, processes):   # each process takes what the cap priced it at: drawing it again changes nothing
-        now[0] += cost * processes
-        return replace(measure(c, processes), seconds=cost * processes)
-    planner = Planner(as_priced, budget, process_cost=lambda c: cost, clock=lambda: now[0])
+    clock = Clock(measure, cost)   # each process takes what the cap priced it at: drawing it again changes nothing
+    planner = Planner(clock.measure, budget, process_cost=lambda c: cost, clock=clock)
     out = planner.run(states)
     assert planner.cap is not None and planner.cap.count == math.floor(budget / cost) - CONFIRM_PROCESSES
     assert len(measured_keys(calls)) == planner.cap.count
