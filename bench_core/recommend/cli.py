@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from bench_core.config.bench_config import (
@@ -26,6 +27,7 @@ from bench_core.levers.registry import KERNEL_PACKAGES
 from bench_core.levers.stage import Stage
 from bench_core.machine import stage_costs
 from bench_core.machine.probe import cached_probe
+from bench_core.machine.stage_costs import StageCosts
 from bench_core.models.families import FAMILIES, parts_family, validate
 from bench_core.models.sources import config_from_args, model_source_args
 from bench_core.recommend.answer import text
@@ -33,7 +35,15 @@ from bench_core.recommend.check import parse_check_set
 from bench_core.recommend.from_sweep import parse_budget
 from bench_core.recommend.memory import MemoryBudget, default_budget
 from bench_core.recommend.planner import Progress
-from bench_core.recommend.predict import PREDICT_SHARE, EstimatePredictor, Predictor, TimedPredictor, in_process_timer
+from bench_core.recommend.predict import (
+    PREDICT_SHARE,
+    EstimatePredictor,
+    Predictor,
+    TimedPredictor,
+    at_batch,
+    in_process_timer,
+)
+from bench_core.recommend.prune import process_seconds
 from bench_core.recommend.search import Ask, recommend
 from bench_core.recommend.space import lever_names, search_space
 
@@ -174,14 +184,18 @@ def ask_for(cfg: BenchConfig, args: argparse.Namespace, probe, flags: dict | Non
                from_stage, flags["budget_s"], budget, flags["tokens"], flags["gpu_price"], held)
 
 
-def predictor_of(name: str, ask: Ask, probe) -> Predictor:
+def predictor_of(name: str, ask: Ask, probe, costs: StageCosts, say: Callable[[str], None] | None = None
+                 ) -> Predictor:
     """timed on CUDA by default; on a CPU the estimate (docs/METHOD.md: the timing costs about what measuring does
-    there, and a shared CPU's shallow steps are too noisy to drop a candidate on)."""
+    there, and a shared CPU's shallow steps are too noisy to drop a candidate on). Timing stops where it costs more
+    than measuring end to end (TimedPredictor)."""
     estimate = EstimatePredictor(ask.cfg, probe, ask.device)
     if name == "estimate" or (name == "auto" and ask.device != "cuda"):
         return estimate
     share = None if ask.budget_s is None else ask.budget_s * PREDICT_SHARE
-    return TimedPredictor(in_process_timer(ask.cfg, ask.device), estimate, share)
+    return TimedPredictor(in_process_timer(ask.cfg, ask.device), estimate, share,
+                          process_cost=lambda c, p: process_seconds(at_batch(ask.cfg, c.batch_size), c, p, costs),
+                          on_timed=say)
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
@@ -201,9 +215,12 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         print(f"[{time.monotonic() - started:6.1f} s] {p.text} ({p.measured_processes} processes so far{eta})",
               file=sys.stderr, flush=True)
     check = parse_check_set(args.check_set, ask.family, probe, ask.device) if args.check_set else ()
-    rec, run = recommend(ask, predictor_of(args.predictor, ask, probe),
-                         engine_measure(ask.cfg, probe, load_limits().stage_timeout_s), say,
-                         costs=stage_costs.load(ask.device), check_stages=check)
+    costs = stage_costs.load(ask.device)
+    predictor = predictor_of(args.predictor, ask, probe, costs,
+                             lambda line: print(f"[{time.monotonic() - started:6.1f} s] {line}", file=sys.stderr,
+                                                flush=True))
+    rec, run = recommend(ask, predictor, engine_measure(ask.cfg, probe, load_limits().stage_timeout_s), say,
+                         costs=costs, check_stages=check)
     if not args.no_db:
         from bench_core.recommend.history import RecommendationStore
         from bench_core.results.store import Store

@@ -81,23 +81,34 @@ TimeCandidates = Callable[[list[Candidate], threading.Event], Iterator[Timed]]
 # Predicting is part of the budget, and at most this share of it: without the end-to-end phase nothing is
 # recommended, so it keeps the rest, and a candidate left untimed keeps its estimate (measured if the cap allows).
 PREDICT_SHARE = 0.5
+# What measuring a candidate end to end would cost, one first process (prune.process_seconds at the estimate);
+# None: not predictable.
+ProcessCost = Callable[[Candidate, Predicted], float | None]
 
 
 @dataclass
 class TimedPredictor:
     """The sweep's predictor over each candidate's own one- and two-block steps at its batch size, timed by one
     timing process (`time_candidates`: sweep.core.runner.time_in_process in production), best estimated first, for
-    at most `budget_s`; a candidate it could not time keeps `fallback`'s open-ended estimate, said so."""
+    at most `budget_s`; a candidate it could not time keeps `fallback`'s open-ended estimate, said so.
+
+    A prediction is worth at most the end-to-end process it may spare, so with `process_cost` timing stops once the
+    candidates timed after the first (whose seconds carry the timing process's start) have taken longer than
+    measuring them end to end is predicted to take: from there on measuring is the cheaper way to know."""
     time_candidates: TimeCandidates
     fallback: Predictor
     budget_s: float | None = None
     clock: Callable[[], float] = time.monotonic
+    process_cost: ProcessCost | None = None
+    on_timed: Callable[[str], None] | None = None   # a line after each candidate timed, for progress
     spent_s: float = field(default=0.0, init=False)
+    stopped: str = field(default="", init=False)    # why timing stopped before every candidate was timed
 
     def __call__(self, candidates: Iterable[Candidate]) -> dict[Candidate, Predicted]:
         started = self.clock()
         wanted = list(candidates)
-        out = dict(self.fallback(wanted))
+        estimates = dict(self.fallback(wanted))
+        out = dict(estimates)
         order = sorted(wanted, key=lambda c: (out[c].step_ms or math.inf) / c.batch_size)
         why_not = dict.fromkeys(order, "not timed")
         cancel = threading.Event()
@@ -105,8 +116,9 @@ class TimedPredictor:
         if timer is not None:
             timer.daemon = True
             timer.start()
+        marginal = _MarginalCost(self.process_cost, self.clock)
         try:
-            for position, timings, missing in self.time_candidates(order, cancel):
+            for done, (position, timings, missing) in enumerate(self.time_candidates(order, cancel), 1):
                 c = order[position]
                 try:
                     if timings is None:
@@ -118,7 +130,14 @@ class TimedPredictor:
                     out[c] = Predicted(p.step_ms, p.fastest_ms, p.slowest_ms, p.peak_mib, PredictionSource.TIMED,
                                        p.bound.value)
                     why_not.pop(c)
+                if self.on_timed is not None:
+                    self.on_timed(f"predicted {c.key} ({done} of {len(order)}; "
+                                  f"{'timed' if c not in why_not else why_not[c]})")
                 if self.budget_s is not None and self.clock() - started >= self.budget_s:
+                    cancel.set()
+                    break
+                self.stopped = marginal.after(c, estimates[c])
+                if self.stopped:
                     cancel.set()
                     break
         finally:
@@ -128,10 +147,38 @@ class TimedPredictor:
         spent = self.clock() - started
         self.spent_s = spent
         cut = f"predicting's {self.budget_s:.0f} s share of the budget ran out" if self.budget_s is not None and \
-            spent >= self.budget_s else ""
+            spent >= self.budget_s else self.stopped
         for c, why in why_not.items():
             out[c] = replace(out[c], note=f"not timed ({cut or why}); the estimate kept: {out[c].note}")
         return out
+
+
+@dataclass
+class _MarginalCost:
+    """Seconds spent timing the candidates after the first, against what measuring them end to end would cost."""
+    process_cost: ProcessCost | None
+    clock: Callable[[], float]
+    first_done: float | None = None
+    timing_s: float = 0.0
+    measuring_s: float = 0.0
+    count: int = 0
+
+    def after(self, c: Candidate, estimate: Predicted) -> str:
+        """Why timing should stop after `c` ("" to go on)."""
+        if self.process_cost is None:
+            return ""
+        now = self.clock()
+        if self.first_done is None:
+            self.first_done = now
+            return ""
+        seconds = self.process_cost(c, estimate)
+        if seconds is None:
+            return ""
+        self.timing_s, self.measuring_s, self.count = now - self.first_done, self.measuring_s + seconds, self.count + 1
+        if self.timing_s <= self.measuring_s:
+            return ""
+        return (f"timing {self.count} candidate(s) took {self.timing_s:.0f} s, more than measuring them end to end "
+                f"is predicted to take ({self.measuring_s:.0f} s): measuring is the cheaper way to know")
 
 
 def in_process_timer(cfg: BenchConfig, device: str, env: dict | None = None) -> TimeCandidates:

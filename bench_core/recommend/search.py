@@ -23,7 +23,7 @@ from bench_core.recommend.check import DECLARED, NEXT_BEST, RECOMMENDED, Checked
 from bench_core.recommend.measure import gathered_run
 from bench_core.recommend.memory import MemoryBudget, memory_fit
 from bench_core.recommend.planner import Label, Measure, Planner, Progress, Searched, versus
-from bench_core.recommend.predict import Predicted, Predictor, at_batch
+from bench_core.recommend.predict import Predicted, Predictor, TimedPredictor, at_batch
 from bench_core.recommend.prune import process_seconds
 from bench_core.recommend.space import Candidate, SearchSpace
 from bench_core.results.contributions import contribution_lines
@@ -77,6 +77,8 @@ def recommend(ask: Ask, predictor: Predictor, measure: Measure,
     summary = summarize(run) if run is not None else None
     limits = [f"{len([s for s in states if s.label is Label.DOES_NOT_FIT])} candidate(s) did not fit the memory "
               f"budget", *_prediction_lines(predicted)]
+    if isinstance(predictor, TimedPredictor) and predictor.stopped:
+        limits.append(f"predicting stopped early: {predictor.stopped}")
     if planner.cap is not None:
         limits.append(f"end-to-end cap: {planner.cap.why}")
     if summary is not None and lead is not None:

@@ -147,6 +147,40 @@ def test_the_timed_predictor_stops_at_its_share_of_the_budget():
     assert any("share of the budget ran out" in out[c].note for c in cands)
 
 
+def timed_at(seconds_each, cands, measuring_s):
+    """A timing process that takes `seconds_each` a candidate on a clock it advances, and a predictor over it whose
+    end-to-end process is predicted at `measuring_s`; returns the predictions and how many were timed."""
+    now = [0.0]
+    timed = []
+
+    def stand_in(order, cancel):
+        for i, c in enumerate(order):
+            if cancel.is_set():
+                return
+            now[0] += seconds_each
+            timed.append(c)
+            yield i, timings_for(c.stage, 2.0, 3.0), ()
+    p = TimedPredictor(stand_in, Estimate(), clock=lambda: now[0], process_cost=lambda c, est: measuring_s)
+    return p, p(cands), timed
+
+
+def test_the_timed_predictor_stops_where_timing_a_candidate_costs_more_than_measuring_it():
+    cands = [Candidate(s, 8) for s in STAGES[:6]]
+    p, out, timed = timed_at(25.0, cands, measuring_s=15.0)   # call 57's llama-1b: about 25 s a prediction
+    assert len(timed) == 2    # the first (it carries the process start) and one after it, which cost more
+    assert p.stopped and "measuring is the cheaper way" in p.stopped
+    untimed = [c for c in cands if c not in timed]
+    assert all(out[c].source is PredictionSource.ESTIMATE and "measuring is the cheaper" in out[c].note
+               for c in untimed)
+
+
+def test_the_timed_predictor_times_every_candidate_while_timing_is_the_cheaper():
+    cands = [Candidate(s, 8) for s in STAGES[:6]]
+    p, out, timed = timed_at(10.0, cands, measuring_s=15.0)
+    assert len(timed) == len(cands) and not p.stopped
+    assert all(out[c].source is PredictionSource.TIMED for c in cands)
+
+
 def test_the_check_set_reuses_what_the_search_measured_and_goes_into_the_json():
     true = [10.0, 12.0, 14.0]
     states = {s.candidate: s for s in Planner(synthetic(true)[0], None).run(searched(true))}
