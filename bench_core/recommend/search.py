@@ -24,11 +24,13 @@ from bench_core.recommend.measure import gathered_run
 from bench_core.recommend.memory import MemoryBudget, memory_fit
 from bench_core.recommend.planner import Label, Measure, Planner, Progress, Searched, versus
 from bench_core.recommend.predict import Predicted, Predictor, TimedPredictor, at_batch
-from bench_core.recommend.prune import process_seconds
+from bench_core.recommend.prune import PREDICTED_NOT_MEASURED, process_seconds
 from bench_core.recommend.space import Candidate, SearchSpace
 from bench_core.results.contributions import contribution_lines
 from bench_core.results.records import RunResult
 from bench_core.results.summary import summarize
+
+FROM_MEASURED = "not in the race: measured after the search as --from, the speedup's base"
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,10 @@ def _measured_from(ask: Ask, states: list[Searched], lead: Searched | None, meas
         if on_progress:
             on_progress(Progress(f"{c.key} (--from): {want - have} process(es)", 0, None))
         more = measure(c, want - have)
-        base = replace(base, measurement=base.measurement.merged(more) if base.measurement else more)
+        # measured now, so a reason it was not measured (the cap, its prediction) no longer holds
+        dropped = FROM_MEASURED if base.dropped.startswith(PREDICTED_NOT_MEASURED) else base.dropped
+        base = replace(base, measurement=base.measurement.merged(more) if base.measurement else more,
+                       dropped=dropped)
     return base
 
 
