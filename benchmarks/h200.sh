@@ -288,10 +288,12 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
     quiet)  # issue 41: a bare training loop against the engine, alternating, three pairs on each launch-bound case;
       # QUIET_PINNED=1 (any non-empty value) adds to each pair a bare loop pinned as the engine pins its timed process,
       # and an engine run with its timed processes unpinned; QUIET_SIBLINGS=K a bare loop beside K stopped stand-ins
-      # for look-ahead workers (each with its CUDA context and built stage)
+      # for look-ahead workers (each with its CUDA context and built stage); QUIET_BARE_PROCESSES=N each bare loop as
+      # N processes pooled, as the engine pools a stage's (the kinds alternate process by process)
       log "quiet host"; timeout $(( CALL_BUDGET_S - ($(date +%s) - START) - 20 )) python3 benchmarks/quiet_host.py \
         --pairs "${QUIET_PAIRS:-3}" ${QUIET_CASES:+--cases "$QUIET_CASES"} ${QUIET_PINNED:+--pinned} \
-        ${QUIET_SIBLINGS:+--siblings "$QUIET_SIBLINGS"} --out "$OUT/quiet" \
+        ${QUIET_SIBLINGS:+--siblings "$QUIET_SIBLINGS"} ${QUIET_BARE_PROCESSES:+--bare-processes "$QUIET_BARE_PROCESSES"} \
+        --out "$OUT/quiet" \
         > "$OUT/quiet_host.log" 2>&1; log "quiet host exit $?"
       tail -8 "$OUT/quiet_host.log" | tee -a "$OUT/steps.log" ;;
     ttr_ab:*)  # ttr_ab:N (issue 41): time to result of the seed's four stages on gpt2-small, 3 processes a stage, this

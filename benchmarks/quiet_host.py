@@ -3,6 +3,7 @@
     python benchmarks/quiet_host.py --pairs 3 --out DIR          # both cases, bare then engine, three times each
     python benchmarks/quiet_host.py --pairs 3 --pinned --out DIR # each pair also a bare loop pinned as the engine pins
     python benchmarks/quiet_host.py --pairs 3 --siblings 7 --out DIR  # ...and one beside 7 stopped stand-in workers
+    python benchmarks/quiet_host.py --pairs 3 --bare-processes 3 --out DIR  # each bare loop as 3 processes, pooled
     python benchmarks/quiet_host.py bare --stage KEY [--pinned] [shape args]  # one bare loop, its JSON on stdout
 
 The bare loop is one process and nothing else: the engine's own model and step (run.step.build_stage), 20 warm-up
@@ -13,7 +14,9 @@ case the seed's four stages (each engine run is also a run of the seed ladder, i
 the native case the stage alone.
 
 Each pair is (bare, engine) run back to back; the figure is engine median / bare median, each the median of all
-timed steps of its run. With --pinned each pair also runs a bare loop pinned as the engine pins its timed process
+timed steps of its run. A bare loop alone moves by up to 21% from one process to the next on an H100 host (call 56),
+so with --bare-processes N each bare loop is N processes pooled as the engine pools its three, and the loops' kinds
+(plain, pinned, beside siblings) alternate process by process. With --pinned each pair also runs a bare loop pinned as the engine pins its timed process
 (every thread on all cores but the first, torch's threads capped to them: run.quiet), the two bare loops in turn
 (unpinned first in odd pairs, pinned first in even ones), and a second engine run with its timed processes unpinned
 (BENCH_PIN_TIMED=0; the two engine runs in the other order): whether the pinning alone moves the step. Each bare
@@ -38,7 +41,6 @@ import statistics
 import subprocess
 import sys
 import time
-from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -198,46 +200,63 @@ def bare_process(key: str, shape: list[str], pinned: bool, path: Path, siblings:
     return json.loads(raw)
 
 
+def pooled(loops: list[dict]) -> dict:
+    """Several bare processes pooled as the engine pools a stage's processes: the median over every step, and each
+    process's own."""
+    times = [t for loop in loops for t in loop["times_ms"]]
+    return {**loops[0], "times_ms": times, "median_ms": statistics.median(times),
+            "process_medians_ms": [loop["median_ms"] for loop in loops], "processes": len(loops),
+            "sibling_states": [st for loop in loops for st in loop.get("sibling_states", [])]}
+
+
 def compare(pairs: int, out: Path, cases: list[str] | None, root: Path | None, pinned: bool = False,
-            siblings: int = 0) -> int:
+            siblings: int = 0, processes: int = 1) -> int:
     out.mkdir(parents=True, exist_ok=True)
     out = out.resolve()
     rows = []
     chosen = [c for c in CASES if c[0] in (cases or DEFAULT_CASES)]
+    # each bare loop's kinds: plain, pinned as the engine pins, beside stopped stand-ins for look-ahead workers
+    kinds = [("bare", False, 0)] + ([("bare_pinned", True, 0)] if pinned else []) + \
+        ([("bare_siblings", False, siblings)] if siblings else [])
     for i in range(1, pairs + 1):  # pair by pair across the cases: a call cut short keeps as many pairs of each
         for name, key, stages, shape in chosen:
             order = (False, True) if i % 2 else (True, False)
-            # the same bare loop beside stopped stand-ins for look-ahead workers: before the plain one in even pairs
-            beside = partial(bare_process, key, shape, False, out / f"bare_siblings_{name}_{i}.json", siblings) \
-                if siblings else None
-            s = beside() if beside and i % 2 == 0 else None
-            loops = {p: bare_process(key, shape, p, out / f"bare_{'pinned_' if p else ''}{name}_{i}.json")
-                     for p in (order if pinned else (False,))}
-            b = loops[False]
-            s = s or (beside() if beside else None)
+            loops: dict[str, list[dict]] = {kind: [] for kind, _, _ in kinds}
+            for k in range(1, processes + 1):   # the kinds alternate process by process, so a drift hits each alike
+                for kind, pin, beside in (kinds if (i + k) % 2 == 0 else kinds[::-1]):
+                    suffix = "" if processes == 1 else f"_{k}"
+                    loops[kind].append(bare_process(key, shape, pin, out / f"{kind}_{name}_{i}{suffix}.json", beside))
+            b = pooled(loops["bare"])
+            s = pooled(loops["bare_siblings"]) if siblings else None
             runs = {p: engine(key, stages, shape, out / f"engine_{'' if p else 'unpinned_'}{name}_{i}.json", root, p)
                     for p in ((not order[0], order[0]) if pinned else (True,))}  # the engine's in the other order
             e = runs[True]
-            rows.append({"case": name, "pair": i, "bare_ms": b["median_ms"], "engine_ms": e["median_ms"],
+            rows.append({"case": name, "pair": i, "bare_ms": b["median_ms"], "bare_process_medians_ms":
+                         b["process_medians_ms"], "engine_ms": e["median_ms"],
                          "ratio": e["median_ms"] / b["median_ms"], "engine_process_medians_ms":
                          e["process_medians_ms"], "engine_wall_s": e["wall_s"], "tool_busy_s": e["tool_busy_s"],
                          "bare_steal_s": b.get("steal_s"), "bare_threads": b.get("timed_threads"),
                          "engine_windows": e["windows"], "engine_bound": e["bound"]})
             if siblings:
-                rows[-1].update(bare_siblings_ms=s["median_ms"], siblings=siblings, sibling_states=s["sibling_states"],
+                rows[-1].update(bare_siblings_ms=s["median_ms"],
+                                bare_siblings_process_medians_ms=s["process_medians_ms"], siblings=siblings,
+                                sibling_states=s["sibling_states"],
                                 ratio_siblings=s["median_ms"] / b["median_ms"])
             if pinned:
                 u = runs[False]
-                rows[-1].update(bare_pinned_ms=loops[True]["median_ms"], bare_order=["pinned" if p else "unpinned"
-                                for p in order], ratio_to_pinned=e["median_ms"] / loops[True]["median_ms"],
+                bp = pooled(loops["bare_pinned"])
+                rows[-1].update(bare_pinned_ms=bp["median_ms"], bare_order=["pinned" if p else "unpinned"
+                                for p in order], ratio_to_pinned=e["median_ms"] / bp["median_ms"],
                                 engine_unpinned_ms=u["median_ms"], ratio_unpinned=u["median_ms"] / b["median_ms"],
                                 engine_unpinned_process_medians_ms=u["process_medians_ms"],
-                                engine_unpinned_windows=u["windows"], bare_pinned_threads=loops[True].get(
+                                engine_unpinned_windows=u["windows"], bare_pinned_threads=bp.get(
                                     "timed_threads"))
             (out / "quiet_host.json").write_text(json.dumps(rows, indent=1))  # kept as it goes: a cut call keeps it
             r = rows[-1]
             busy = [v for vs in r["tool_busy_s"].values() for v in vs if v is not None]
-            print(f"{name} pair {i}: bare {r['bare_ms']:.2f} ms, engine {r['engine_ms']:.2f} ms "
+            print(f"{name} pair {i}: bare {r['bare_ms']:.2f} ms"
+                  + (f" (processes {', '.join(f'{m:.2f}' for m in r['bare_process_medians_ms'])})"
+                     if processes > 1 else "") + f", engine {r['engine_ms']:.2f} ms "
                   f"(processes {', '.join(f'{m:.2f}' for m in r['engine_process_medians_ms'])}), "
                   f"engine/bare {r['ratio']:.3f}, engine {r['engine_bound']['verdict']}, "
                   f"engine wall {r['engine_wall_s']:.1f} s, "
@@ -287,9 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--siblings", type=int, default=0, metavar="K",
                    help="each pair also a bare loop beside K stopped stand-ins for look-ahead workers (each with its "
                         "CUDA context and built stage), as the engine's workers are stopped while one is timed")
+    p.add_argument("--bare-processes", type=int, default=1, metavar="N",
+                   help="each bare loop as N processes, pooled as the engine pools a stage's (its --repeats: 3); "
+                        "the kinds alternate process by process")
     args = p.parse_args(argv)
     return compare(args.pairs, args.out, args.cases.split(",") if args.cases else None, args.engine_root,
-                   args.pinned, args.siblings)
+                   args.pinned, args.siblings, args.bare_processes)
 
 
 if __name__ == "__main__":

@@ -77,3 +77,32 @@ def test_each_engine_run_carries_the_engines_own_bound_verdict_the_target_is_jud
     steady = module.bound_of(data / "h100_2026-12-07_call53_quiet_engine_apex_bf16_gpt2_small_1.json", key)
     assert slow["verdict"] == "launch-bound" and slow["host_wait_share"] > 0.03
     assert steady["verdict"] == "gpu-bound" and steady["host_wait_share"] == 0.0
+
+
+def test_several_bare_processes_are_pooled_as_the_engine_pools_and_the_kinds_alternate_process_by_process(
+        monkeypatch, tmp_path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("quiet_host", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ran, medians = [], iter([10.0, 30.0, 11.0, 31.0, 12.0, 32.0])
+
+    def fake_bare(key, shape, pinned, path, siblings=0):
+        ran.append((path.name, siblings))
+        m = next(medians)
+        return {"times_ms": [m, m], "median_ms": m, "sibling_states": ["T"] * siblings}
+
+    def fake_engine(key, stages, shape, json_path, root=None, pinned=True):
+        return {"median_ms": 11.0, "process_medians_ms": [11.0], "wall_s": 1.0, "bound": {"verdict": "launch-bound"},
+                "tool_busy_s": {}, "windows": []}
+    monkeypatch.setattr(module, "bare_process", fake_bare)
+    monkeypatch.setattr(module, "engine", fake_engine)
+    module.compare(1, tmp_path, ["apex_bf16_gpt2_small_b2"], None, siblings=2, processes=3)
+    row = json.loads((tmp_path / "quiet_host.json").read_text())[0]
+    assert [name for name, _ in ran] == [
+        "bare_apex_bf16_gpt2_small_b2_1_1.json", "bare_siblings_apex_bf16_gpt2_small_b2_1_1.json",
+        "bare_siblings_apex_bf16_gpt2_small_b2_1_2.json", "bare_apex_bf16_gpt2_small_b2_1_2.json",
+        "bare_apex_bf16_gpt2_small_b2_1_3.json", "bare_siblings_apex_bf16_gpt2_small_b2_1_3.json"]
+    assert row["bare_process_medians_ms"] == [10.0, 31.0, 12.0] and row["bare_ms"] == 12.0   # all six steps' median
+    assert row["bare_siblings_process_medians_ms"] == [30.0, 11.0, 32.0] and row["bare_siblings_ms"] == 30.0
+    assert row["ratio"] == 11.0 / 12.0 and row["sibling_states"] == ["T"] * 6
