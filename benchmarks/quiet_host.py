@@ -16,7 +16,8 @@ the native case the stage alone.
 Each pair is (bare, engine) run back to back; the figure is engine median / bare median, each the median of all
 timed steps of its run. A bare loop alone moves by up to 21% from one process to the next on an H100 host (call 56),
 so with --bare-processes N each bare loop is N processes pooled as the engine pools its three, and the loops' kinds
-(plain, pinned, beside siblings) alternate process by process. With --pinned each pair also runs a bare loop pinned as the engine pins its timed process
+(plain, pinned, beside siblings) alternate process by process. With --pinned each pair also runs a bare loop
+pinned as the engine pins its timed process
 (every thread on all cores but the first, torch's threads capped to them: run.quiet), the two bare loops in turn
 (unpinned first in odd pairs, pinned first in even ones), and a second engine run with its timed processes unpinned
 (BENCH_PIN_TIMED=0; the two engine runs in the other order): whether the pinning alone moves the step. Each bare
