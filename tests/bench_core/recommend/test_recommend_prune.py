@@ -10,7 +10,7 @@ from bench_core.machine.stage_costs import StageCosts
 from bench_core.recommend.answer import Recommendation
 from bench_core.recommend.check import CHECK_PROCESSES, DECLARED, NEXT_BEST, RECOMMENDED, measure_check_set
 from bench_core.recommend.planner import Label, Planner
-from bench_core.recommend.predict import Predicted, PredictionSource, TimedPredictor
+from bench_core.recommend.predict import TIMING_CHUNK, Predicted, PredictionSource, TimedPredictor
 from bench_core.recommend.prune import CONFIRM_PROCESSES, PREDICTED_NOT_MEASURED, affordable, process_seconds
 from bench_core.recommend.space import Candidate
 from bench_core.sweep.timing.timings import KernelTime, PointTimings
@@ -178,6 +178,23 @@ def test_the_timed_predictor_times_every_candidate_while_timing_is_the_cheaper()
     cands = [Candidate(s, 8) for s in STAGES[:6]]
     p, out, timed = timed_at(10.0, cands, measuring_s=15.0)
     assert len(timed) == len(cands) and not p.stopped
+    assert all(out[c].source is PredictionSource.TIMED for c in cands)
+
+
+def test_the_timed_predictor_hands_each_timing_process_one_wave_of_candidates_best_estimated_first():
+    """A timing process compiles every compiled step it is given before it times any (sweep.timing.ahead): given
+    608 candidates on an H100 it spent the whole share compiling and timed none. Handed a wave at a time, the first
+    timings come after one wave, and every candidate is still timed while the share lasts."""
+    cands = [Candidate(STAGES[i % len(STAGES)], 8 * (1 + i // len(STAGES))) for i in range(2 * TIMING_CHUNK + 3)]
+    handed = []
+
+    def stand_in(order, cancel):
+        handed.append(list(order))
+        for i, c in enumerate(order):
+            yield i, timings_for(c.stage, 2.0, 3.0), ()
+    out = TimedPredictor(stand_in, Estimate())(cands)
+    assert [len(h) for h in handed] == [TIMING_CHUNK, TIMING_CHUNK, 3]
+    assert [c for h in handed for c in h] == sorted(cands, key=lambda c: Estimate()(cands)[c].step_ms / c.batch_size)
     assert all(out[c].source is PredictionSource.TIMED for c in cands)
 
 
