@@ -81,6 +81,9 @@ def recommend(ask: Ask, predictor: Predictor, measure: Measure,
               f"budget", *_prediction_lines(predicted)]
     if isinstance(predictor, TimedPredictor) and predictor.stopped:
         limits.append(f"predicting stopped early: {predictor.stopped}")
+    unbounded = unmeasured_limit(states, lead)
+    if unbounded:
+        limits.insert(0, unbounded)
     if planner.cap is not None:
         limits.append(f"end-to-end cap: {planner.cap.why}")
     if summary is not None and lead is not None:
@@ -118,6 +121,21 @@ def _check(ask: Ask, states: list[Searched], lead: Searched | None, following: C
         if on_progress:
             on_progress(Progress(text, 0, None))
     return measure_check_set(members, {s.candidate: s for s in states}, measure, ask.cfg, ask.gpu, say)
+
+
+def unmeasured_limit(states: list[Searched], lead: Searched | None) -> str:
+    """What the answer could not rule out: candidates that fit and were not measured, whose predicted fastest (none
+    where an estimate bounds nothing) is below the leader's measured step per token, so any of them could be
+    faster than the recommendation ("" if none)."""
+    fits = [s for s in states if s.fit.fits]
+    measured = [s for s in fits if s.measurement is not None and s.measurement.rounds_ms]
+    best = time_interval(lead.per_token_rounds())[1] if lead is not None and lead in measured else float("inf")
+    open_ = [s for s in fits if s not in measured and s.predicted.per_token(s.tokens)[0] < best]
+    if not open_:
+        return ""
+    return (f"the best of {len(measured)} measured, not of the space: {len(open_)} of the {len(fits)} candidates that "
+            f"fit were not measured and could be faster (their predicted fastest is below the recommendation's "
+            f"measured step, or an estimate bounds nothing); a longer --budget measures more")
 
 
 def _prediction_lines(predicted: dict[Candidate, Predicted]) -> list[str]:

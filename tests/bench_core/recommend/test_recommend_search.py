@@ -3,8 +3,9 @@ from dataclasses import replace
 
 from bench_core.config.bench_config import BenchConfig
 from bench_core.recommend.planner import Label, Planner
+from bench_core.recommend.predict import Predicted
 from bench_core.recommend.prune import PREDICTED_NOT_MEASURED, Cap, beyond_cap
-from bench_core.recommend.search import FROM_MEASURED, Ask, _measured_from
+from bench_core.recommend.search import FROM_MEASURED, Ask, _measured_from, unmeasured_limit
 from bench_core.recommend.space import SearchSpace
 from tests.bench_core.recommend.test_recommend_planner import STAGES, searched, synthetic
 
@@ -23,3 +24,19 @@ def test_from_measured_after_the_search_no_longer_says_predicted_not_measured():
     base = _measured_from(ask, states, lead, measure, None)
     assert base.label is Label.MEASURED
     assert not base.dropped.startswith(PREDICTED_NOT_MEASURED) and base.dropped == FROM_MEASURED
+
+
+def test_the_answer_says_how_many_candidates_it_could_not_rule_out():
+    """An H100 search whose predictions were all estimates measured 3 of 608 and said nothing of the 605 others."""
+    true = [20.0, 10.0, 30.0]
+    measure, _ = synthetic(true)
+    states = Planner(measure, None).run(searched(true))
+    lead = states[1]
+    assert unmeasured_limit(states, lead) == ""   # every candidate measured
+    left = [states[0], lead, replace(states[2], measurement=None)]   # the third: an estimate, not measured
+    assert unmeasured_limit(left, lead).startswith("the best of 2 measured, not of the space: 1 of the 3 candidates")
+
+    def timed(low_ms):   # a timed prediction, bounded below at low_ms a step
+        return [*left[:2], replace(left[2], predicted=Predicted(low_ms + 2, low_ms, low_ms + 4))]
+    assert unmeasured_limit(timed(15.0), lead) == ""            # its fastest is above the leader's 10 ms: ruled out
+    assert unmeasured_limit(timed(5.0), lead).startswith("the best of 2 measured")   # could still be faster
