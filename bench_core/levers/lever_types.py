@@ -131,6 +131,7 @@ class PrecisionLever(Lever):
     plan: PrecisionPlan = PrecisionPlan(None, False, False)
     mfu_peak: str = ""           # the datasheet peak MFU counts against; FP8 stages: the BF16 one, labelled so
     gemm_rate: str = ""          # the GEMM rate its matmuls run at (FP8 stages: fp8): the run estimate's ceiling
+    eager_rate: str = ""         # the rate an uncompiled step reaches, where its extra kernels cost what it gains
     swaps_norm: bool = False     # replaces the model's norm modules with its own (TE): torch's norm kernel is gone
 
     @property

@@ -211,7 +211,9 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                    requires=impl.all_of(impl.needs_fp8("torchao float8"),
                                         impl.needs_package(_TORCHAO_PACKAGE, _TORCHAO), impl.requires_dtype("bf16")),
                    expects=_both(kk.FP8_GEMM), share_of=kk.FP8_SHARE, vendor=TORCHAO, native="bf16", mfu_peak="bf16",
-                   gemm_rate="fp8", imports=(_TORCHAO_PACKAGE,),
+                   # eager, each converted linear's dynamic scaling (amax, scale, cast) runs as separate kernels that
+                   # compile fuses: on HF Llama-3.2-1B eager FP8 was x0.47 of native BF16, compiled x1.57 (H100 call 54)
+                   gemm_rate="fp8", eager_rate="bf16", imports=(_TORCHAO_PACKAGE,),
                    graph_blocker=_FP8_HOST, surgery=Float8Convert(),
                    plan=PrecisionPlan("bfloat16", False, False)),
     PrecisionLever("te-fp8", "FP8 (Transformer Engine)",

@@ -138,6 +138,13 @@ class Stage:
         return self._typed("compile", CompileLever)
 
     @property
+    def estimated_as(self) -> str:
+        """The precision whose rate the run estimate gives this stage: the precision lever's, or its eager rate
+        where it has one and the stage does not compile (registry: torchao FP8's scaling casts)."""
+        lever = self.precision_lever
+        return lever.eager_rate if lever.eager_rate and not self.compile_lever.traces_model else lever.name
+
+    @property
     def gpus_lever(self) -> GpusLever:
         return self._typed("gpus", GpusLever)
 

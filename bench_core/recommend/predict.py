@@ -74,7 +74,7 @@ class EstimatePredictor:
     def __call__(self, candidates: Iterable[Candidate]) -> dict[Candidate, Predicted]:
         out = {}
         for c in candidates:
-            est = step_estimate(at_batch(self.cfg, c.batch_size), self.probe, self.device, c.stage.precision)
+            est = step_estimate(at_batch(self.cfg, c.batch_size), self.probe, self.device, c.stage.estimated_as)
             out[c] = Predicted(est.seconds * 1e3 if est.seconds else None, source=PredictionSource.ESTIMATE,
                                note=est.label if est.seconds else est.why)
         return out

@@ -112,7 +112,7 @@ def eta(run: RunResult, costs: StageCosts | None = None, now: float | None = Non
     cfg = run.config
     now = time.time() if now is None else now
     costs = costs or stage_costs.load(run.device)
-    estimates = {s.index: step_estimate(cfg, run.machine, run.device, s.stage.precision) for s in run.stages}
+    estimates = {s.index: step_estimate(cfg, run.machine, run.device, s.stage.estimated_as) for s in run.stages}
     measured = _measured_step_s(run)
     overhead = _measured_overhead_s(run)
     rows, total = [], 0.0
@@ -164,6 +164,6 @@ def run_estimate(run: RunResult, costs: StageCosts | None = None) -> RunEstimate
     costs = costs or stage_costs.load(run.device)
     runnable = tuple(s for s in run.stages if not s.stage.unavailable_reason(run.machine, run.device))
     left = eta(replace(run, stages=runnable), costs)
-    rates = rate_sources(run.config, run.machine, run.device, [s.stage.precision for s in runnable])
+    rates = rate_sources(run.config, run.machine, run.device, [s.stage.estimated_as for s in runnable])
     cached = sum(1 for r in left.stages if r.basis is StepBasis.CACHED)
     return RunEstimate(left.seconds, sum(r.compile_s for r in left.stages), costs, rates, cached, len(left.stages))

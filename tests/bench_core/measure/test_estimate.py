@@ -86,3 +86,19 @@ def test_a_gpu_without_a_peak_or_ceiling_has_no_estimate():
     probe = Probe.from_dict({"cuda": {"available": True, "name": "NVIDIA A100-SXM4-80GB"}})
     est = step_estimate(BenchConfig(), probe, "cuda", "fp8-torchao")
     assert est.seconds is None and "no dense fp8 peak" in est.label
+
+
+def test_eager_torchao_fp8_is_estimated_at_the_bf16_rate_and_compiled_at_fp8():
+    """Eager, torchao's scaling casts cost what its FP8 GEMMs gain (x0.47 of native BF16 on HF Llama-3.2-1B, H100
+    call 54), so the estimate that orders a recommendation's candidates put eager FP8 first and the budget measured
+    nothing else (call 60). Compiled, and Transformer Engine's own kernels, keep the FP8 rate."""
+    from bench_core.levers.stage import Stage
+    from bench_core.recommend.predict import EstimatePredictor
+    from bench_core.recommend.space import Candidate
+    eager = Stage("adam", "layernorm", "fp8-torchao")
+    compiled = Stage("adam", "layernorm", "fp8-torchao", compile="compile")
+    te, bf16 = Stage("adam", "layernorm", "te-fp8"), Stage("adam", "layernorm", "bf16")
+    assert (eager.estimated_as, compiled.estimated_as, te.estimated_as) == ("bf16", "fp8-torchao", "te-fp8")
+    cands = [Candidate(s, 8) for s in (eager, compiled, bf16)]
+    predicted = EstimatePredictor(BenchConfig(), H200.with_ceilings(MEASURED), "cuda")(cands)
+    assert predicted[cands[1]].step_ms < predicted[cands[0]].step_ms == predicted[cands[2]].step_ms
