@@ -14,13 +14,13 @@ case the seed's four stages (each engine run is also a run of the seed ladder, i
 the native case the stage alone.
 
 Each pair is (bare, engine) run back to back; the figure is engine median / bare median, each the median of all
-timed steps of its run. A bare loop alone moves by up to 21% from one process to the next on an H100 host (call 56),
-so with --bare-processes N each bare loop is N processes pooled as the engine pools its three, and the loops' kinds
-(plain, pinned, beside siblings) alternate process by process. With --pinned each pair also runs a bare loop
-pinned as the engine pins its timed process
-(every thread on all cores but the first, torch's threads capped to them: run.quiet), the two bare loops in turn
-(unpinned first in odd pairs, pinned first in even ones), and a second engine run with its timed processes unpinned
-(BENCH_PIN_TIMED=0; the two engine runs in the other order): whether the pinning alone moves the step. Each bare
+timed steps of its run. A bare loop alone moves by up to a quarter from one process to the next on an H100 host
+(BENCHMARKS), so with --bare-processes N each bare loop is N processes pooled as the engine pools its three, and the
+loops' kinds (plain, pinned, beside siblings) alternate process by process. With --pinned each pair also runs a bare
+loop pinned as the engine pins its timed process (every thread on all cores but the first, torch's threads capped to
+them: run.quiet), the two bare loops in turn (unpinned first in odd pairs, pinned first in even ones), and a second
+engine run with its timed processes unpinned (BENCH_PIN_TIMED=0; the two engine runs in the other order): whether
+the pinning alone moves the step. Each bare
 loop records what the engine's quiet windows do: the host's steal time and its own busy threads. The target:
 at most 1.03 on the launch-bound stages (the host sets their pace, so a process of ours working beside them would
 show here first). Which runs were launch-bound is the engine's own verdict from each run's profiled steps
@@ -28,9 +28,10 @@ show here first). Which runs were launch-bound is the engine's own verdict from 
 
 With --siblings K each pair also runs the bare loop beside K stand-ins for look-ahead workers: each imports torch,
 makes its CUDA context and builds the stage, then is stopped (SIGSTOP) through the timed steps, as the engine stops
-its workers. Before the plain bare loop in even pairs, after it in odd ones. It asks one thing: whether processes of
-ours that exist but do no work slow a launch-bound step (benchmarks/alone_vs_paused.py: the engine's processes timed
-with none left beside them were faster in 7 of 9 launch-bound runs, p 0.18).
+its workers. Before the plain bare loop in even pairs, after it in odd ones (turn by turn with --bare-processes). It
+asks one thing: whether processes of ours that exist but do no work slow a launch-bound step (benchmarks/
+alone_vs_paused.py had the engine's processes timed with none left beside them faster in 7 of 9 launch-bound runs,
+p 0.18; beside seven, the bare loop was the slower in 3 of 6 process pairs: BENCHMARKS).
 """
 from __future__ import annotations
 

@@ -212,7 +212,7 @@ LEVERS: dict[str, Lever] = {lever.name: lever for lever in [
                                         impl.needs_package(_TORCHAO_PACKAGE, _TORCHAO), impl.requires_dtype("bf16")),
                    expects=_both(kk.FP8_GEMM), share_of=kk.FP8_SHARE, vendor=TORCHAO, native="bf16", mfu_peak="bf16",
                    # eager, each converted linear's dynamic scaling (amax, scale, cast) runs as separate kernels that
-                   # compile fuses: on HF Llama-3.2-1B eager FP8 was x0.47 of native BF16, compiled x1.57 (H100 call 54)
+                   # compile fuses: on HF Llama-3.2-1B eager FP8 was x0.47 of native BF16, compiled x1.57 (BENCHMARKS)
                    gemm_rate="fp8", eager_rate="bf16", imports=(_TORCHAO_PACKAGE,),
                    graph_blocker=_FP8_HOST, surgery=Float8Convert(),
                    plan=PrecisionPlan("bfloat16", False, False)),

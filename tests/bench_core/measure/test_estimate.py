@@ -89,9 +89,9 @@ def test_a_gpu_without_a_peak_or_ceiling_has_no_estimate():
 
 
 def test_eager_torchao_fp8_is_estimated_at_the_bf16_rate_and_compiled_at_fp8():
-    """Eager, torchao's scaling casts cost what its FP8 GEMMs gain (x0.47 of native BF16 on HF Llama-3.2-1B, H100
-    call 54), so the estimate that orders a recommendation's candidates put eager FP8 first and the budget measured
-    nothing else (call 60). Compiled, and Transformer Engine's own kernels, keep the FP8 rate."""
+    """Eager, torchao's scaling casts cost what its FP8 GEMMs gain (x0.47 of native BF16 on HF Llama-3.2-1B), so
+    at the FP8 rate the estimate that orders a recommendation's candidates put eager FP8 first, and a budget measured
+    nothing else. Compiled, and Transformer Engine's own kernels, keep the FP8 rate."""
     from bench_core.levers.stage import Stage
     from bench_core.recommend.predict import EstimatePredictor
     from bench_core.recommend.space import Candidate

@@ -166,7 +166,7 @@ def timed_at(seconds_each, cands, measuring_s):
 
 def test_the_timed_predictor_stops_where_timing_a_candidate_costs_more_than_measuring_it():
     cands = [Candidate(s, 8) for s in STAGES[:6]]
-    p, out, timed = timed_at(25.0, cands, measuring_s=15.0)   # call 57's llama-1b: about 25 s a prediction
+    p, out, timed = timed_at(25.0, cands, measuring_s=15.0)   # llama-1b on an H100: about 25 s a prediction
     assert len(timed) == 2    # the first (it carries the process start) and one after it, which cost more
     assert p.stopped and "measuring is the cheaper way" in p.stopped
     untimed = [c for c in cands if c not in timed]
