@@ -336,8 +336,9 @@ adam-fused+layernorm+bf16 --model gpt2-small; done
       budget=$(( left - 60 < 540 ? left - 60 : 540 ))
       log "recommend $name (budget ${budget} s): $model $extra"
       # shellcheck disable=SC2086  # EXTRA is split on purpose
+      # its own history file: the measured run (each stage's kernel proof) comes back beside the answer
       timeout -s INT -k 30 "$left" python3 -m bench_core recommend --model "$model" --memory 60 --budget "${budget}s" \
-        --no-db --json "$OUT/$name.json" $(args=${extra//,/ }; echo "${args//;/,}") > "$OUT/$name.log" 2>&1
+        --db "$OUT/$name.sqlite" --json "$OUT/$name.json" $(args=${extra//,/ }; echo "${args//;/,}") > "$OUT/$name.log" 2>&1
       log "recommend $name exit $?"; tail -6 "$OUT/$name.log" | tee -a "$OUT/steps.log" ;;
     *) log "unknown mode $mode" ;;
   esac
