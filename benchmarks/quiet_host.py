@@ -203,11 +203,14 @@ def bare_process(key: str, shape: list[str], pinned: bool, path: Path, siblings:
 
 
 def pooled(loops: list[dict]) -> dict:
-    """Several bare processes pooled as the engine pools a stage's processes: the median over every step, and each
-    process's own."""
+    """Several bare processes pooled as the engine pools a stage's processes: the median over every step, each
+    process's own median and steal, the steal summed (None if any process could not read it); the busy threads
+    are the first process's (each process's file keeps its own)."""
     times = [t for loop in loops for t in loop["times_ms"]]
+    steals = [loop.get("steal_s") for loop in loops]
     return {**loops[0], "times_ms": times, "median_ms": statistics.median(times),
             "process_medians_ms": [loop["median_ms"] for loop in loops], "processes": len(loops),
+            "process_steal_s": steals, "steal_s": None if None in steals else round(sum(steals), 4),
             "sibling_states": [st for loop in loops for st in loop.get("sibling_states", [])]}
 
 

@@ -81,7 +81,7 @@ def recommend(ask: Ask, predictor: Predictor, measure: Measure,
               f"budget", *_prediction_lines(predicted)]
     if isinstance(predictor, TimedPredictor) and predictor.stopped:
         limits.append(f"predicting stopped early: {predictor.stopped}")
-    unbounded = unmeasured_limit(states, lead)
+    unbounded = unmeasured_limit(states, _per_token(ranked[lead.candidate], lead.tokens) if lead else None)
     if unbounded:
         limits.insert(0, unbounded)
     if planner.cap is not None:
@@ -123,19 +123,24 @@ def _check(ask: Ask, states: list[Searched], lead: Searched | None, following: C
     return measure_check_set(members, {s.candidate: s for s in states}, measure, ask.cfg, ask.gpu, say)
 
 
-def unmeasured_limit(states: list[Searched], lead: Searched | None) -> str:
+def unmeasured_limit(states: list[Searched], leader_per_token: float | None) -> str:
     """What the answer could not rule out: candidates that fit and were not measured, whose predicted fastest (none
     where an estimate bounds nothing) is below the leader's measured step per token, so any of them could be
     faster than the recommendation ("" if none)."""
     fits = [s for s in states if s.fit.fits]
     measured = [s for s in fits if s.measurement is not None and s.measurement.rounds_ms]
-    best = time_interval(lead.per_token_rounds())[1] if lead is not None and lead in measured else float("inf")
+    best = leader_per_token if leader_per_token is not None else float("inf")
     open_ = [s for s in fits if s not in measured and s.predicted.per_token(s.tokens)[0] < best]
     if not open_:
         return ""
     return (f"the best of {len(measured)} measured, not of the space: {len(open_)} of the {len(fits)} candidates that "
             f"fit were not measured and could be faster (their predicted fastest is below the recommendation's "
             f"measured step, or an estimate bounds nothing); a longer --budget measures more")
+
+
+def _per_token(r: Ranked, tokens: int) -> float | None:
+    """The step per token the answer shows for `r` (its measured median across processes)."""
+    return r.step_ms / tokens if r.step_ms else None
 
 
 def _prediction_lines(predicted: dict[Candidate, Predicted]) -> list[str]:

@@ -90,7 +90,7 @@ def test_several_bare_processes_are_pooled_as_the_engine_pools_and_the_kinds_alt
     def fake_bare(key, shape, pinned, path, siblings=0):
         ran.append((path.name, siblings))
         m = next(medians)
-        return {"times_ms": [m, m], "median_ms": m, "sibling_states": ["T"] * siblings}
+        return {"times_ms": [m, m], "median_ms": m, "sibling_states": ["T"] * siblings, "steal_s": m / 100}
 
     def fake_engine(key, stages, shape, json_path, root=None, pinned=True):
         return {"median_ms": 11.0, "process_medians_ms": [11.0], "wall_s": 1.0, "bound": {"verdict": "launch-bound"},
@@ -106,3 +106,4 @@ def test_several_bare_processes_are_pooled_as_the_engine_pools_and_the_kinds_alt
     assert row["bare_process_medians_ms"] == [10.0, 31.0, 12.0] and row["bare_ms"] == 12.0   # all six steps' median
     assert row["bare_siblings_process_medians_ms"] == [30.0, 11.0, 32.0] and row["bare_siblings_ms"] == 30.0
     assert row["ratio"] == 11.0 / 12.0 and row["sibling_states"] == ["T"] * 6
+    assert row["bare_steal_s"] == round((10.0 + 31.0 + 12.0) / 100, 4)   # every process's steal, not the first's

@@ -2,6 +2,7 @@
 from dataclasses import replace
 
 from bench_core.config.bench_config import BenchConfig
+from bench_core.recommend.answer import Ranked
 from bench_core.recommend.planner import Label, Planner
 from bench_core.recommend.predict import Predicted
 from bench_core.recommend.prune import PREDICTED_NOT_MEASURED, Cap, beyond_cap
@@ -32,11 +33,12 @@ def test_the_answer_says_how_many_candidates_it_could_not_rule_out():
     measure, _ = synthetic(true)
     states = Planner(measure, None).run(searched(true))
     lead = states[1]
-    assert unmeasured_limit(states, lead) == ""   # every candidate measured
+    best = Ranked.of(lead, 64, None, BenchConfig(batch_size=8, seq_len=64)).step_ms / lead.tokens   # as the answer
+    assert unmeasured_limit(states, best) == ""   # every candidate measured
     left = [states[0], lead, replace(states[2], measurement=None)]   # the third: an estimate, not measured
-    assert unmeasured_limit(left, lead).startswith("the best of 2 measured, not of the space: 1 of the 3 candidates")
+    assert unmeasured_limit(left, best).startswith("the best of 2 measured, not of the space: 1 of the 3 candidates")
 
     def timed(low_ms):   # a timed prediction, bounded below at low_ms a step
         return [*left[:2], replace(left[2], predicted=Predicted(low_ms + 2, low_ms, low_ms + 4))]
-    assert unmeasured_limit(timed(15.0), lead) == ""            # its fastest is above the leader's 10 ms: ruled out
-    assert unmeasured_limit(timed(5.0), lead).startswith("the best of 2 measured")   # could still be faster
+    assert unmeasured_limit(timed(15.0), best) == ""            # its fastest is above the leader's 10 ms: ruled out
+    assert unmeasured_limit(timed(5.0), best).startswith("the best of 2 measured")   # could still be faster
