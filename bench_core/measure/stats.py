@@ -256,14 +256,42 @@ def speedup_interval(base_rounds: Sequence[Sequence[float]], stage_rounds: Seque
         n = len(d)
         centre, half = statistics.fmean(d), t_quantile(level, n - 1) * statistics.stdev(d) / math.sqrt(n)
     else:
-        vb, vs = statistics.variance(lb) / len(lb), statistics.variance(ls) / len(ls)
-        se2 = vb + vs
-        df = se2 ** 2 / (vb ** 2 / (len(lb) - 1) + vs ** 2 / (len(ls) - 1)) if se2 > 0 else len(lb) + len(ls) - 2
-        centre = statistics.fmean(lb) - statistics.fmean(ls)
-        half = t_quantile(level, max(1, math.floor(df))) * math.sqrt(se2)
+        centre, half = _welch(lb, ls, level)
         n = min(len(lb), len(ls))
     return SpeedupInterval(math.exp(centre - half), math.exp(centre + half), n, IntervalScope.ACROSS_PROCESSES,
                            math.exp(centre))
+
+
+def _welch(lb: Sequence[float], ls: Sequence[float], level: float) -> tuple[float, float]:
+    """(centre, half width) of Welch's t-interval on the difference of two groups' mean log-medians, its degrees of
+    freedom rounded down (wider, so still at least the level)."""
+    vb, vs = statistics.variance(lb) / len(lb), statistics.variance(ls) / len(ls)
+    se2 = vb + vs
+    df = se2 ** 2 / (vb ** 2 / (len(lb) - 1) + vs ** 2 / (len(ls) - 1)) if se2 > 0 else len(lb) + len(ls) - 2
+    return statistics.fmean(lb) - statistics.fmean(ls), t_quantile(level, max(1, math.floor(df))) * math.sqrt(se2)
+
+
+def unpaired_ratio_interval(base_medians: Sequence[float], stage_medians: Sequence[float],
+                            level: float = 0.95) -> SpeedupInterval | None:
+    """base / stage from two independent groups of per-process medians (no round pairs them: e.g. a bare loop's
+    processes against the engine's), Welch's interval on their log-medians whatever the counts; its processes are
+    the smaller group's. None without two positive medians a side."""
+    if min(len(base_medians), len(stage_medians)) < 2 or min(*base_medians, *stage_medians) <= 0:
+        return None
+    lb, ls = [math.log(m) for m in base_medians], [math.log(m) for m in stage_medians]
+    centre, half = _welch(lb, ls, level)
+    return SpeedupInterval(math.exp(centre - half), math.exp(centre + half), min(len(lb), len(ls)),
+                           IntervalScope.ACROSS_PROCESSES, math.exp(centre))
+
+
+def unpaired_log_sd(*groups: Sequence[float]) -> float | None:
+    """The pooled within-group sd of the log of per-process medians (what `unpaired_ratio_interval` widens by);
+    None without a group of two."""
+    logs = [[math.log(m) for m in g] for g in groups if len(g) >= 2 and min(g) > 0]
+    df = sum(len(g) - 1 for g in logs)
+    if not df:
+        return None
+    return math.sqrt(sum((len(g) - 1) * statistics.variance(g) for g in logs) / df)
 
 
 # ---------------------------------------------------------------- what an interval can tell

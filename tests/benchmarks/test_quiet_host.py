@@ -107,3 +107,44 @@ def test_several_bare_processes_are_pooled_as_the_engine_pools_and_the_kinds_alt
     assert row["bare_siblings_process_medians_ms"] == [30.0, 11.0, 32.0] and row["bare_siblings_ms"] == 30.0
     assert row["ratio"] == 11.0 / 12.0 and row["sibling_states"] == ["T"] * 6
     assert row["bare_steal_s"] == round((10.0 + 31.0 + 12.0) / 100, 4)   # every process's steal, not the first's
+
+
+def _module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("quiet_host", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rows(case, bare, engine, per_pair=3):
+    return [{"case": case, "pair": i + 1, "bare_ms": bare[i], "bare_process_medians_ms": [bare[i]],
+             "bare_wall_s": 20.0, "engine_process_medians_ms": engine[per_pair * i:per_pair * (i + 1)],
+             "engine_wall_s": 45.0, "engine_bound": {"verdict": "launch-bound"}} for i in range(len(bare))]
+
+
+def test_the_target_is_judged_on_every_process_of_a_case_met_missed_or_not_yet_told():
+    """engine / bare over all pairs' processes: met when the interval lies at or below 1.03, missed when above, and
+    otherwise how many processes a side would tell it (the fewest n with t(n-1) * sd * sqrt2 / sqrt n <= log 1.03)."""
+    import math
+
+    from bench_core.measure.stats import t_quantile
+    module = _module()
+    rows = (_rows("steady", [40.0, 40.1, 39.9], [40.0, 40.05, 39.95, 40.1, 39.9, 40.0, 40.02, 39.98, 40.0])
+            + _rows("slow", [40.0, 40.1, 39.9], [44.0, 44.1, 43.9, 44.0, 44.05, 43.95, 44.0, 44.1, 43.9])
+            + _rows("noisy", [38.0, 46.0, 42.0], [40.0, 44.0, 42.0, 39.0, 45.0, 42.0, 41.0, 43.0, 42.0]))
+    steady, slow, noisy = module.judged(rows)
+    assert steady.startswith("steady, all 3 pairs (3 bare processes, 9 engine processes; "
+                             "engine launch-bound in 3 of 3)")
+    assert steady.endswith("target (≤ 1.03) met") and slow.endswith("target (≤ 1.03) missed")
+    assert "can't tell yet" in noisy
+    logs = [[math.log(m) for m in g] for g in ([38.0, 46.0, 42.0], [40.0, 44.0, 42.0, 39.0, 45.0, 42.0, 41.0, 43.0,
+                                                                   42.0])]
+    sd = math.sqrt(sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in logs) / (3 - 1 + 9 - 1))
+
+    def narrow(n):
+        return t_quantile(0.95, n - 1) * sd * math.sqrt(2) / math.sqrt(n) <= math.log(1.03)
+    need = next(n for n in range(2, 10_000) if narrow(n))
+    assert f"about {need} processes a side would tell it within 3%" in noisy
+    assert f"≈ {(20.0 * 3 / 3 + 45.0 * 3 / 9) * (need - 3) / 60:.0f} min of device time more" in noisy
+    assert module.judged(_rows("one", [40.0], [40.0, 41.0, 42.0]))[0].endswith("(2 each at least)")

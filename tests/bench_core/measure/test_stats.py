@@ -26,6 +26,8 @@ from bench_core.measure.stats import (
     speedup_interval,
     t_quantile,
     timing_stats,
+    unpaired_log_sd,
+    unpaired_ratio_interval,
 )
 
 
@@ -280,6 +282,32 @@ def test_no_data_no_interval_and_scaling_keeps_the_scope():
     assert found == SpeedupInterval(2.0, 4.0, 3, IntervalScope.ACROSS_PROCESSES, 3.0)
     assert SpeedupInterval(1.0, 2.0, 0, IntervalScope.NOT_RECORDED).text == "scope not recorded"
 
+
+
+@pytest.mark.parametrize("sizes", [(3, 9), (6, 9), (12, 12)])
+def test_two_independent_groups_of_process_medians_cover_their_true_ratio_95_percent_of_the_time(sizes):
+    """A bare loop's processes against the engine's: no round pairs them, each process its own offset. Welch's
+    interval on the log-medians, its degrees of freedom rounded down: at least 95%, and not far above it."""
+    rng, hits, experiments = _rng(21), 0, 400
+    for _ in range(experiments):
+        base = [40.0 * math.exp(rng.gauss(0, 0.08)) for _ in range(sizes[0])]
+        stage = [40.0 / 1.1 * math.exp(rng.gauss(0, 0.08)) for _ in range(sizes[1])]
+        found = unpaired_ratio_interval(base, stage)
+        assert found.scope == IntervalScope.ACROSS_PROCESSES and found.processes == min(sizes)
+        hits += found.low <= 1.1 <= found.high
+    low, high = _band(experiments)
+    assert low <= hits / experiments <= high
+
+
+def test_an_unpaired_interval_hand_computed_and_its_pooled_spread():
+    base, stage = [100.0, 100.0 * math.e ** 0.1], [50.0, 50.0 * math.e ** -0.1]   # log sd 0.1/sqrt2 in each
+    found = unpaired_ratio_interval(base, stage)
+    se = math.sqrt(2 * (0.1 ** 2 / 2) / 2)              # each side: variance 0.005 over 2 processes
+    df = math.floor(se ** 4 / (2 * (0.1 ** 2 / 2 / 2) ** 2))   # Welch: 2 here
+    assert found.estimate == pytest.approx(2.0 * math.exp(0.1))
+    assert math.log(found.high / found.estimate) == pytest.approx(t_quantile(0.95, df) * se, rel=1e-9)
+    assert unpaired_log_sd(base, stage) == pytest.approx(0.1 / math.sqrt(2), rel=1e-12)
+    assert unpaired_ratio_interval([100.0], stage) is None and unpaired_log_sd([1.0], [2.0]) is None
 
 # ---------------------------------------------------------------- adaptive timing
 def test_median_interval_ranks_hand_computed():
