@@ -14,6 +14,15 @@ TINY = ["--model", "gpt2-small", "--depth", "1", "--width", "64", "--heads", "2"
         "--batch-size", "2", "--vocab-size", "128"]
 
 
+def _module():
+    """benchmarks/quiet_host.py, imported from its path (benchmarks/ is not a package)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("quiet_host", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def bare(*extra: str) -> dict:
     out = subprocess.run([sys.executable, str(SCRIPT), "bare", "--stage", "adam+layernorm+fp32", *extra, *TINY],
                          check=True, capture_output=True, text=True, timeout=300).stdout
@@ -45,10 +54,7 @@ def test_the_bare_loop_beside_siblings_times_while_they_are_stopped_and_leaves_n
 
 
 def test_the_unpinned_engine_run_turns_the_pinning_off_and_the_default_leaves_it(monkeypatch, tmp_path):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("quiet_host", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _module()
     seen = []
     stage = {"key": "k", "rounds": [2], "times_ms": [1.0, 3.0], "quiet": [{"round": 0, "steal_s": 0.0}]}
 
@@ -67,10 +73,7 @@ def test_the_unpinned_engine_run_turns_the_pinning_off_and_the_default_leaves_it
 def test_each_engine_run_carries_the_engines_own_bound_verdict_the_target_is_judged_on():
     """Read from the run file by the engine's loader and summary, as the dashboard reads it: call 48's slow pair 2
     was launch-bound (11.8% host wait), call 53's pair 1 GPU-bound (BENCHMARKS)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("quiet_host", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _module()
     data = TESTS.parent / "docs" / "data"
     key = "apex-fusedadam+apex-fusedln+bf16"
     slow = module.bound_of(data / "h100_2026-12-07_call48_quiet_engine_apex_bf16_gpt2_small_2.json", key)
@@ -81,10 +84,7 @@ def test_each_engine_run_carries_the_engines_own_bound_verdict_the_target_is_jud
 
 def test_several_bare_processes_are_pooled_as_the_engine_pools_and_the_kinds_alternate_process_by_process(
         monkeypatch, tmp_path):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("quiet_host", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _module()
     ran, medians = [], iter([10.0, 30.0, 11.0, 31.0, 12.0, 32.0])
 
     def fake_bare(key, shape, pinned, path, siblings=0):
@@ -107,14 +107,6 @@ def test_several_bare_processes_are_pooled_as_the_engine_pools_and_the_kinds_alt
     assert row["bare_siblings_process_medians_ms"] == [30.0, 11.0, 32.0] and row["bare_siblings_ms"] == 30.0
     assert row["ratio"] == 11.0 / 12.0 and row["sibling_states"] == ["T"] * 6
     assert row["bare_steal_s"] == round((10.0 + 31.0 + 12.0) / 100, 4)   # every process's steal, not the first's
-
-
-def _module():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("quiet_host", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _rows(case, bare, engine, per_pair=3):

@@ -283,7 +283,6 @@ def test_no_data_no_interval_and_scaling_keeps_the_scope():
     assert SpeedupInterval(1.0, 2.0, 0, IntervalScope.NOT_RECORDED).text == "scope not recorded"
 
 
-
 @pytest.mark.parametrize("sizes", [(3, 9), (6, 9), (12, 12)])
 def test_two_independent_groups_of_process_medians_cover_their_true_ratio_95_percent_of_the_time(sizes):
     """A bare loop's processes against the engine's: no round pairs them, each process its own offset. Welch's
@@ -308,6 +307,7 @@ def test_an_unpaired_interval_hand_computed_and_its_pooled_spread():
     assert math.log(found.high / found.estimate) == pytest.approx(t_quantile(0.95, df) * se, rel=1e-9)
     assert unpaired_log_sd(base, stage) == pytest.approx(0.1 / math.sqrt(2), rel=1e-12)
     assert unpaired_ratio_interval([100.0], stage) is None and unpaired_log_sd([1.0], [2.0]) is None
+
 
 # ---------------------------------------------------------------- adaptive timing
 def test_median_interval_ranks_hand_computed():
