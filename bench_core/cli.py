@@ -35,7 +35,7 @@ from bench_core.models.families import FAMILIES, parts_family, validate
 from bench_core.models.sources import config_from_args, model_source_args
 from bench_core.results.eta import run_estimate
 from bench_core.results.examples import EXAMPLES
-from bench_core.results.phase import Phase, compile_text, phase
+from bench_core.results.phase import Phase, cold_compile_s, compile_text, phase
 from bench_core.results.records import STAGE_FINISHED, RunResult, StageResult, Status
 from bench_core.results.summary import summarize
 from bench_core.results.table import print_probe, print_table
@@ -235,7 +235,8 @@ def _run(args: argparse.Namespace, console: Any, spares: SpareWorkers, packages:
 
         def on_update(current: RunResult) -> None:
             for s in current.stages:
-                status = compile_text(s, costs, time.time()) if phase(s) is Phase.COMPILING else s.status.value
+                status = (compile_text(s, costs, time.time(), cold_s=cold_compile_s(current))
+                          if phase(s) is Phase.COMPILING else s.status.value)
                 progress.update(tasks[s.index], completed=len(s.times_ms), status=status)
 
         # after each stage's round: the history, then the files, then the line (once it shows, the files hold it)

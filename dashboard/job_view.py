@@ -15,7 +15,7 @@ from bench_core.machine import stage_costs
 from bench_core.results import figures
 from bench_core.results.columns import Layout, key_cell, key_columns, proof_consequence, shown
 from bench_core.results.formats import neutralise, to_csv, to_json
-from bench_core.results.phase import Phase, compile_text, phase
+from bench_core.results.phase import Phase, cold_compile_s, compile_text, phase
 from bench_core.results.records import RunResult, Status
 from bench_core.results.repeat import repeat_command
 from bench_core.results.report import render_html
@@ -47,7 +47,7 @@ def stage_progress(snap: JobSnapshot) -> None:
         text = f"{STATUS_MARK.get(stage.status.value, '')} {stage.index + 1}. {stage.key} — {stage.status.value}"
         if phase(stage) is Phase.COMPILING:
             costs = costs or stage_costs.load(snap.run.device)
-            text += f" · {compile_text(stage, costs, time.time())}"
+            text += f" · {compile_text(stage, costs, time.time(), cold_s=cold_compile_s(snap.run))}"
         elif stage.status == Status.RUNNING and not stage.times_ms and stage.warmup_steps:
             text += f" · warming up: {stage.warmup_steps} steps, {stage.warmup_s or 0:.1f} s"
         elif stage.status in (Status.RUNNING, Status.OK):

@@ -8,7 +8,8 @@ untimed stage takes the measured median of a timed stage of its own precision, e
 that an earlier run measured on this machine at the same shape (machine/stage_costs) takes that median instead of
 its estimate.
 A compiled stage adds its compile for each process not past its first step (machine/stage_costs: measured on this
-machine, else assumed); the fixed cost measured in this run leaves compiles out.
+machine, else assumed); a stage's first process at least as long as this run's longest first compile so far
+(results/phase.compile_expected_s); the fixed cost measured in this run leaves compiles out.
 """
 from __future__ import annotations
 
@@ -20,7 +21,14 @@ from enum import Enum
 from bench_core.machine import stage_costs
 from bench_core.machine.stage_costs import StageCosts
 from bench_core.measure.estimate import StepEstimate, process_overhead_s, rate_sources, step_estimate
-from bench_core.results.phase import compile_elapsed_s, compiles, first_step_s, step_key
+from bench_core.results.phase import (
+    cold_compile_s,
+    compile_elapsed_s,
+    compile_expected_s,
+    compiles,
+    first_step_s,
+    step_key,
+)
 from bench_core.results.records import RunResult, StageResult, Status
 from bench_core.results.summary import summarize
 
@@ -97,13 +105,18 @@ def _compiled_s(stage: StageResult) -> float:
     return sum(first_step_s(stage)) if compiles(stage) else 0.0
 
 
-def _compile_left_s(stage: StageResult, processes_to_start: int, costs: StageCosts, now: float) -> float:
+def _compile_left_s(stage: StageResult, processes_to_start: int, costs: StageCosts, now: float,
+                    cold_s: float | None) -> float:
     """A compiled stage's compiles still to come: the current process's (the rest of it, once compiling), and one
-    per process not started."""
+    per process not started; its first process's at least this run's longest first compile so far
+    (phase.compile_expected_s)."""
     last = stage.timelines[-1] if stage.timelines else {}
     pending = stage.status == Status.RUNNING and ("first_step" not in last or "finished" in last)
-    current = max(costs.compile_s - compile_elapsed_s(stage, now), 0.0) if pending else 0.0
-    return current + processes_to_start * costs.compile_s
+    first = compile_expected_s(stage, costs, cold_s)
+    current = max(first - compile_elapsed_s(stage, now), 0.0) if pending else 0.0
+    # not compiled yet and none running: the first of the processes to start pays `first`, the rest the machine's
+    extra = first - costs.compile_s if processes_to_start and not pending else 0.0
+    return current + processes_to_start * costs.compile_s + extra
 
 
 def eta(run: RunResult, costs: StageCosts | None = None, now: float | None = None) -> Eta:
@@ -115,6 +128,7 @@ def eta(run: RunResult, costs: StageCosts | None = None, now: float | None = Non
     estimates = {s.index: step_estimate(cfg, run.machine, run.device, s.stage.estimated_as) for s in run.stages}
     measured = _measured_step_s(run)
     overhead = _measured_overhead_s(run)
+    cold = cold_compile_s(run)
     rows, total = [], 0.0
     for s in run.stages:
         if s.finished:
@@ -127,7 +141,7 @@ def eta(run: RunResult, costs: StageCosts | None = None, now: float | None = Non
         processes = cfg.repeats - len(s.rounds) - (1 if s.status == Status.RUNNING else 0)
         per_process = overhead if overhead is not None else process_overhead_s(cfg, step, costs.fixed_s)
         left = (s.iters_total * cfg.repeats - len(s.times_ms)) * step + max(processes, 0) * per_process
-        compile_left = _compile_left_s(s, max(processes, 0), costs, now) if compiles(s) else 0.0
+        compile_left = _compile_left_s(s, max(processes, 0), costs, now, cold) if compiles(s) else 0.0
         rows.append(StageEta(s.index, estimates[s.index], step, basis, left + compile_left, compile_left))
         total += left + compile_left
     unknown = any(r.basis is None for r in rows)

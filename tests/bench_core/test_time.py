@@ -12,7 +12,7 @@ from bench_core.machine.probe import Probe
 from bench_core.machine.stage_costs import StageCosts
 from bench_core.measure.estimate import STEP_EFFICIENCY, bf16_note, process_overhead_s, step_estimate, step_seconds
 from bench_core.results.eta import eta, run_estimate
-from bench_core.results.phase import Phase, compile_text, phase, save_costs
+from bench_core.results.phase import Phase, cold_compile_s, compile_text, phase, save_costs
 from bench_core.results.records import Status
 from bench_core.run.runner import new_run, run_stage
 
@@ -39,7 +39,7 @@ def test_a_compiled_stage_shows_its_compile_phase_not_iteration_zero():
     run = compiling(new_run(CFG, [COMPILED, EAGER], PROBE, "custom"), 0, started=1000.0)
     stage = run.stages[0]
     assert phase(stage) is Phase.COMPILING
-    text = compile_text(stage, COSTS, now=1012.0)
+    text = compile_text(stage, COSTS, now=1012.0, cold_s=None)
     assert text.startswith("compiling") and "12 s of about 50 s" in text and "measured on this machine" in text
     assert phase(compiling(run, 0, 1000.0, first_step=1040.0).stages[0]) is Phase.WARMING_UP
     assert phase(compiling(run, 1, 1000.0).stages[1]) is Phase.WARMING_UP   # an eager first step: no compile
@@ -53,6 +53,31 @@ def test_the_eta_counts_compile_before_and_during_it():
     assert during.stages[1].compile_s == pytest.approx(20.0)    # 30 s of its 50 s done
     assert run_estimate(fresh, COSTS).compile_s == pytest.approx(50.0)
     assert "50 s of it compiling" in run_estimate(fresh, COSTS).text()
+
+
+def test_a_stage_not_compiled_yet_expects_at_least_this_runs_longest_first_compile():
+    """The machine's figure is assumed or from another model; this run's own first compile is of this model. After
+    a 90 s first compile, a compiled stage not yet compiled counts 90 s for its first process (in the ETA and in its
+    phase text) and the machine's 50 s for the rest; a stage already past its first compile keeps the 50 s."""
+    costs = dataclasses.replace(COSTS, measured_compile=False)
+    cfg = dataclasses.replace(CFG, repeats=2)
+    run = new_run(cfg, [COMPILED, Stage("adam", "layernorm", "fp32", "compile")], PROBE, "custom")
+    assert cold_compile_s(run) is None
+    before = eta(run, costs, now=2000.0)
+    assert before.stages[1].compile_s == pytest.approx(2 * 50.0)
+    first = run.with_stage(dataclasses.replace(run.stages[0], status=Status.RUNNING,
+                                               timelines=({"started": 1000.0, "first_step": 1090.0},)))
+    assert cold_compile_s(first) == pytest.approx(90.0)
+    after = eta(first, costs, now=2000.0)
+    assert after.stages[1].compile_s == pytest.approx(90.0 + 50.0)   # its first process 90 s, its second 50 s
+    assert after.stages[0].compile_s == pytest.approx(50.0)          # its second process: the machine's figure
+    running = first.with_stage(dataclasses.replace(first.stages[1], status=Status.RUNNING,
+                                                   timelines=({"started": 1950.0},)))
+    during = eta(running, costs, now=2000.0)
+    assert during.stages[1].compile_s == pytest.approx(40.0 + 50.0)   # 50 s of its 90 s done, then one more
+    text = compile_text(running.stages[1], costs, 2000.0, cold_s=cold_compile_s(running))
+    assert "50 s of about 90 s, as long as this run's longest first compile so far" in text
+    assert "about 50 s, assumed" in compile_text(running.stages[1], costs, 2000.0, cold_s=None)
 
 
 def test_a_run_measures_and_caches_the_compile_and_the_process_cost():
